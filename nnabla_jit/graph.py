@@ -1,0 +1,413 @@
+"""The executor: order the graph, run forward and backward kernels, free buffers.
+
+A forward or backward call first gets a *plan* for its root: the Function nodes in order plus,
+for every step, what to free (``clear_buffer``), which inputs get gradients, and whether each
+gradient overwrites or accumulates. Plans are cached on the root Variable and rebuilt only when
+the graph changes (``graph_changed()``: rewiring, unlinking, ``need_grad`` edits, reshapes), so a
+static graph pays for the Python walk once and each step costs the kernel calls and little else.
+"""
+import numpy as np
+
+__all__ = ["forward", "backward", "forward_all", "upstream_functions", "graph_changed",
+           "run_node_forward"]
+
+_version = [0]
+
+
+def graph_changed():
+    """Invalidate every cached plan (called when links or need_grad flags change)."""
+    _version[0] += 1
+
+
+def upstream_functions(roots):
+    """Function nodes the roots depend on, in an order where producers come first."""
+    order, done = [], set()
+    for root in roots:
+        f = root._parent
+        if f is None or id(f) in done:
+            continue
+        stack = [(f, iter(f.inputs))]
+        active = {id(f)}
+        while stack:
+            node, it = stack[-1]
+            for v in it:
+                p = v._parent
+                if p is not None and id(p) not in done and id(p) not in active:
+                    active.add(id(p))
+                    stack.append((p, iter(p.inputs)))
+                    break
+            else:
+                stack.pop()
+                done.add(id(node))
+                order.append(node)
+    return order
+
+
+# ---------------------------------------------------------------------------- node kernels
+def _input_array(v, dtype, keep):
+    nd = v._body.data
+    a = nd._array
+    if a is None or nd._device is not None:
+        a = nd._host()
+    if a.dtype != dtype and not keep:
+        a = a.astype(dtype)
+    return a
+
+
+def _output_array(node, k, dtype):
+    """The buffer output ``k`` is written into (reused across steps when it fits)."""
+    v = node._outputs[k]()
+    if v is None:   # nobody holds this output any more: write into a scratch buffer
+        if node._scratch is None:
+            node._scratch = {}
+        return node._scratch.setdefault(k, np.empty(_dead_output_shape(node, k), dtype))
+    nd = v._body.data
+    a = nd._array
+    if a is None or a.dtype != dtype or a.shape != v._body.shape or nd._device is not None:
+        if nd._device is not None:
+            nd._device.clear(nd)
+            nd._device = None
+        a = np.empty(v._body.shape, dtype)
+        nd._array = a
+        nd._dtype = a.dtype
+    return a
+
+
+def _dead_output_shape(node, k):
+    shapes = node.op.setup(*[v.shape for v in node.inputs])
+    return tuple(shapes[k])
+
+
+def run_node_forward(node):
+    """Run one node's forward kernel (also used by imperative and auto-forward calls)."""
+    op = node.op
+    if op.python_level:
+        op.forward(node.inputs, node.outputs)
+        return
+    if node.ctx.device == "cuda":
+        from .cuda_ops import run_node_forward_cuda
+        run_node_forward_cuda(node)
+        return
+    dt = node.compute_dtype
+    keep = op.keep_input_dtypes
+    ins = [_input_array(v, dt, i in keep) for i, v in enumerate(node.inputs)]
+    n = len(node._outputs)
+    out_dts = op.output_dtypes(dt, n)
+    outs = [_output_array(node, k, out_dts[k]) for k in range(n)]
+    op.forward(ins, outs)
+    if node.storage_dtype != dt:
+        _store_half(node, outs, out_dts)
+
+
+def _store_half(node, outs, out_dts):
+    """Under type_config='half' results are kept in float16 (computed in float32)."""
+    for r, a, odt in zip(node._outputs, outs, out_dts):
+        v = r()
+        if v is not None and odt == node.compute_dtype:
+            v._body.data._array = a.astype(node.storage_dtype)
+            v._body.data._dtype = v._body.data._array.dtype
+
+
+# ---------------------------------------------------------------------------- plans
+class _ForwardPlan:
+    __slots__ = ("version", "steps")
+
+    def __init__(self, roots, clear_buffer, clear_no_need_grad):
+        self.version = _version[0]
+        nodes = upstream_functions(roots)
+        frees = [[] for _ in nodes]
+        if clear_buffer or clear_no_need_grad:
+            keep = {id(r._body) for r in roots}
+            needed = _backward_data_needs(nodes) if not clear_buffer else set()
+            last_use = {}
+            for k, node in enumerate(nodes):
+                for v in node.inputs:
+                    last_use[id(v)] = (k, v)
+            for k, v in last_use.values():
+                if (v._parent is not None and not v._persistent and id(v._body) not in keep
+                        and id(v) not in needed):
+                    frees[k].append(v)
+        self.steps = list(zip(nodes, frees))
+
+
+def _requires_grad(nodes):
+    """ids of the Variables a gradient can flow into (need_grad and a path to a leaf that
+    needs it)."""
+    rg = set()
+    for node in nodes:
+        any_in = False
+        for v in node.inputs:
+            if v._need_grad and (v._parent is None or id(v) in rg):
+                rg.add(id(v))
+                any_in = True
+        if any_in:
+            for r in node._outputs:
+                o = r()
+                if o is not None and o._need_grad:
+                    rg.add(id(o))
+    return rg
+
+
+def _backward_data_needs(nodes):
+    """ids of the Variables whose data some backward kernel of ``nodes`` reads."""
+    rg = _requires_grad(nodes)
+    needed = set()
+    for node in nodes:
+        op = node.op
+        pd = [id(v) in rg for v in node.inputs]
+        if not any(pd):
+            continue
+        for j, v in enumerate(node.inputs):
+            if any(pd[i] and op.grad_depends_input_data(i, j) for i in range(len(pd))):
+                needed.add(id(v))
+        for o, r in enumerate(node._outputs):
+            v = r()
+            if v is not None and any(pd[i] and op.grad_depends_output_data(i, o) for i in range(len(pd))):
+                needed.add(id(v))
+    return needed
+
+
+class _BackwardStep:
+    __slots__ = ("node", "propagate_down", "accum", "alias", "zero_outputs", "needs_input",
+                 "free_grads", "free_data")
+
+
+class _BackwardPlan:
+    __slots__ = ("version", "steps", "any_grad")
+
+    def __init__(self, root, clear_buffer):
+        self.version = _version[0]
+        nodes = upstream_functions([root])
+        rg = _requires_grad(nodes)
+        receives = {id(root)}     # Variables whose grad holds this pass's value
+        written = set()           # grad buffers (bodies) already written in this pass
+        steps = []
+        for node in reversed(nodes):
+            outs = [r() for r in node._outputs]
+            if not any(o is not None and id(o) in receives for o in outs):
+                continue
+            no_grad = node.op.no_grad_inputs
+            pd = [id(v) in rg and i not in no_grad for i, v in enumerate(node.inputs)]
+            if not any(pd):
+                continue
+            s = _BackwardStep()
+            s.node = node
+            s.propagate_down = pd
+            s.zero_outputs = [o is not None and id(o) not in receives for o in outs]
+            s.accum, s.alias = [], []
+            seen_here = set()
+            for i, v in enumerate(node.inputs):
+                b = id(v._body)
+                s.alias.append(pd[i] and b in seen_here)
+                if not pd[i]:
+                    s.accum.append(False)
+                    continue
+                s.accum.append(v._parent is None or b in written)
+                written.add(b)
+                seen_here.add(b)
+                receives.add(id(v))
+            op = node.op
+            s.needs_input = [any(pd[i] and op.grad_depends_input_data(i, j) for i in range(len(pd)))
+                             for j in range(len(node.inputs))]
+            s.free_grads, s.free_data = [], []
+            steps.append(s)
+        self.any_grad = bool(steps)
+        if clear_buffer:
+            _plan_backward_frees(steps, root)
+        self.steps = steps
+
+
+def _plan_backward_frees(steps, root):
+    """After each step, drop output grads consumed there and data no later step reads."""
+    last_read = {}
+    for k, s in enumerate(steps):
+        op = s.node.op
+        pd = s.propagate_down
+        for j, v in enumerate(s.node.inputs):
+            if s.needs_input[j]:
+                last_read[id(v)] = (k, v)
+        for o, r in enumerate(s.node._outputs):
+            v = r()
+            if v is not None:
+                if any(pd[i] and op.grad_depends_output_data(i, o) for i in range(len(pd))):
+                    last_read[id(v)] = (k, v)
+                else:
+                    last_read.setdefault(id(v), (k, v))
+    root_body = id(root._body)
+    for k, v in last_read.values():
+        if v._parent is not None and not v._persistent and id(v._body) != root_body:
+            steps[k].free_data.append(v)
+    for s in steps:
+        for r in s.node._outputs:
+            v = r()
+            if v is not None and not v._persistent and id(v._body) != root_body:
+                s.free_grads.append(v)
+
+
+def _cached_plan(var, key, make):
+    cache = var._cache
+    if cache is None:
+        cache = var._cache = {}
+    plan = cache.get(key)
+    if plan is None or plan.version != _version[0]:
+        plan = cache[key] = make()
+    return plan
+
+
+# ---------------------------------------------------------------------------- forward
+def forward(roots, clear_buffer=False, clear_no_need_grad=False,
+            function_pre_hook=None, function_post_hook=None):
+    """Run every function the roots depend on, in order."""
+    key = ("forward", bool(clear_buffer), bool(clear_no_need_grad))
+    if len(roots) == 1:
+        plan = _cached_plan(roots[0], key, lambda: _ForwardPlan(roots, clear_buffer, clear_no_need_grad))
+    else:
+        plan = _ForwardPlan(roots, clear_buffer, clear_no_need_grad)
+    run = run_node_forward
+    if function_pre_hook is None and function_post_hook is None and not (clear_buffer or clear_no_need_grad):
+        for node, _ in plan.steps:
+            run(node)
+        return
+    for node, frees in plan.steps:
+        if function_pre_hook is not None:
+            function_pre_hook(node)
+        run(node)
+        if function_post_hook is not None:
+            function_post_hook(node)
+        for v in frees:
+            v._body.data.clear()
+
+
+def forward_all(variables, clear_buffer=False, clear_no_need_grad=False,
+                function_pre_hook=None, function_post_hook=None):
+    """Forward every function needed by any of ``variables`` (shared parts run once)."""
+    forward(list(variables), clear_buffer, clear_no_need_grad, function_pre_hook, function_post_hook)
+
+
+# ---------------------------------------------------------------------------- backward
+def _grad_array(v, dtype, accum):
+    nd = v._body.grad
+    a = nd._array
+    if a is None or a.dtype != dtype or a.shape != v._body.shape or nd._device is not None:
+        if nd._device is not None:
+            a = nd._host()
+        if a is None or a.shape != v._body.shape:
+            a = np.zeros(v._body.shape, dtype)
+        elif a.dtype != dtype:
+            a = a.astype(dtype)
+        nd._array = a
+        nd._dtype = a.dtype
+        nd._device = None
+    return a
+
+
+def run_node_backward(step):
+    node = step.node
+    op = node.op
+    pd = step.propagate_down
+    if op.python_level:
+        for i, v in enumerate(node.inputs):
+            if pd[i]:
+                _grad_array(v, node.compute_dtype, True)
+        for o, v in enumerate(node.outputs):
+            if v is not None and step.zero_outputs[o]:
+                v._body.grad.zero()
+        op.backward(node.inputs, node.outputs, pd, step.accum)
+        return
+    if node.ctx.device == "cuda":
+        from .cuda_ops import run_node_backward_cuda
+        run_node_backward_cuda(step)
+        return
+    dt = node.compute_dtype
+    keep = op.keep_input_dtypes
+    ins = [_input_array(v, dt, i in keep) if (step.needs_input[i] or v._body.data._array is not None)
+           else None for i, v in enumerate(node.inputs)]
+    outs, douts = [], []
+    for o, r in enumerate(node._outputs):
+        v = r()
+        if v is None:
+            outs.append(None)
+            douts.append(None)
+            continue
+        outs.append(v._body.data._array if v._body.data._device is None else v._body.data._host())
+        d = _grad_array(v, dt, True)
+        if step.zero_outputs[o]:
+            d.fill(0)
+        douts.append(d)
+    if any(d is None for d in douts):
+        douts = [np.zeros(_dead_output_shape(node, o), dt) if d is None else d
+                 for o, d in enumerate(douts)]
+    dins = []
+    accum = step.accum
+    aliased = []
+    for i, v in enumerate(node.inputs):
+        if not pd[i]:
+            dins.append(None)
+        elif step.alias[i]:   # the same buffer as an earlier input: use a temporary
+            tmp = np.zeros(v._body.shape, dt)
+            dins.append(tmp)
+            aliased.append((v, tmp))
+        else:
+            dins.append(_grad_array(v, dt, accum[i]))
+    if aliased:
+        accum = [a or al for a, al in zip(accum, step.alias)]
+    op.backward(ins, outs, douts, dins, pd, accum)
+    for v, tmp in aliased:
+        v._body.grad._array += tmp
+
+
+def has_grad_path(root):
+    """Whether ``backward()`` from ``root`` would reach any variable with need_grad=True."""
+    return _cached_plan(root, ("backward", False), lambda: _BackwardPlan(root, False)).any_grad
+
+
+def backward(root, grad=1, clear_buffer=False, communicator_callbacks=None,
+             function_pre_hook=None, function_post_hook=None):
+    """Back-propagate from ``root``: ``grad`` (scalar or array) seeds its gradient for this
+    pass only; ``grad=None`` uses the gradient ``root`` already holds."""
+    plan = _cached_plan(root, ("backward", bool(clear_buffer)), lambda: _BackwardPlan(root, clear_buffer))
+    if not plan.any_grad:
+        if root._parent is None:
+            raise ValueError("backward: {} has no parent function; there is nothing to "
+                             "back-propagate through".format(root))
+        raise ValueError("backward: no variable upstream of {} has need_grad=True, so no gradient "
+                         "can be computed; set need_grad=True on the inputs or parameters to "
+                         "differentiate".format(root))
+    body = root._body
+    saved = body.grad
+    if grad is not None:
+        from .ndarray import NdArray
+        seed = NdArray(body.shape, root._parent.compute_dtype if root._parent else np.float32)
+        if isinstance(grad, NdArray):
+            grad = grad.data
+        if np.isscalar(grad):
+            seed.fill(grad)
+        else:
+            grad = np.asarray(grad)
+            if grad.shape != body.shape and grad.size != 1:
+                raise ValueError("backward: grad of shape {} for a variable of shape {}"
+                                 .format(grad.shape, body.shape))
+            seed.data[...] = grad
+        body.grad = seed
+    callbacks = communicator_callbacks
+    if callbacks is not None and not isinstance(callbacks, (list, tuple)):
+        callbacks = [callbacks]
+    try:
+        for s in plan.steps:
+            if function_pre_hook is not None:
+                function_pre_hook(s.node)
+            run_node_backward(s)
+            if function_post_hook is not None:
+                function_post_hook(s.node)
+            if callbacks:
+                for cb in callbacks:
+                    cb.on_finish_function_backward(s.node)
+            for v in s.free_grads:
+                v._body.grad.clear()
+            for v in s.free_data:
+                v._body.data.clear()
+        if callbacks:
+            for cb in callbacks:
+                cb.on_finish_backward()
+    finally:
+        body.grad = saved

@@ -1,0 +1,230 @@
+"""NdArray: a typed, shaped buffer on the host (and, under a CUDA context, on the device).
+
+The host buffer is a NumPy array created on first use; ``data`` hands out that array itself, so
+edits through it are seen by the graph (nnabla's reference semantics). ``clear()`` drops the
+buffer; the executor uses it to free intermediates under ``clear_buffer``.
+"""
+import numpy as np
+
+__all__ = ["NdArray"]
+
+
+def _as_shape(shape):
+    if isinstance(shape, (int, np.integer)):
+        return (int(shape),)
+    return tuple(int(s) for s in shape)
+
+
+class NdArray:
+    """nnabla's ``NdArray(shape)``. The type is float32 until something else is stored."""
+
+    __slots__ = ("_array", "_shape", "_dtype", "_device", "__weakref__")
+
+    def __init__(self, shape=(), dtype=np.float32):
+        self._shape = _as_shape(shape)
+        self._dtype = np.dtype(dtype)
+        self._array = None
+        self._device = None  # device-side mirror, managed by nnabla_jit.cuda_ops
+
+    # ----------------------------------------------------------------- creation
+    @staticmethod
+    def from_numpy_array(nparr):
+        """A new NdArray holding a copy of ``nparr`` (its dtype is kept)."""
+        nparr = np.asarray(nparr)
+        a = NdArray(nparr.shape, nparr.dtype)
+        a._array = np.array(nparr, copy=True, order="C")
+        return a
+
+    # ----------------------------------------------------------------- buffer
+    def _host(self):
+        """The host buffer, allocated (zero-filled) on first use; synced from the device."""
+        if self._device is not None:
+            self._device.to_host(self)
+        if self._array is None:
+            self._array = np.zeros(self._shape, self._dtype)
+        return self._array
+
+    @property
+    def data(self):
+        """The values as a ``numpy.ndarray`` that references (does not copy) this buffer."""
+        arr = self._host()
+        if self._device is not None:
+            self._device.host_modified(self)
+        return arr
+
+    @data.setter
+    def data(self, value):
+        self._assign(value, "NdArray.data")
+
+    def _assign(self, value, what):
+        if isinstance(value, NdArray):
+            value = value.data
+        if np.isscalar(value) or (isinstance(value, np.ndarray) and value.ndim == 0):
+            self.fill(value)
+            return
+        value = np.asarray(value)
+        if value.dtype.kind in "fiub" and value.dtype != self._dtype:
+            # nnabla keeps the type of what was stored last (an int label array stays int).
+            self.cast(value.dtype)
+        arr = self.data
+        try:
+            np.copyto(arr, value, casting="unsafe")
+        except ValueError:
+            raise ValueError("{}: cannot store an array of shape {} into a buffer of shape {}"
+                             .format(what, value.shape, self._shape)) from None
+
+    def fill(self, value):
+        """Set every element to ``value``."""
+        if self._array is None:
+            self._array = np.full(self._shape, value, self._dtype)
+            if self._device is not None:
+                self._device.host_modified(self)
+        else:
+            self.data.fill(value)
+
+    def zero(self):
+        self.fill(0)
+
+    def copy_from(self, src):
+        """Copy the values of another NdArray into this one (shapes must match)."""
+        if not isinstance(src, NdArray):
+            raise TypeError("NdArray.copy_from: expected an NdArray, got {}".format(type(src).__name__))
+        if src.shape != self._shape:
+            raise ValueError("NdArray.copy_from: shape {} does not match {}".format(src.shape, self._shape))
+        np.copyto(self.data, src.data, casting="unsafe")
+
+    def cast(self, dtype, ctx=None):
+        """Convert the buffer to ``dtype`` in place and return it as a numpy array."""
+        dtype = np.dtype(dtype)
+        if dtype != self._dtype:
+            if self._array is not None or self._device is not None:
+                self._array = self._host().astype(dtype)
+            self._dtype = dtype
+        return self.data
+
+    def clear(self):
+        """Release the buffer; the next access allocates a fresh, zeroed one."""
+        self._array = None
+        if self._device is not None:
+            self._device.clear(self)
+
+    def _reset_shape(self, shape):
+        shape = _as_shape(shape)
+        if shape != self._shape:
+            self._shape = shape
+            self.clear()
+
+    # ----------------------------------------------------------------- properties
+    @property
+    def shape(self):
+        return self._shape
+
+    @property
+    def ndim(self):
+        return len(self._shape)
+
+    @property
+    def size(self):
+        return int(np.prod(self._shape, dtype=np.int64))
+
+    @property
+    def dtype(self):
+        return self._dtype
+
+    @property
+    def strides(self):
+        return tuple(int(np.prod(self._shape[i + 1:], dtype=np.int64)) for i in range(len(self._shape)))
+
+    def size_from_axis(self, axis=-1):
+        """Product of the dimensions from ``axis`` on (``-1``: the whole size)."""
+        if axis < 0:
+            axis = 0
+        return int(np.prod(self._shape[axis:], dtype=np.int64))
+
+    @property
+    def clear_called(self):
+        return self._array is None and self._device is None
+
+    def __repr__(self):
+        return "<NdArray({}) at {}>".format(self._shape, hex(id(self)))
+
+    # ----------------------------------------------------------------- operators
+    # Each operator runs the nnabla function at once (imperative mode) and returns an NdArray.
+    def __neg__(self):
+        return _F().mul_scalar(self, -1.0)
+
+    def __pos__(self):
+        return self
+
+    def __add__(self, other):
+        return _F()._add(self, other)
+
+    def __radd__(self, other):
+        return _F()._add(self, other)
+
+    def __sub__(self, other):
+        return _F()._sub(self, other)
+
+    def __rsub__(self, other):
+        return _F()._rsub(self, other)
+
+    def __mul__(self, other):
+        return _F()._mul(self, other)
+
+    def __rmul__(self, other):
+        return _F()._mul(self, other)
+
+    def __truediv__(self, other):
+        return _F()._div(self, other)
+
+    def __rtruediv__(self, other):
+        return _F()._rdiv(self, other)
+
+    def __pow__(self, other):
+        return _F()._pow(self, other)
+
+    def __rpow__(self, other):
+        return _F()._rpow(self, other)
+
+    def __matmul__(self, other):
+        return _F()._matmul(self, other)
+
+    def __iadd__(self, other):
+        self.copy_from(self + other)
+        return self
+
+    def __isub__(self, other):
+        self.copy_from(self - other)
+        return self
+
+    def __imul__(self, other):
+        self.copy_from(self * other)
+        return self
+
+    def __itruediv__(self, other):
+        self.copy_from(self / other)
+        return self
+
+    def __abs__(self):
+        return _F().abs(self)
+
+    def __lt__(self, other):
+        return _F()._compare(self, other, "less")
+
+    def __le__(self, other):
+        return _F()._compare(self, other, "less_equal")
+
+    def __gt__(self, other):
+        return _F()._compare(self, other, "greater")
+
+    def __ge__(self, other):
+        return _F()._compare(self, other, "greater_equal")
+
+    # identity semantics, as in nnabla
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+
+def _F():
+    from . import functions
+    return functions

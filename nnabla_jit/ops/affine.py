@@ -1,0 +1,71 @@
+"""Affine (fully connected) and Embed."""
+import numpy as np
+from numba import njit, prange
+
+from ..backward_ops import affine as bw
+from .activation import normalize_axis
+from .blas import add_row_vector, gemm
+from .registry import Op, register
+
+
+@register
+class Affine(Op):
+    """y = x W + b, with x flattened to (prod(shape[:base_axis]), prod(shape[base_axis:]))."""
+
+    def setup(self, x, w, b=None):
+        self.base_axis = normalize_axis(self, self.base_axis, len(x), "base_axis") if x else 0
+        rows = int(np.prod(x[:self.base_axis], dtype=np.int64))
+        inner = int(np.prod(x[self.base_axis:], dtype=np.int64))
+        if not w or w[0] != inner:
+            self.fail("weight of shape {} does not fit input of shape {} with base_axis {}: "
+                      "weight must be ({}, ...)", w, x, self.base_axis, inner)
+        out_cols = int(np.prod(w[1:], dtype=np.int64))
+        if b is not None and tuple(b) != tuple(w[1:]):
+            self.fail("bias of shape {} must have shape {} (weight shape {})", b, tuple(w[1:]), w)
+        self.dims = (rows, inner, out_cols)
+        return [tuple(x[:self.base_axis]) + tuple(w[1:])]
+
+    def forward(self, inputs, outputs):
+        n, d, m = self.dims
+        y = outputs[0].reshape(n, m)
+        gemm(inputs[0].reshape(n, d), inputs[1].reshape(d, m), y)
+        if len(inputs) == 3:
+            add_row_vector(y, inputs[2].reshape(m))
+
+    backward = bw.affine_backward
+    grad = bw.affine_grad
+
+    def grad_depends_input_data(self, i, j):
+        return (i == 0 and j == 1) or (i == 1 and j == 0)
+
+
+@njit(cache=True, parallel=True)
+def embed_kernel(index, w, y):
+    """y[n] = w[index[n]] for flat index arrays and (V, D) weights."""
+    for n in prange(index.size):
+        y[n, :] = w[index[n], :]
+
+
+@register
+class Embed(Op):
+    """Look up rows of the weight: y = w[x0]."""
+    keep_input_dtypes = (0,)
+    no_grad_inputs = (0,)
+
+    def setup(self, x, w):
+        if len(w) < 1:
+            self.fail("weight must have at least 1 dimension, got shape {}", w)
+        return [tuple(x) + tuple(w[1:])]
+
+    def forward(self, inputs, outputs):
+        index, w = inputs
+        index = index.reshape(-1).astype(np.int64)
+        if index.size and (index.min() < 0 or index.max() >= w.shape[0]):
+            self.fail("index out of range [0, {}): min {} max {}", w.shape[0], index.min(), index.max())
+        embed_kernel(index, w.reshape(w.shape[0], -1), outputs[0].reshape(index.size, -1))
+
+    backward = bw.embed_backward
+    grad = bw.embed_grad
+
+    def grad_depends_input_data(self, i, j):
+        return j == 0

@@ -1,0 +1,455 @@
+"""Array manipulation: data movement, built on two kernels.
+
+* :func:`copy_view` copies (or adds) between same-shaped arrays of any strides, so an op that
+  is a view in NumPy terms (transpose, a slice, a broadcast, a part of a concatenation) is a
+  view plus one copy.
+* :func:`gather_axis` / :func:`scatter_axis` move elements along one axis through an index
+  array; Pad (reflect/repeat), Tile and Flip are a gather per axis forward and a scatter-add
+  per axis backward.
+"""
+import numpy as np
+from numba import njit
+
+from ..backward_ops import array as bw
+from .activation import normalize_axis
+from .registry import Op, register
+
+
+@njit(cache=True)
+def copy_view(src, dst, accumulate):
+    """dst (+)= src for same-shaped arrays of any strides."""
+    for idx in np.ndindex(dst.shape):
+        if accumulate:
+            dst[idx] += src[idx]
+        else:
+            dst[idx] = src[idx]
+
+
+@njit(cache=True)
+def gather_axis(x, index, fill, y):
+    """y[a, d, c] = x[a, index[d], c], or ``fill`` where index[d] < 0."""
+    A, D, C = y.shape
+    for a in range(A):
+        for d in range(D):
+            k = index[d]
+            for c in range(C):
+                y[a, d, c] = x[a, k, c] if k >= 0 else fill
+
+
+@njit(cache=True)
+def scatter_axis(dy, index, dx):
+    """dx[a, index[d], c] += dy[a, d, c] (entries with index < 0 are dropped)."""
+    A, D, C = dy.shape
+    for a in range(A):
+        for d in range(D):
+            k = index[d]
+            if k >= 0:
+                for c in range(C):
+                    dx[a, k, c] += dy[a, d, c]
+
+
+def as3d(shape, axis):
+    """The (outer, axis, inner) view shape of ``shape`` around ``axis``."""
+    return (int(np.prod(shape[:axis], dtype=np.int64)), shape[axis],
+            int(np.prod(shape[axis + 1:], dtype=np.int64)))
+
+
+def gather_axes(x, indices, fill=0.0):
+    """Apply a gather along every axis that has an index array (None: keep the axis)."""
+    for axis, index in enumerate(indices):
+        if index is None:
+            continue
+        shape = list(x.shape)
+        shape[axis] = len(index)
+        y = np.empty(shape, x.dtype)
+        gather_axis(x.reshape(as3d(x.shape, axis)), index, fill, y.reshape(as3d(shape, axis)))
+        x = y
+    return x
+
+
+def scatter_axes(dy, indices, in_shape):
+    """The adjoint of :func:`gather_axes`: scatter-add back through each axis, last first."""
+    shapes = [tuple(in_shape)]
+    for axis, index in enumerate(indices):
+        if index is not None:
+            s = list(shapes[-1])
+            s[axis] = len(index)
+            shapes.append(tuple(s))
+    g = dy
+    k = len(shapes) - 1
+    for axis in reversed(range(len(indices))):
+        index = indices[axis]
+        if index is None:
+            continue
+        k -= 1
+        dx = np.zeros(shapes[k], dy.dtype)
+        scatter_axis(g.reshape(as3d(g.shape, axis)), index, dx.reshape(as3d(shapes[k], axis)))
+        g = dx
+    return g
+
+
+class _GatherOp(Op):
+    """An op whose forward is a gather along some axes: subclasses set ``self.indices``."""
+    fill = 0.0
+
+    def forward(self, inputs, outputs):
+        y = gather_axes(inputs[0], self.indices, self.fill)
+        copy_view(y, outputs[0], False)
+
+    backward = bw.gather_op_backward
+
+    def grad_depends_input_data(self, i, j):
+        return False
+
+
+# ------------------------------------------------------------------------------ reshape
+@register
+class Reshape(Op):
+    """Same elements, new shape (one -1 is inferred)."""
+
+    def setup(self, x):
+        shape = list(self.shape)
+        size = int(np.prod(x, dtype=np.int64))
+        if shape.count(-1) > 1:
+            self.fail("shape {} has more than one -1", tuple(shape))
+        if -1 in shape:
+            rest = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
+            if rest == 0 or size % rest:
+                self.fail("cannot reshape input of shape {} into {}", x, tuple(self.shape))
+            shape[shape.index(-1)] = size // rest
+        if int(np.prod(shape, dtype=np.int64)) != size:
+            self.fail("cannot reshape input of shape {} (size {}) into {} (size {})", x, size,
+                      tuple(shape), int(np.prod(shape, dtype=np.int64)))
+        return [tuple(shape)]
+
+    def forward(self, inputs, outputs):
+        copy_view(inputs[0].reshape(-1), outputs[0].reshape(-1), False)
+
+    backward = bw.reshape_backward
+    grad = bw.reshape_grad
+
+    def grad_depends_input_data(self, i, j):
+        return False
+
+
+# ------------------------------------------------------------------------------ broadcast
+@register
+class Broadcast(_GatherOp):
+    """Repeat size-1 axes to reach ``shape`` (same number of dimensions)."""
+
+    def setup(self, x):
+        shape = tuple(self.shape)
+        if len(shape) != len(x) or any(a != 1 and a != b for a, b in zip(x, shape)):
+            self.fail("cannot broadcast input of shape {} to {} (axes must be equal or 1)", x, shape)
+        self.indices = [np.zeros(b, np.int64) if a == 1 and b != 1 else None for a, b in zip(x, shape)]
+        return [shape]
+
+    grad = bw.broadcast_grad
+
+
+@register
+class BroadcastTo(_GatherOp):
+    """Broadcast x to the shape of y, x's axes aligned with y's from ``axis`` on."""
+    no_grad_inputs = (1,)
+
+    def setup(self, x, y):
+        axis = self.axis if self.axis >= 0 else len(y) - len(x)
+        if axis < 0 or axis + len(x) > len(y) or tuple(y[axis:axis + len(x)]) != tuple(x):
+            self.fail("x of shape {} does not match y of shape {} at axis {}", x, y, self.axis)
+        self.aligned = (1,) * axis + tuple(x) + (1,) * (len(y) - axis - len(x))
+        self.indices = [np.zeros(b, np.int64) if a == 1 and b != 1 else None
+                        for a, b in zip(self.aligned, y)]
+        return [tuple(y)]
+
+    def forward(self, inputs, outputs):
+        y = gather_axes(inputs[0].reshape(self.aligned), self.indices)
+        copy_view(y, outputs[0], False)
+
+    grad = bw.broadcast_to_grad
+
+
+@register
+class Tile(_GatherOp):
+    """Repeat the whole array ``reps`` times along each axis."""
+
+    def setup(self, x):
+        reps = tuple(self.reps)
+        if any(r < 1 for r in reps):
+            self.fail("reps {} must be positive", reps)
+        nd = max(len(x), len(reps))
+        self.in_shape = (1,) * (nd - len(x)) + tuple(x)
+        reps = (1,) * (nd - len(reps)) + reps
+        self.indices = [np.arange(s * r, dtype=np.int64) % s if r != 1 else None
+                        for s, r in zip(self.in_shape, reps)]
+        return [tuple(s * r for s, r in zip(self.in_shape, reps))]
+
+    def forward(self, inputs, outputs):
+        copy_view(gather_axes(inputs[0].reshape(self.in_shape), self.indices), outputs[0], False)
+
+    grad = bw.tile_grad
+
+
+@register
+class Flip(_GatherOp):
+    """Reverse the order of elements along ``axes``."""
+
+    def setup(self, x):
+        axes = {normalize_axis(self, a, len(x), "axes") for a in self.axes}
+        self.indices = [np.arange(s - 1, -1, -1, dtype=np.int64) if a in axes else None
+                        for a, s in enumerate(x)]
+        return [tuple(x)]
+
+    grad = bw.flip_grad
+
+
+@register
+class Pad(_GatherOp):
+    """Pad the last len(pad_width)/2 axes: constant, reflect or repeat (edge) mode."""
+
+    def setup(self, x):
+        pw = tuple(self.pad_width)
+        if len(pw) % 2 or len(pw) // 2 > len(x):
+            self.fail("pad_width {} must hold (before, after) pairs for at most {} axes", pw, len(x))
+        if any(p < 0 for p in pw):
+            self.fail("pad_width {} must not be negative", pw)
+        pairs = [(0, 0)] * (len(x) - len(pw) // 2) + [pw[i:i + 2] for i in range(0, len(pw), 2)]
+        mode = {"constant": "constant", "reflect": "reflect", "repeat": "edge"}[self.mode]
+        self.indices = []
+        for n, (b, a) in zip(x, pairs):
+            if b == 0 and a == 0:
+                self.indices.append(None)
+                continue
+            if mode == "reflect" and (b >= n or a >= n):
+                self.fail("reflect padding {} needs fewer than {} elements per side", (b, a), n)
+            if mode == "constant":
+                idx = np.pad(np.arange(n, dtype=np.int64), (b, a), mode="constant", constant_values=-1)
+            else:
+                idx = np.pad(np.arange(n, dtype=np.int64), (b, a), mode=mode)
+            self.indices.append(idx)
+        self.fill = self.constant_value
+        return [tuple(n + b + a for n, (b, a) in zip(x, pairs))]
+
+    grad = bw.pad_grad
+
+
+# ------------------------------------------------------------------------------ views
+@register
+class Transpose(Op):
+    """Permute the axes."""
+
+    def setup(self, x):
+        axes = tuple(self.axes)
+        if sorted(a % max(len(x), 1) for a in axes) != list(range(len(x))):
+            self.fail("axes {} is not a permutation of the {} axes of input shape {}", axes, len(x), x)
+        self.axes = tuple(a % len(x) for a in axes)
+        return [tuple(x[a] for a in self.axes)]
+
+    def forward(self, inputs, outputs):
+        copy_view(inputs[0].transpose(self.axes), outputs[0], False)
+
+    backward = bw.transpose_backward
+    grad = bw.transpose_grad
+
+    def grad_depends_input_data(self, i, j):
+        return False
+
+
+def _slices(start, stop, step):
+    return tuple(slice(b, e, s) for b, e, s in zip(start, stop, step))
+
+
+@register
+class Slice(Op):
+    """x[start:stop:step] along each axis (Python slice semantics, negatives wrap)."""
+
+    def setup(self, x):
+        n = len(x)
+        start, stop, step = list(self.start), list(self.stop), list(self.step)
+        if not (len(start) == len(stop) == len(step)) or len(start) > n:
+            self.fail("start {}, stop {} and step {} must have one entry per axis (input shape {})",
+                      tuple(start), tuple(stop), tuple(step), x)
+        start += [0] * (n - len(start))
+        stop += list(x[len(stop):])
+        step += [1] * (n - len(step))
+        if any(s == 0 for s in step):
+            self.fail("step {} must not contain 0", tuple(step))
+        self.slices = []
+        for b, e, s, size in zip(start, stop, step, x):
+            b, e, s = slice(b, e, s).indices(size)
+            self.slices.append(slice(b, e if e >= 0 else None, s))  # e < 0: "before index 0"
+        self.slices = tuple(self.slices)
+        return [tuple(len(range(*sl.indices(size))) for sl, size in zip(self.slices, x))]
+
+    def forward(self, inputs, outputs):
+        copy_view(inputs[0][self.slices], outputs[0], False)
+
+    backward = bw.slice_backward
+    grad = bw.slice_grad
+
+    def grad_depends_input_data(self, i, j):
+        return False
+
+
+@register
+class Concatenate(Op):
+    """Join the inputs along ``axis``."""
+
+    def setup(self, *xs):
+        if not xs:
+            self.fail("needs at least one input")
+        self.axis = normalize_axis(self, self.axis, len(xs[0]))
+        for s in xs[1:]:
+            if len(s) != len(xs[0]) or any(a != b for k, (a, b) in enumerate(zip(s, xs[0])) if k != self.axis):
+                self.fail("inputs of shapes {} differ outside axis {}", ", ".join(map(str, xs)), self.axis)
+        self.offsets = np.cumsum([0] + [s[self.axis] for s in xs]).tolist()
+        out = list(xs[0])
+        out[self.axis] = self.offsets[-1]
+        return [tuple(out)]
+
+    def part(self, y, k):
+        index = [slice(None)] * y.ndim
+        index[self.axis] = slice(self.offsets[k], self.offsets[k + 1])
+        return y[tuple(index)]
+
+    def forward(self, inputs, outputs):
+        for k, x in enumerate(inputs):
+            copy_view(x, self.part(outputs[0], k), False)
+
+    backward = bw.concatenate_backward
+    grad = bw.concatenate_grad
+
+    def grad_depends_input_data(self, i, j):
+        return False
+
+
+@register
+class Stack(Op):
+    """Stack same-shaped inputs along a new ``axis``."""
+
+    def setup(self, *xs):
+        if not xs:
+            self.fail("needs at least one input")
+        if any(s != xs[0] for s in xs):
+            self.fail("inputs must have the same shape; got {}", ", ".join(map(str, xs)))
+        self.axis = normalize_axis(self, self.axis, len(xs[0]) + 1)
+        out = list(xs[0])
+        out.insert(self.axis, len(xs))
+        return [tuple(out)]
+
+    def forward(self, inputs, outputs):
+        y = np.moveaxis(outputs[0], self.axis, 0)
+        for k, x in enumerate(inputs):
+            copy_view(x, y[k], False)
+
+    backward = bw.stack_backward
+    grad = bw.stack_grad
+
+    def grad_depends_input_data(self, i, j):
+        return False
+
+
+@register
+class Split(Op):
+    """Split along ``axis`` into that many outputs, the axis removed."""
+
+    def setup(self, x):
+        self.axis = normalize_axis(self, self.axis, len(x))
+        out = tuple(s for a, s in enumerate(x) if a != self.axis)
+        return [out] * x[self.axis]
+
+    def forward(self, inputs, outputs):
+        x = np.moveaxis(inputs[0], self.axis, 0)
+        for k, y in enumerate(outputs):
+            copy_view(x[k], y, False)
+
+    backward = bw.split_backward
+    grad = bw.split_grad
+
+    def grad_depends_input_data(self, i, j):
+        return False
+
+
+@njit(cache=True)
+def one_hot_kernel(index, strides, y):
+    """y[n, flat(index[n])] = 1 for integer index rows (y zeroed by the caller)."""
+    for n in range(index.shape[0]):
+        flat = 0
+        for k in range(index.shape[1]):
+            flat += index[n, k] * strides[k]
+        y[n, flat] = 1.0
+
+
+@register
+class OneHot(Op):
+    """Indices (..., len(shape)) -> one-hot vectors (..., *shape)."""
+    keep_input_dtypes = (0,)
+    no_grad_inputs = (0,)
+
+    def setup(self, x):
+        shape = tuple(self.shape)
+        if not x or x[-1] != len(shape):
+            self.fail("the last axis of the index input {} must equal len(shape) = {}", x, len(shape))
+        self.strides = np.array([int(np.prod(shape[k + 1:])) for k in range(len(shape))], np.int64)
+        return [tuple(x[:-1]) + shape]
+
+    def forward(self, inputs, outputs):
+        index = inputs[0].reshape(-1, len(self.shape)).astype(np.int64)
+        if index.size and ((index < 0).any() or (index >= np.array(self.shape)).any()):
+            self.fail("index out of range for shape {}", tuple(self.shape))
+        y = outputs[0].reshape(index.shape[0], -1)
+        y.fill(0)
+        one_hot_kernel(index, self.strides, y)
+
+
+# ------------------------------------------------------------------------------ internal
+# Adjoints used by grad rules (not nnabla functions): their gradient is the forward op again,
+# so nn.grad of a Pad or Slice gradient works to any order.
+@register(name="PadAdjoint")
+class PadAdjoint(Op):
+    """Scatter-add a padded gradient back to the unpadded shape (the transpose of Pad)."""
+
+    def __init__(self, input_names=(), in_shape=(), pad_width=(), mode="constant", constant_value=0.0):
+        super().__init__(input_names, in_shape=tuple(in_shape), pad_width=tuple(pad_width), mode=mode,
+                         constant_value=constant_value)
+        self.pad = Pad(pad_width=self.pad_width, mode=mode, constant_value=0.0)
+
+    def setup(self, dy):
+        expected = self.pad.setup(self.in_shape)[0]
+        if tuple(dy) != tuple(expected):
+            self.fail("gradient of shape {} does not match the padded shape {}", dy, expected)
+        return [self.in_shape]
+
+    def forward(self, inputs, outputs):
+        copy_view(scatter_axes(inputs[0], self.pad.indices, self.in_shape), outputs[0], False)
+
+    backward = bw.pad_adjoint_backward
+    grad = bw.pad_adjoint_grad
+
+    def grad_depends_input_data(self, i, j):
+        return False
+
+
+@register(name="SliceAdjoint")
+class SliceAdjoint(Op):
+    """Place a sliced gradient into zeros of the input's shape (the transpose of Slice)."""
+
+    def __init__(self, input_names=(), in_shape=(), start=(), stop=(), step=()):
+        super().__init__(input_names, in_shape=tuple(in_shape), start=tuple(start), stop=tuple(stop),
+                         step=tuple(step))
+        self.slice = Slice(start=self.start, stop=self.stop, step=self.step)
+
+    def setup(self, dy):
+        expected = self.slice.setup(self.in_shape)[0]
+        if tuple(dy) != tuple(expected):
+            self.fail("gradient of shape {} does not match the sliced shape {}", dy, expected)
+        return [self.in_shape]
+
+    def forward(self, inputs, outputs):
+        outputs[0].fill(0)
+        copy_view(inputs[0], outputs[0][self.slice.slices], False)
+
+    backward = bw.slice_adjoint_backward
+    grad = bw.slice_adjoint_grad
+
+    def grad_depends_input_data(self, i, j):
+        return False

@@ -1,0 +1,93 @@
+"""Math ops: elementwise functions as table lines, plus Constant, Arange and BatchMatmul."""
+import numpy as np
+from numba import njit
+
+from ..backward_ops import math as bw
+from .elementwise import elementwise
+from .registry import Op, register
+
+elementwise("Abs", "abs(x)", dx="where(x >= 0, dy, -dy)")
+elementwise("Exp", "exp(x)", dx="dy * y")
+elementwise("Log", "log(x)", dx="dy / x")
+elementwise("Identity", "x", dx="dy")
+# nnabla passes the gradient straight through rounding (straight-through estimator).
+elementwise("Round", "round_away(x)", dx="dy")
+elementwise("Ceil", "ceil(x)", dx="dy")
+elementwise("Floor", "floor(x)", dx="dy")
+elementwise("Sin", "sin(x)", dx="dy * cos(x)")
+elementwise("Cos", "cos(x)", dx="-dy * sin(x)")
+elementwise("Tan", "tan(x)", dx="dy * (1 + y * y)")
+elementwise("Sinh", "sinh(x)", dx="dy * cosh(x)")
+elementwise("Cosh", "cosh(x)", dx="dy * sinh(x)")
+elementwise("ASin", "asin(x)", dx="dy / sqrt(1 - x * x)")
+elementwise("ACos", "acos(x)", dx="-dy / sqrt(1 - x * x)")
+elementwise("ATan", "atan(x)", dx="dy / (1 + x * x)")
+elementwise("ATan2", "atan2(x0, x1)", dx0="dy * x1 / (x0 * x0 + x1 * x1)",
+            dx1="-dy * x0 / (x0 * x0 + x1 * x1)")
+elementwise("ASinh", "asinh(x)", dx="dy / sqrt(x * x + 1)")
+elementwise("ACosh", "acosh(x)", dx="dy / sqrt(x * x - 1)")
+elementwise("ATanh", "atanh(x)", dx="dy / (1 - x * x)")
+elementwise("Erf", "erf(x)", dx="dy * 2 / sqrt(pi) * exp(-x * x)")
+
+
+@register
+class Constant(Op):
+    """An array of ``shape`` filled with ``val``."""
+
+    def setup(self):
+        if any(s < 0 for s in self.shape):
+            self.fail("shape {} has a negative dimension", self.shape)
+        return [self.shape]
+
+    def forward(self, inputs, outputs):
+        outputs[0].fill(self.val)
+
+
+@njit(cache=True)
+def arange_kernel(y, start, step):
+    for i in range(y.size):
+        y[i] = start + i * step
+
+
+@register
+class Arange(Op):
+    """start, start + step, ... below stop."""
+
+    def setup(self):
+        if self.step == 0:
+            self.fail("step must not be 0")
+        n = int(np.ceil((self.stop - self.start) / self.step))
+        return [(max(n, 0),)]
+
+    def forward(self, inputs, outputs):
+        arange_kernel(outputs[0], self.start, self.step)
+
+
+@register
+class BatchMatmul(Op):
+    """y[b] = op(a[b]) @ op(b[b]) over leading batch dimensions (broadcast like NumPy)."""
+
+    def setup(self, a, b):
+        if len(a) < 2 or len(b) < 2:
+            self.fail("inputs need at least 2 dimensions; got a {} and b {}", a, b)
+        ra, ca = (a[-1], a[-2]) if self.transpose_a else (a[-2], a[-1])
+        rb, cb = (b[-1], b[-2]) if self.transpose_b else (b[-2], b[-1])
+        if ca != rb:
+            self.fail("inner dimensions differ: a {} (transpose_a={}) and b {} (transpose_b={})",
+                      a, self.transpose_a, b, self.transpose_b)
+        try:
+            batch = np.broadcast_shapes(a[:-2], b[:-2])
+        except ValueError:
+            self.fail("batch dimensions of a {} and b {} cannot be broadcast", a, b)
+        return [tuple(batch) + (ra, cb)]
+
+    def forward(self, inputs, outputs):
+        a, b = inputs
+        if self.transpose_a:
+            a = np.swapaxes(a, -1, -2)
+        if self.transpose_b:
+            b = np.swapaxes(b, -1, -2)
+        np.matmul(a, b, out=outputs[0])   # BLAS
+
+    backward = bw.batch_matmul_backward
+    grad = bw.batch_matmul_grad

@@ -1,0 +1,237 @@
+"""Reductions over a set of axes: Sum, Mean, Max, Min, Prod, Norm, ReduceSum, ReduceMean.
+
+Every reduction sees its input as a 3-d array (kept, reduced, kept) when the reduced axes are
+adjacent (the usual case: one axis, all axes, or leading/trailing ones) and reduces the middle
+axis with one parametrised kernel. Other axis sets are first transposed to (kept, reduced).
+"""
+import numpy as np
+from numba import njit, prange
+
+from ..backward_ops import reduction as bw
+from .registry import Op, register
+
+SUM, MAX, MIN, PROD, ABS_POW = 0, 1, 2, 3, 4
+
+
+@njit(cache=True, parallel=True)
+def reduce_middle(x, y, index, op, p):
+    """y[a, c] = reduce over b of x[a, b, c]; ``index`` gets the arg of max/min."""
+    A, B, C = x.shape
+    for a in prange(A):
+        for c in range(C):
+            acc = x[a, 0, c]
+            if op == ABS_POW:
+                acc = abs(acc) ** p
+            best = 0
+            for b in range(1, B):
+                v = x[a, b, c]
+                if op == SUM:
+                    acc += v
+                elif op == PROD:
+                    acc *= v
+                elif op == ABS_POW:
+                    acc += abs(v) ** p
+                elif op == MAX:
+                    if v > acc:
+                        acc = v
+                        best = b
+                elif op == MIN:
+                    if v < acc:
+                        acc = v
+                        best = b
+            y[a, c] = acc
+            index[a, c] = best
+
+
+def normalize_axes(op, axes, ndim):
+    """Sorted, unique, non-negative axes; an axis outside [-ndim, ndim) is an error."""
+    out = []
+    for a in axes:
+        if not -ndim <= a < ndim:
+            op.fail("axis {} is out of range for an input of {} dimensions", a, ndim)
+        out.append(a % ndim)
+    return tuple(sorted(set(out)))
+
+
+class ReductionLayout:
+    """How an input of ``shape`` reduced over ``axes`` maps to (A, B, C) -> (A, C)."""
+
+    def __init__(self, shape, axes):
+        self.shape = tuple(shape)
+        self.axes = axes
+        kept = [a for a in range(len(shape)) if a not in axes]
+        self.size_reduced = int(np.prod([shape[a] for a in axes], dtype=np.int64))
+        adjacent = not axes or axes[-1] - axes[0] + 1 == len(axes)
+        if adjacent:
+            lo = axes[0] if axes else len(shape)
+            hi = axes[-1] + 1 if axes else len(shape)
+            self.perm = None
+            self.shape3 = (int(np.prod(shape[:lo], dtype=np.int64)), self.size_reduced,
+                           int(np.prod(shape[hi:], dtype=np.int64)))
+        else:
+            self.perm = tuple(kept) + tuple(axes)
+            self.shape3 = (int(np.prod([shape[a] for a in kept], dtype=np.int64)), self.size_reduced, 1)
+
+    def view(self, x):
+        """The input as the 3-d array the kernels reduce (a transposed copy if needed)."""
+        if self.perm is not None:
+            x = np.ascontiguousarray(x.transpose(self.perm))
+        return x.reshape(self.shape3)
+
+    def scatter_back(self, g3):
+        """Inverse of ``view`` for a gradient of the 3-d shape."""
+        if self.perm is None:
+            return g3.reshape(self.shape)
+        permuted_shape = tuple(self.shape[a] for a in self.perm)
+        return g3.reshape(permuted_shape).transpose(np.argsort(self.perm))
+
+
+class _Reduction(Op):
+    kind = SUM
+
+    def setup(self, x):
+        self.axes = normalize_axes(self, self.axes, len(x))
+        self.layout = ReductionLayout(x, self.axes)
+        if self.keep_dims:
+            out = tuple(1 if a in self.axes else s for a, s in enumerate(x))
+        else:
+            out = tuple(s for a, s in enumerate(x) if a not in self.axes)
+        if self.layout.size_reduced == 0 and self.kind in (MAX, MIN):
+            self.fail("cannot reduce an empty axis of input shape {}", x)
+        return [out] * self.n_outputs_()
+
+    def n_outputs_(self):
+        return 1
+
+    def _reduce(self, x, p=1.0):
+        lay = self.layout
+        y = np.empty((lay.shape3[0], lay.shape3[2]), x.dtype)
+        index = np.empty(y.shape, np.int64)
+        if lay.size_reduced == 0:
+            y.fill(1.0 if self.kind == PROD else 0.0)
+            index.fill(0)
+        else:
+            reduce_middle(lay.view(x), y, index, self.kind, p)
+        return y, index
+
+    def forward(self, inputs, outputs):
+        y, _ = self._reduce(inputs[0])
+        if self.kind == SUM and self.mean:
+            y *= 1.0 / max(self.layout.size_reduced, 1)
+        outputs[0][...] = y.reshape(outputs[0].shape)
+
+
+@register
+class Sum(_Reduction):
+    mean = False
+    backward = bw.sum_backward
+    grad = bw.sum_grad
+
+    def grad_depends_input_data(self, i, j):
+        return False
+
+
+@register
+class Mean(Sum):
+    mean = True
+    grad = bw.mean_grad
+
+
+@register
+class Prod(_Reduction):
+    kind = PROD
+    backward = bw.prod_backward
+    grad = bw.prod_grad
+
+    def grad_depends_output_data(self, i, o):
+        return True
+
+
+@register
+class Norm(_Reduction):
+    kind = ABS_POW
+
+    def setup(self, x):
+        if self.p <= 0:
+            self.fail("p must be positive, got {}", self.p)
+        return super().setup(x)
+
+    def forward(self, inputs, outputs):
+        y, _ = self._reduce(inputs[0], self.p)
+        outputs[0][...] = (y ** (1.0 / self.p)).reshape(outputs[0].shape)
+
+    backward = bw.norm_backward
+    grad = bw.norm_grad
+
+    def grad_depends_output_data(self, i, o):
+        return True
+
+
+class _ArgReduction(_Reduction):
+    """Max / Min, optionally with the index (flat over the reduced axes) as a uint64 output."""
+
+    def n_outputs_(self):
+        return 2 if self.with_index and not self.only_index else 1
+
+    def forward(self, inputs, outputs):
+        y, index = self._reduce(inputs[0])
+        self.saved_index = index
+        if self.only_index:
+            outputs[0][...] = index.reshape(outputs[0].shape)
+            return
+        outputs[0][...] = y.reshape(outputs[0].shape)
+        if self.with_index:
+            outputs[1][...] = index.reshape(outputs[1].shape)
+
+    def output_dtypes(self, compute_dtype, n_outputs):
+        index = np.dtype(np.uint64)
+        return [index] if self.only_index else [compute_dtype, index][:n_outputs]
+
+    backward = bw.arg_reduction_backward
+    grad = bw.arg_reduction_grad
+
+    def grad_depends_input_data(self, i, j):
+        return True
+
+
+@register
+class Max(_ArgReduction):
+    kind = MAX
+
+
+@register
+class Min(_ArgReduction):
+    kind = MIN
+
+
+class _ReduceAll(Op):
+    """ReduceSum / ReduceMean: every element to a scalar (nnabla's older API)."""
+    mean = False
+
+    def setup(self, x):
+        self.axes = tuple(range(len(x)))
+        self.layout = ReductionLayout(x, self.axes)
+        self.keep_dims = False
+        return [()]
+
+    def forward(self, inputs, outputs):
+        x = inputs[0]
+        y = np.empty((1, 1), x.dtype)
+        reduce_middle(x.reshape(1, -1, 1), y, np.empty((1, 1), np.int64), SUM, 1.0)
+        outputs[0][...] = y[0, 0] / (x.size if self.mean else 1)
+
+    backward = bw.sum_backward
+
+    def grad_depends_input_data(self, i, j):
+        return False
+
+
+@register
+class ReduceSum(_ReduceAll):
+    grad = bw.reduce_sum_grad
+
+
+@register
+class ReduceMean(_ReduceAll):
+    mean = True
+    grad = bw.reduce_mean_grad

@@ -1,0 +1,266 @@
+"""The op registry: one entry per nnabla function, the source of truth for everything else.
+
+nnabla describes its functions in one table (``tables/functions.tsv``: category, name, inputs,
+arguments with types and defaults, outputs). An op here is a subclass of :class:`Op` registered
+under a table name with :func:`register`; it supplies the behaviour the table cannot:
+
+- ``setup(*input_shapes)`` -> output shapes, raising :class:`ValueError` (via :meth:`Op.fail`)
+  that names the op, the argument and the shapes when the inputs do not fit;
+- ``forward(inputs, outputs)``: runs ``@njit`` kernels that write into the output arrays the
+  executor owns;
+- ``backward(inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum)``: first-order
+  kernels that overwrite (``accum[i]`` False) or add into (True) ``grad_inputs[i]``;
+- ``grad_depends_input_data(i, j)`` / ``grad_depends_output_data(i, o)``: what backward reads;
+- ``grad``: the rule, built from ``F`` ops, that ``nn.grad`` uses (nnabla's signature
+  ``fn(grad_inputs, inputs, input_shapes, outputs, output_shapes, **args)``).
+
+``F.<snake_name>``, ``show_registry()``, ``function_info``, the ONNX mapping and the tests are
+all derived from the registered entries.
+"""
+import csv
+import os
+import re
+from collections import OrderedDict
+
+import numpy as np
+
+__all__ = ["Op", "register", "REGISTRY", "TABLE", "FunctionSpec", "ArgSpec", "InputSpec", "NoGradient"]
+
+_TABLE_PATH = os.path.join(os.path.dirname(os.path.dirname(__file__)), "tables", "functions.tsv")
+
+
+class InputSpec:
+    __slots__ = ("name", "optional", "variadic", "param")
+
+    def __init__(self, text):
+        text = text.strip()
+        self.param = text.endswith("[param]")
+        text = text.replace("[param]", "")
+        self.variadic = text.startswith("*")
+        self.optional = text.endswith("?")
+        self.name = text.strip("*?")
+
+    def __repr__(self):
+        return "{}{}{}".format("*" if self.variadic else "", self.name, "?" if self.optional else "")
+
+
+class ArgSpec:
+    """An argument: ``name:type=default{choice|choice}`` in the table."""
+    __slots__ = ("name", "type", "default", "choices")
+
+    _PATTERN = re.compile(r"^(\w+):([\w ]+?)(?:=(.*?))?(?:\{(.*)\})?$")
+
+    def __init__(self, text):
+        m = self._PATTERN.match(text.strip())
+        if not m:
+            raise ValueError("functions.tsv: cannot parse argument {!r}".format(text))
+        self.name, self.type, default, choices = m.groups()
+        self.default = default  # a Python expression over the inputs and earlier arguments
+        self.choices = choices.split("|") if choices else None
+
+    @property
+    def required(self):
+        return self.default is None
+
+    def __repr__(self):
+        return "{}:{}{}".format(self.name, self.type, "" if self.default is None else "=" + self.default)
+
+
+def _split_args(text):
+    """Split the arguments column on commas that are not inside brackets."""
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        parts.append(cur)
+    return [p.strip() for p in parts if p.strip()]
+
+
+class FunctionSpec:
+    """One row of nnabla's functions table."""
+
+    def __init__(self, row):
+        self.category = row["category"]
+        self.name = row["name"]
+        self.snake_name = row["snake_name"]
+        self.inputs = [InputSpec(t) for t in row["inputs"].split(",") if t.strip()]
+        self.args = [ArgSpec(t) for t in _split_args(row["arguments"])]
+        self.outputs = [t.strip() for t in row["outputs"].split(",") if t.strip()]
+
+    @property
+    def variadic_outputs(self):
+        return any(o.startswith("*") for o in self.outputs)
+
+    def __repr__(self):
+        return "FunctionSpec({}: {} -> {})".format(self.name, self.inputs, self.outputs)
+
+
+def _load_table():
+    with open(_TABLE_PATH, newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    return OrderedDict((r["name"], FunctionSpec(r)) for r in rows)
+
+
+TABLE = _load_table()
+REGISTRY = OrderedDict()   # type name -> Op subclass
+
+
+class NoGradient(NotImplementedError):
+    """Raised when differentiating through an op that has no gradient."""
+
+
+# ---------------------------------------------------------------------------------- arguments
+def _coerce(op_name, spec, value):
+    """Convert an argument to the type the table declares; reject what cannot be converted."""
+    t = spec.type
+    try:
+        if t in ("Shape", "repeated int64"):
+            if value is None:
+                return None
+            if isinstance(value, (int, np.integer)):
+                return (int(value),)
+            return tuple(int(v) for v in value)
+        if t == "repeated float":
+            if isinstance(value, (int, float, np.number)):
+                return (float(value),)
+            return tuple(float(v) for v in value)
+        if t in ("float", "double"):
+            return float(value)
+        if t == "int64":
+            if value is None:
+                return None
+            if isinstance(value, (float, np.floating)) and not float(value).is_integer():
+                raise ValueError("not an integer")
+            return int(value)
+        if t == "bool":
+            return bool(value)
+        if t == "string":
+            value = str(value)
+            if spec.choices and value not in spec.choices:
+                raise ValueError("must be one of {}".format(spec.choices))
+            return value
+    except (TypeError, ValueError) as e:
+        raise ValueError("{}: argument '{}' = {!r} is not a valid {} ({})".format(
+            op_name, spec.name, value, t, e)) from None
+    return value
+
+
+class _ShapeOnly:
+    """Stands for an input when the table's default expressions are evaluated (``x.shape``...)."""
+
+    def __init__(self, shape):
+        self.shape = tuple(shape)
+        self.ndim = len(shape)
+
+
+def resolve_args(spec, input_shapes_by_name, given):
+    """Fill in defaults (the table's expressions) and coerce every argument of ``spec``."""
+    scope = {"range": range, "len": len, "tuple": tuple, "list": list, "world": "world"}
+    for name, shapes in input_shapes_by_name.items():
+        scope[name] = [_ShapeOnly(s) for s in shapes] if isinstance(shapes, list) else _ShapeOnly(shapes)
+    resolved = OrderedDict()
+    for a in spec.args:
+        value = given.get(a.name)
+        if value is None and a.default is not None and a.default != "None":
+            try:
+                value = eval(a.default, scope)  # the table's own expressions, e.g. range(x.ndim)
+            except Exception:
+                value = None
+        if value is None and a.required and a.type not in ("Communicator",):
+            raise TypeError("{}: missing required argument '{}'".format(spec.snake_name, a.name))
+        value = _coerce(spec.snake_name, a, value)
+        if isinstance(value, range):
+            value = tuple(value)
+        resolved[a.name] = value
+        scope[a.name] = value
+    return resolved
+
+
+# ---------------------------------------------------------------------------------- the op
+class Op:
+    """Base class of registered ops. An instance holds one node's arguments (as attributes and
+    in ``args``) and whatever ``setup`` derives from the input shapes."""
+
+    name = None            # nnabla's type name, e.g. "Convolution"
+    spec = None            # the FunctionSpec row (None for internal helper ops)
+    keep_input_dtypes = ()  # inputs passed to kernels as stored (int labels, indices, masks)
+    output_dtype = None    # None: the context's compute type; else a numpy dtype for all outputs
+    no_grad_inputs = ()    # inputs that never receive a gradient (labels, indices, shapes)
+    grad = None            # the F-level gradient rule (nnabla's backward_functions signature)
+    python_level = False   # True for PythonFunction adapters: forward/backward take Variables
+    stateful = False       # True if forward updates state or draws random numbers each call
+
+    def __init__(self, input_names=(), **args):
+        self.input_names = tuple(input_names)
+        self.args = args
+        for k, v in args.items():
+            setattr(self, k, v)
+
+    # --- shape inference -------------------------------------------------------------
+    def setup(self, *input_shapes):
+        """Return the list of output shapes (default: one output shaped like input 0)."""
+        return [input_shapes[0]]
+
+    def fail(self, message, *fmt):
+        """Raise the ValueError every bad input gets: it starts with the op's name."""
+        raise ValueError("{}: {}".format(self.name, message.format(*fmt) if fmt else message))
+
+    def has_input(self, name):
+        return name in self.input_names
+
+    def input_index(self, name):
+        return self.input_names.index(name)
+
+    def output_dtypes(self, compute_dtype, n_outputs):
+        """The dtype of each output buffer (the compute type unless the op says otherwise)."""
+        return [self.output_dtype or compute_dtype] * n_outputs
+
+    # --- kernels -----------------------------------------------------------------------
+    def forward(self, inputs, outputs):
+        raise NotImplementedError("{}: no forward kernel".format(self.name))
+
+    def backward(self, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+        raise NoGradient("{}: this function has no backward".format(self.name))
+
+    def grad_depends_input_data(self, i, j):
+        return True
+
+    def grad_depends_output_data(self, i, o):
+        return False
+
+    @classmethod
+    def has_backward(cls):
+        return cls.backward is not Op.backward
+
+    def __repr__(self):
+        return "{}({})".format(self.name, ", ".join("{}={!r}".format(k, v) for k, v in self.args.items()))
+
+
+def register(cls=None, *, name=None):
+    """Class decorator: register ``cls`` under its table name (the class name by default)."""
+    def deco(c):
+        # A grad rule is a plain function (nnabla's signature), never a bound method.
+        if "grad" in c.__dict__ and callable(c.__dict__["grad"]) and not isinstance(
+                c.__dict__["grad"], staticmethod):
+            c.grad = staticmethod(c.__dict__["grad"])
+        c.name = name or c.__dict__.get("name") or c.__name__
+        c.spec = TABLE.get(c.name)
+        REGISTRY[c.name] = c
+        return c
+    return deco(cls) if cls is not None else deco
+
+
+def accumulate(dst, value, accum):
+    """Write ``value`` into ``dst`` (accum False) or add it (accum True)."""
+    if accum:
+        dst += value
+    else:
+        dst[...] = value

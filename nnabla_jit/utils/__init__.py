@@ -1,0 +1,1 @@
+"""Utilities with nnabla's module paths (data_iterator, save/load, nnp_graph, ...)."""

@@ -10,6 +10,8 @@ import numpy as np
 
 from . import function_bases as _fb
 from .function_bases import *  # noqa: F401,F403
+from .normalization_functions import (batch_normalization, group_normalization,  # noqa: F401
+                                      instance_normalization, layer_normalization)
 from .ndarray import NdArray
 from .variable import Variable
 
@@ -98,47 +100,6 @@ def clip_by_norm(x, clip_norm, axis=None):
     if isinstance(clip_norm, (Variable, NdArray)):
         return x * clip_norm / _fb.maximum2(_fb.broadcast(clip_norm, norm_.shape) if clip_norm.shape != norm_.shape else clip_norm, norm_)
     return x * float(clip_norm) / _fb.maximum_scalar(norm_, float(clip_norm))
-
-
-# ---------------------------------------------------------------------------------- normalization
-def batch_normalization(x, beta, gamma, mean, variance, axes=[1], decay_rate=0.9, eps=1e-05,
-                        batch_stat=True, output_stat=False, n_outputs=None):
-    """Batch normalization. With ``batch_stat`` the batch statistics are used and the running
-    ``mean``/``variance`` are updated by ``decay_rate``; ``output_stat`` also returns the batch
-    mean and variance."""
-    axes = _axes(x, axes)
-    no_scale = gamma is None
-    no_bias = beta is None
-    n = 3 if (output_stat and batch_stat) else 1
-    return _fb.batch_normalization(x, beta, gamma, mean, variance, axes, decay_rate, eps,
-                                   batch_stat, no_scale, no_bias, n_outputs=n)
-
-
-def _stat_outputs(y, output_stat):
-    return y if output_stat else (y[0] if isinstance(y, tuple) else y)
-
-
-def layer_normalization(x, beta, gamma, batch_axis=0, eps=1e-05, output_stat=False):
-    """Normalize each sample over all but the batch axes."""
-    batch_axis = _axes(x, batch_axis)
-    n = 3 if output_stat else 1
-    return _fb.layer_normalization(x, beta, gamma, batch_axis, eps, gamma is None, beta is None,
-                                   n_outputs=n)
-
-
-def instance_normalization(x, beta, gamma, channel_axis=1, batch_axis=0, eps=1e-05, output_stat=False):
-    """Normalize each sample and channel over the remaining axes."""
-    n = 3 if output_stat else 1
-    return _fb.instance_normalization(x, beta, gamma, channel_axis, _axes(x, batch_axis), eps,
-                                      gamma is None, beta is None, n_outputs=n)
-
-
-def group_normalization(x, beta, gamma, num_groups, channel_axis=1, batch_axis=0, eps=1e-05,
-                        output_stat=False):
-    """Normalize each sample over groups of ``num_groups`` channels."""
-    n = 3 if output_stat else 1
-    return _fb.group_normalization(x, beta, gamma, num_groups, channel_axis, _axes(x, batch_axis),
-                                   eps, gamma is None, beta is None, n_outputs=n)
 
 
 # ---------------------------------------------------------------------------------- operators

@@ -1,1 +1,1 @@
-"""(being written)"""
+"""convolution ops (being written)."""

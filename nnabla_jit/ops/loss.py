@@ -1,1 +1,1 @@
-"""(being written)"""
+"""loss ops (being written)."""

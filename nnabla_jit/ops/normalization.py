@@ -1,1 +1,1 @@
-"""(being written)"""
+"""normalization ops (being written)."""

@@ -1,1 +1,1 @@
-"""(being written)"""
+"""pooling ops (being written)."""

@@ -1,1 +1,1 @@
-"""(being written)"""
+"""stochastic ops (being written)."""

@@ -1,1 +1,1 @@
-"""(being written)"""
+"""validation ops (being written)."""

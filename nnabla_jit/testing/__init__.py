@@ -14,5 +14,7 @@ hypothesis strategies for shapes, arrays and op arguments.
 from .checks import (check_backward, check_double_backward, check_forward, check_function,
                      check_grad_rule, double_context, numerical_grad)
 
-__all__ = ["check_backward", "check_double_backward", "check_forward", "check_function",
+from . import strategies  # noqa: F401
+
+__all__ = ["strategies", "check_backward", "check_double_backward", "check_forward", "check_function",
            "check_grad_rule", "double_context", "numerical_grad"]

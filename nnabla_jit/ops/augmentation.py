@@ -1,0 +1,1 @@
+"""augmentation ops (being written)."""

@@ -1,0 +1,1 @@
+"""cumulative ops (being written)."""

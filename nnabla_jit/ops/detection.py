@@ -1,0 +1,1 @@
+"""detection ops (being written)."""

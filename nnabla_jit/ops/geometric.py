@@ -1,0 +1,1 @@
+"""geometric ops (being written)."""

@@ -1,0 +1,1 @@
+"""linalg ops (being written)."""

@@ -1,0 +1,1 @@
+"""quantization ops (being written)."""

@@ -1,0 +1,1 @@
+"""recurrent ops (being written)."""

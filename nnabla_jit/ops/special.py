@@ -1,0 +1,1 @@
+"""special ops (being written)."""

@@ -6,7 +6,11 @@ gradient overwrites or accumulates. Plans are cached on the root Variable and re
 the graph changes (``graph_changed()``: rewiring, unlinking, ``need_grad`` edits, reshapes), so a
 static graph pays for the Python walk once and each step costs the kernel calls and little else.
 """
+import functools
+
 import numpy as np
+
+from .ndarray import NdArray
 
 __all__ = ["forward", "backward", "forward_all", "upstream_functions", "graph_changed",
            "run_node_forward"]
@@ -99,6 +103,56 @@ def run_node_forward(node):
         _store_half(node, outs, out_dts)
 
 
+def _fresh(nd, dtype):
+    """Give ``nd`` a new host buffer of ``dtype`` (dropping any device copy) and return it."""
+    if nd._device is not None:
+        nd._device.clear(nd)
+        nd._device = None
+    a = np.empty(nd._shape, dtype)
+    nd._array = a
+    nd._dtype = a.dtype
+    return a
+
+
+def _forward_runner(node):
+    """A no-argument callable running ``node``'s forward with its buffers resolved once.
+
+    Plans call these every step, so the work per call is fetching the arrays (which may have
+    been freed or retyped since) and one call of the op's kernels.
+    """
+    op = node.op
+    if op.python_level or node.ctx.device != "cpu" or node.storage_dtype != node.compute_dtype:
+        return functools.partial(run_node_forward, node)
+    dt = node.compute_dtype
+    in_nds = [v._body.data for v in node.inputs]
+    casts = [i not in op.keep_input_dtypes for i in range(len(in_nds))]
+    outs = [r() for r in node._outputs]
+    out_dts = op.output_dtypes(dt, len(outs))
+    out_nds = [v._body.data if v is not None else NdArray(_dead_output_shape(node, k), out_dts[k])
+               for k, v in enumerate(outs)]
+    io = list(zip(in_nds, casts))
+    oo = list(zip(out_nds, out_dts))
+    forward = op.forward
+
+    def run():
+        ins = []
+        for nd, cast in io:
+            a = nd._array
+            if a is None or nd._device is not None:
+                a = nd._host()
+            if cast and a.dtype is not dt:
+                a = a.astype(dt)
+            ins.append(a)
+        outs = []
+        for nd, odt in oo:
+            a = nd._array
+            if a is None or a.dtype is not odt or nd._device is not None:
+                a = _fresh(nd, odt)
+            outs.append(a)
+        forward(ins, outs)
+    return run
+
+
 def _store_half(node, outs, out_dts):
     """Under type_config='half' results are kept in float16 (computed in float32)."""
     for r, a, odt in zip(node._outputs, outs, out_dts):
@@ -110,7 +164,7 @@ def _store_half(node, outs, out_dts):
 
 # ---------------------------------------------------------------------------- plans
 class _ForwardPlan:
-    __slots__ = ("version", "steps")
+    __slots__ = ("version", "steps", "runners")
 
     def __init__(self, roots, clear_buffer, clear_no_need_grad):
         self.version = _version[0]
@@ -128,6 +182,7 @@ class _ForwardPlan:
                         and id(v) not in needed):
                     frees[k].append(v)
         self.steps = list(zip(nodes, frees))
+        self.runners = [_forward_runner(node) for node in nodes]
 
 
 def _requires_grad(nodes):
@@ -173,7 +228,7 @@ class _BackwardStep:
 
 
 class _BackwardPlan:
-    __slots__ = ("version", "steps", "any_grad")
+    __slots__ = ("version", "steps", "any_grad", "seed", "runners")
 
     def __init__(self, root, clear_buffer):
         self.version = _version[0]
@@ -215,6 +270,9 @@ class _BackwardPlan:
         if clear_buffer:
             _plan_backward_frees(steps, root)
         self.steps = steps
+        # The root's gradient for a pass lives here, so the stored one is left untouched.
+        self.seed = NdArray(root.shape, root._parent.compute_dtype if root._parent else np.float32)
+        self.runners = [_backward_runner(s, root, self.seed) for s in steps]
 
 
 def _plan_backward_frees(steps, root):
@@ -263,15 +321,14 @@ def forward(roots, clear_buffer=False, clear_no_need_grad=False,
         plan = _cached_plan(roots[0], key, lambda: _ForwardPlan(roots, clear_buffer, clear_no_need_grad))
     else:
         plan = _ForwardPlan(roots, clear_buffer, clear_no_need_grad)
-    run = run_node_forward
     if function_pre_hook is None and function_post_hook is None and not (clear_buffer or clear_no_need_grad):
-        for node, _ in plan.steps:
-            run(node)
+        for run in plan.runners:
+            run()
         return
-    for node, frees in plan.steps:
+    for (node, frees), run in zip(plan.steps, plan.runners):
         if function_pre_hook is not None:
             function_pre_hook(node)
-        run(node)
+        run()
         if function_post_hook is not None:
             function_post_hook(node)
         for v in frees:
@@ -356,6 +413,86 @@ def run_node_backward(step):
         v._body.grad._array += tmp
 
 
+def _grad_buffer(nd, dtype, zero):
+    """The gradient buffer of ``nd`` as ``dtype`` on the host, created zeroed (or uninitialised
+    when ``zero`` is False and it will be overwritten)."""
+    a = nd._array
+    if nd._device is not None:
+        a = nd._host()
+        nd._device.clear(nd)
+        nd._device = None
+    if a is None or a.shape != nd._shape:
+        a = np.zeros(nd._shape, dtype) if zero else np.empty(nd._shape, dtype)
+    elif a.dtype is not dtype:
+        a = a.astype(dtype)
+    nd._array = a
+    nd._dtype = a.dtype
+    return a
+
+
+def _backward_runner(step, root, seed):
+    """A no-argument callable running one backward step with its buffers resolved once
+    (``seed`` stands for the root's gradient)."""
+    node = step.node
+    op = node.op
+    if op.python_level or node.ctx.device != "cpu" or node.storage_dtype != node.compute_dtype:
+        return functools.partial(run_node_backward, step)
+    dt = node.compute_dtype
+    keep = op.keep_input_dtypes
+    ins_spec = [(v._body.data, i not in keep, step.needs_input[i]) for i, v in enumerate(node.inputs)]
+    outs_spec = []
+    for o, r in enumerate(node._outputs):
+        v = r()
+        if v is None:   # nobody holds this output: its gradient is zero
+            outs_spec.append((None, NdArray(_dead_output_shape(node, o), dt), True))
+        else:
+            outs_spec.append((v._body.data, seed if v is root else v._body.grad, step.zero_outputs[o]))
+    pd, accum = step.propagate_down, step.accum
+    dins_spec = [(v._body.grad, pd[i], accum[i], step.alias[i]) for i, v in enumerate(node.inputs)]
+    any_alias = any(step.alias)
+    call_accum = [a or al for a, al in zip(accum, step.alias)]
+    backward = op.backward
+
+    def run():
+        ins = []
+        for nd, cast, needed in ins_spec:
+            a = nd._array
+            if a is None or nd._device is not None:
+                if not needed and nd._device is None:
+                    ins.append(None)
+                    continue
+                a = nd._host()
+            if cast and a.dtype is not dt:
+                a = a.astype(dt)
+            ins.append(a)
+        outs, douts = [], []
+        for dnd, gnd, zero in outs_spec:
+            outs.append(None if dnd is None else (dnd._array if dnd._device is None else dnd._host()))
+            g = gnd._array
+            if g is None or g.dtype is not dt or gnd._device is not None:
+                g = _grad_buffer(gnd, dt, True)
+            elif zero:
+                g.fill(0)
+            douts.append(g)
+        dins, aliased = [], []
+        for gnd, want, acc, alias in dins_spec:
+            if not want:
+                dins.append(None)
+            elif alias:   # the same buffer as an earlier input: a temporary, added afterwards
+                tmp = np.zeros(gnd._shape, dt)
+                dins.append(tmp)
+                aliased.append((gnd, tmp))
+            else:
+                g = gnd._array
+                if g is None or g.dtype is not dt or gnd._device is not None:
+                    g = _grad_buffer(gnd, dt, acc)
+                dins.append(g)
+        backward(ins, outs, douts, dins, pd, call_accum if any_alias else accum)
+        for gnd, tmp in aliased:
+            gnd._array += tmp
+    return run
+
+
 def has_grad_path(root):
     """Whether ``backward()`` from ``root`` would reach any variable with need_grad=True."""
     return _cached_plan(root, ("backward", False), lambda: _BackwardPlan(root, False)).any_grad
@@ -375,28 +512,33 @@ def backward(root, grad=1, clear_buffer=False, communicator_callbacks=None,
                          "differentiate".format(root))
     body = root._body
     saved = body.grad
-    if grad is not None:
-        from .ndarray import NdArray
-        seed = NdArray(body.shape, root._parent.compute_dtype if root._parent else np.float32)
-        if isinstance(grad, NdArray):
-            grad = grad.data
-        if np.isscalar(grad):
-            seed.fill(grad)
-        else:
-            grad = np.asarray(grad)
-            if grad.shape != body.shape and grad.size != 1:
-                raise ValueError("backward: grad of shape {} for a variable of shape {}"
-                                 .format(grad.shape, body.shape))
-            seed.data[...] = grad
-        body.grad = seed
+    seed = plan.seed
+    if grad is None:
+        grad = saved.data
+    elif isinstance(grad, NdArray):
+        grad = grad.data
+    if np.isscalar(grad):
+        seed.fill(grad)
+    else:
+        grad = np.asarray(grad)
+        if grad.shape != body.shape and grad.size != 1:
+            raise ValueError("backward: grad of shape {} for a variable of shape {}"
+                             .format(grad.shape, body.shape))
+        seed.data[...] = grad
+    body.grad = seed    # for steps that read the root's gradient through the variable
     callbacks = communicator_callbacks
     if callbacks is not None and not isinstance(callbacks, (list, tuple)):
         callbacks = [callbacks]
+    fast = function_pre_hook is None and function_post_hook is None and not callbacks and not clear_buffer
     try:
-        for s in plan.steps:
+        if fast:
+            for run in plan.runners:
+                run()
+            return
+        for s, run in zip(plan.steps, plan.runners):
             if function_pre_hook is not None:
                 function_pre_hook(s.node)
-            run_node_backward(s)
+            run()
             if function_post_hook is not None:
                 function_post_hook(s.node)
             if callbacks:

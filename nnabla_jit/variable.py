@@ -76,6 +76,7 @@ class Variable:
             raise ValueError("Variable.data: NdArray of shape {} for a variable of shape {}"
                              .format(ndarray.shape, self.shape))
         self._body.data = ndarray
+        graph.graph_changed()   # plans hold the old NdArray
 
     @property
     def grad(self):
@@ -89,6 +90,7 @@ class Variable:
             raise ValueError("Variable.grad: NdArray of shape {} for a variable of shape {}"
                              .format(ndarray.shape, self.shape))
         self._body.grad = ndarray
+        graph.graph_changed()   # plans hold the old NdArray
 
     @property
     def d(self):

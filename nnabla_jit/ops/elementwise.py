@@ -30,11 +30,10 @@ import tempfile
 
 import numpy as np
 
+from .kernels import PARALLEL_THRESHOLD
 from .registry import Op, register
 
-__all__ = ["elementwise", "SCALAR_FUNCTIONS", "kernel_module", "PARALLEL_THRESHOLD"]
-
-PARALLEL_THRESHOLD = 1 << 16   # elements; below it a prange kernel's thread start-up costs more
+__all__ = ["elementwise", "SCALAR_FUNCTIONS", "kernel_module"]
 
 # Scalar functions an expression may call. Kernels get them from ``math`` or from the prelude
 # below; grad rules get the F op of the same meaning (see _grad_namespace).
@@ -97,18 +96,19 @@ def softplus(x):
 '''
 
 # One op's kernels. {name}: python identifier; {ins}: input array params; {args}: scalar params;
-# {load}: statements loading the scalars an expression needs; {expr}: the expression.
+# {flat}: views of the (C-contiguous, any-dimensional) arrays as 1-d; {load}: statements loading
+# the scalars an expression needs; {expr}: the expression.
 _FORWARD = '''
 
 @njit(cache=True)
 def {name}_forward({ins}, y_{args}):
-    for i in range(y_.size):
+{flat}    for i in range(y_.size):
 {load1}        y_[i] = {expr}
 
 
 @njit(cache=True, parallel=True)
 def {name}_forward_parallel({ins}, y_{args}):
-    for i in prange(y_.size):
+{flat}    for i in prange(y_.size):
 {load1}        y_[i] = {expr}
 
 
@@ -125,7 +125,7 @@ _BACKWARD = '''
 
 @njit(cache=True)
 def {name}_backward_{k}({ins}, y_, dy_, dx_, accum{args}):
-    if accum:
+{flat}    if accum:
         for i in range(dy_.size):
 {load1}            dx_[i] += {expr}
     else:
@@ -135,7 +135,7 @@ def {name}_backward_{k}({ins}, y_, dy_, dx_, accum{args}):
 
 @njit(cache=True, parallel=True)
 def {name}_backward_{k}_parallel({ins}, y_, dy_, dx_, accum{args}):
-    if accum:
+{flat}    if accum:
         for i in prange(dy_.size):
 {load1}            dx_[i] += {expr}
     else:
@@ -174,16 +174,23 @@ class _Line:
         names = list(self.input_names) + (["y", "dy"] if with_grad else [])
         return "".join("{}{} = {}_[{}]\n".format(" " * indent, n, n, index) for n in names if n in used)
 
+    @staticmethod
+    def _flatten(names):
+        return "".join("    {0} = {0}.reshape({0}.size)\n".format(n) for n in names)
+
     def source(self):
-        ins = ", ".join(n + "_" for n in self.input_names)
+        arrays = [n + "_" for n in self.input_names]
+        ins = ", ".join(arrays)
         args = "".join(", " + a for a in self.arg_names)
         parts = [_FORWARD.format(name=self.ident, ins=ins, args=args, expr=self.forward,
+                                 flat=self._flatten(arrays + ["y_"]),
                                  load1=self._loads(self.forward, 8, "i", False),
                                  load4=self._loads(self.forward, 20, "a, b, c, d", False))]
         for k, d in enumerate(self.derivatives):
             if d is None:
                 continue
             parts.append(_BACKWARD.format(name=self.ident, k=k, ins=ins, args=args, expr=d,
+                                          flat=self._flatten(arrays + ["y_", "dy_", "dx_"]),
                                           load1=self._loads(d, 12, "i", True),
                                           load4=self._loads(d, 20, "a, b, c, d", True)))
         return "".join(parts)
@@ -300,50 +307,47 @@ class ElementwiseOp(Op):
     line = None   # the _Line
 
     def setup(self, *shapes):
-        if len(shapes) == 1:
-            return [shapes[0]]
-        return [broadcast_shape(self, shapes)]
-
-    def _scalar_args(self):
-        return tuple(self.args[a] for a in self.line.arg_names)
+        out = tuple(shapes[0]) if len(shapes) == 1 else broadcast_shape(self, shapes)
+        # Pick the kernels once: flat (same shapes) or 4-d strided (broadcasting), serial or
+        # prange by size. They take any-dimensional C-contiguous arrays.
+        kernels = kernel_module()
+        self.same_shape = all(tuple(s) == out for s in shapes)
+        parallel = int(np.prod(out, dtype=np.int64)) >= PARALLEL_THRESHOLD
+        ident = self.line.ident
+        suffix = "" if not self.same_shape else ("_parallel" if parallel else "")
+        self._forward = getattr(kernels, ident + ("_forward" + suffix if self.same_shape else "_forward_nd"))
+        self._backward = [None if d is None else getattr(
+            kernels, "{}_backward_{}{}".format(ident, k, suffix if self.same_shape else "_nd"))
+            for k, d in enumerate(self.line.derivatives)]
+        self._scalars = tuple(self.args[a] for a in self.line.arg_names)
+        return [out]
 
     def forward(self, inputs, outputs):
         y = outputs[0]
-        kernels = kernel_module()
-        ident = self.line.ident
-        if all(x.shape == y.shape for x in inputs):
-            fn = getattr(kernels, ident + ("_forward_parallel" if y.size >= PARALLEL_THRESHOLD
-                                           else "_forward"))
-            fn(*[x.reshape(-1) for x in inputs], y.reshape(-1), *self._scalar_args())
+        if self.same_shape:
+            self._forward(*inputs, y, *self._scalars)
         else:
             views, shape4 = _strided_views(inputs, y.shape)
-            getattr(kernels, ident + "_forward_nd")(*views, y.reshape(shape4), *self._scalar_args())
+            self._forward(*views, y.reshape(shape4), *self._scalars)
 
     def backward(self, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
-        kernels = kernel_module()
-        ident = self.line.ident
         y, dy = outputs[0], grad_outputs[0]
         # Inputs the derivatives do not read may have been freed; any array of the right
         # size stands in for them (the kernel never loads it).
         ins = [x if x is not None else dy for x in inputs]
         if y is None:
             y = dy
-        same = all(x.shape == dy.shape for x in ins)
-        args = self._scalar_args()
         for k, dx in enumerate(grad_inputs):
-            if not propagate_down[k] or self.line.derivatives[k] is None:
+            kernel = self._backward[k]
+            if not propagate_down[k] or kernel is None:
                 continue
-            if same:
-                fn = getattr(kernels, "{}_backward_{}{}".format(
-                    ident, k, "_parallel" if dy.size >= PARALLEL_THRESHOLD else ""))
-                fn(*[x.reshape(-1) for x in ins], y.reshape(-1), dy.reshape(-1), dx.reshape(-1),
-                   accum[k], *args)
+            if self.same_shape:
+                kernel(*ins, y, dy, dx, accum[k], *self._scalars)
             else:
                 if not accum[k]:
                     dx.fill(0)
                 views, shape4 = _strided_views(ins + [dx], dy.shape)
-                getattr(kernels, "{}_backward_{}_nd".format(ident, k))(
-                    *views[:-1], y.reshape(shape4), dy.reshape(shape4), views[-1], *args)
+                kernel(*views[:-1], y.reshape(shape4), dy.reshape(shape4), views[-1], *self._scalars)
 
     def grad_depends_input_data(self, i, j):
         d = self.line.derivatives[i]

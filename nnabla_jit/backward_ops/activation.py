@@ -2,8 +2,10 @@
 import numpy as np
 from numba import njit, prange
 
+from ..ops.kernels import parallel_kernel
 
-@njit(cache=True, parallel=True)
+
+@parallel_kernel
 def softmax_backward_kernel(y, dy, dx, log, accum):
     """Softmax: dx = y (dy - sum(dy y)); log-softmax: dx = dy - exp(y) sum(dy). 3-d arrays."""
     outer, n, inner = y.shape
@@ -23,7 +25,7 @@ def softmax_backward_kernel(y, dy, dx, log, accum):
 def softmax_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
     if propagate_down[0]:
         s = op.shape3
-        softmax_backward_kernel(outputs[0].reshape(s), grad_outputs[0].reshape(s),
+        op.backward_kernel(outputs[0].reshape(s), grad_outputs[0].reshape(s),
                                 grad_inputs[0].reshape(s), op.log, accum[0])
 
 

@@ -2,8 +2,10 @@
 import numpy as np
 from numba import njit, prange
 
+from ..ops.kernels import parallel_kernel
 
-@njit(cache=True, parallel=True)
+
+@parallel_kernel
 def broadcast_back(dy, dx, scale, accum):
     """dx[a, b, c] (+)= scale * dy[a, c]: the gradient of a sum over b."""
     A, B, C = dx.shape
@@ -33,11 +35,12 @@ def sum_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down,
     scale = 1.0 / max(lay.size_reduced, 1) if op.mean else 1.0
     dy = grad_outputs[0].reshape(lay.shape3[0], lay.shape3[2])
     dx = grad_inputs[0]
+    kernel = broadcast_back.for_size(dx.size)
     if lay.perm is None:
-        broadcast_back(dy, dx.reshape(lay.shape3), scale, accum[0])
+        kernel(dy, dx.reshape(lay.shape3), scale, accum[0])
     else:
         g3 = np.empty(lay.shape3, dx.dtype)
-        broadcast_back(dy, g3, scale, False)
+        kernel(dy, g3, scale, False)
         _write(op, dx, g3, accum[0])
 
 

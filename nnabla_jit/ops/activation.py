@@ -8,6 +8,7 @@ from numba import njit, prange
 
 from ..backward_ops import activation as bw
 from .elementwise import elementwise
+from .kernels import parallel_kernel
 from .registry import Op, register
 
 elementwise("Sigmoid", "sigmoid(x)", dx="dy * y * (1 - y)")
@@ -50,7 +51,7 @@ def outer_axis_inner(shape, axis):
     return outer, shape[axis], inner
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def softmax_kernel(x, y, log):
     """Softmax (or log-softmax) over axis 1 of 3-d (outer, n, inner) arrays."""
     outer, n, inner = x.shape
@@ -78,10 +79,13 @@ class _AxisSoftmax(Op):
     def setup(self, x):
         self.axis = normalize_axis(self, self.axis, len(x))
         self.shape3 = outer_axis_inner(x, self.axis)
+        size = int(np.prod(x, dtype=np.int64))
+        self.forward_kernel = softmax_kernel.for_size(size)
+        self.backward_kernel = bw.softmax_backward_kernel.for_size(size)
         return [x]
 
     def forward(self, inputs, outputs):
-        softmax_kernel(inputs[0].reshape(self.shape3), outputs[0].reshape(self.shape3), self.log)
+        self.forward_kernel(inputs[0].reshape(self.shape3), outputs[0].reshape(self.shape3), self.log)
 
     backward = bw.softmax_backward
 

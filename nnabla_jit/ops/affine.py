@@ -5,6 +5,7 @@ from numba import njit, prange
 from ..backward_ops import affine as bw
 from .activation import normalize_axis
 from .blas import add_row_vector, gemm
+from .kernels import parallel_kernel
 from .registry import Op, register
 
 
@@ -23,6 +24,7 @@ class Affine(Op):
         if b is not None and tuple(b) != tuple(w[1:]):
             self.fail("bias of shape {} must have shape {} (weight shape {})", b, tuple(w[1:]), w)
         self.dims = (rows, inner, out_cols)
+        self.bias_kernel = add_row_vector.for_size(rows * out_cols)
         return [tuple(x[:self.base_axis]) + tuple(w[1:])]
 
     def forward(self, inputs, outputs):
@@ -30,7 +32,7 @@ class Affine(Op):
         y = outputs[0].reshape(n, m)
         gemm(inputs[0].reshape(n, d), inputs[1].reshape(d, m), y)
         if len(inputs) == 3:
-            add_row_vector(y, inputs[2].reshape(m))
+            self.bias_kernel(y, inputs[2].reshape(m))
 
     backward = bw.affine_backward
     grad = bw.affine_grad
@@ -39,7 +41,7 @@ class Affine(Op):
         return (i == 0 and j == 1) or (i == 1 and j == 0)
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def embed_kernel(index, w, y):
     """y[n] = w[index[n]] for flat index arrays and (V, D) weights."""
     for n in prange(index.size):
@@ -62,7 +64,7 @@ class Embed(Op):
         index = index.reshape(-1).astype(np.int64)
         if index.size and (index.min() < 0 or index.max() >= w.shape[0]):
             self.fail("index out of range [0, {}): min {} max {}", w.shape[0], index.min(), index.max())
-        embed_kernel(index, w.reshape(w.shape[0], -1), outputs[0].reshape(index.size, -1))
+        embed_kernel.for_size(index.size * w[0].size)(index, w.reshape(w.shape[0], -1), outputs[0].reshape(index.size, -1))
 
     backward = bw.embed_backward
     grad = bw.embed_grad

@@ -8,6 +8,8 @@ import numpy as np
 from numba import njit, prange
 from scipy.linalg import blas
 
+from .kernels import parallel_kernel
+
 _GEMM = {np.dtype(np.float32): blas.sgemm, np.dtype(np.float64): blas.dgemm}
 
 
@@ -31,7 +33,7 @@ def gemm(a, b, out, trans_a=False, trans_b=False, accumulate=False):
       trans_a=trans_b, trans_b=trans_a)
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def add_row_vector(y, b):
     """y[n, m] += b[m]."""
     for n in prange(y.shape[0]):

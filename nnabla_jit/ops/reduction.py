@@ -8,12 +8,13 @@ import numpy as np
 from numba import njit, prange
 
 from ..backward_ops import reduction as bw
+from .kernels import parallel_kernel
 from .registry import Op, register
 
 SUM, MAX, MIN, PROD, ABS_POW = 0, 1, 2, 3, 4
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def reduce_middle(x, y, index, op, p):
     """y[a, c] = reduce over b of x[a, b, c]; ``index`` gets the arg of max/min."""
     A, B, C = x.shape
@@ -92,6 +93,7 @@ class _Reduction(Op):
     def setup(self, x):
         self.axes = normalize_axes(self, self.axes, len(x))
         self.layout = ReductionLayout(x, self.axes)
+        self.reduce_kernel = reduce_middle.for_size(int(np.prod(x, dtype=np.int64)))
         if self.keep_dims:
             out = tuple(1 if a in self.axes else s for a, s in enumerate(x))
         else:
@@ -111,7 +113,7 @@ class _Reduction(Op):
             y.fill(1.0 if self.kind == PROD else 0.0)
             index.fill(0)
         else:
-            reduce_middle(lay.view(x), y, index, self.kind, p)
+            self.reduce_kernel(lay.view(x), y, index, self.kind, p)
         return y, index
 
     def forward(self, inputs, outputs):
@@ -212,12 +214,13 @@ class _ReduceAll(Op):
         self.axes = tuple(range(len(x)))
         self.layout = ReductionLayout(x, self.axes)
         self.keep_dims = False
+        self.reduce_kernel = reduce_middle.for_size(int(np.prod(x, dtype=np.int64)))
         return [()]
 
     def forward(self, inputs, outputs):
         x = inputs[0]
         y = np.empty((1, 1), x.dtype)
-        reduce_middle(x.reshape(1, -1, 1), y, np.empty((1, 1), np.int64), SUM, 1.0)
+        self.reduce_kernel(x.reshape(1, -1, 1), y, np.empty((1, 1), np.int64), SUM, 1.0)
         outputs[0][...] = y[0, 0] / (x.size if self.mean else 1)
 
     backward = bw.sum_backward

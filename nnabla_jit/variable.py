@@ -172,7 +172,10 @@ class Variable:
 
     @persistent.setter
     def persistent(self, b):
-        self._persistent = bool(b)
+        b = bool(b)
+        if b != self._persistent:
+            self._persistent = b
+            graph.graph_changed()   # what clear_buffer may free has changed
 
     @property
     def recompute(self):

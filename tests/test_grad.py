@@ -1,0 +1,149 @@
+"""nn.grad exactly as seeds 000/001: higher order, grad_outputs, persistent and bound outputs."""
+import numpy as np
+import pytest
+
+import nnabla_jit as nn
+import nnabla_jit.backward_functions as BF
+import nnabla_jit.functions as F
+from nnabla_jit.testing import numerical_grad
+
+
+def _nth_grad(y, x, n):
+    dx = [y]
+    for _ in range(n):
+        dx = nn.grad([dx[0]], [x])
+    return dx[0]
+
+
+def test_tenth_derivative_of_sin():
+    x = nn.Variable.from_numpy_array(np.random.randn(2, 2)).apply(need_grad=True)
+    x.grad.zero()
+    y = F.sin(x)
+    dnx = _nth_grad(y, x, 10)
+    dnx.forward()
+    np.testing.assert_allclose(dnx.d, -np.sin(x.d), rtol=1e-4, atol=1e-5)
+    dnx.backward()
+    np.testing.assert_allclose(x.g, -np.cos(x.d), rtol=1e-4, atol=1e-5)
+
+
+def test_second_derivative_matches_finite_differences():
+    from nnabla_jit.context import Context
+    with nn.context_scope(Context(["cpu:double"])):
+        x = nn.Variable.from_numpy_array(np.array([0.3, -0.7, 1.1]), need_grad=True)
+
+        def first(v):
+            return nn.grad([F.sum(F.tanh(v) * v ** 2)], [v])[0]
+
+        g = first(x)
+        g.forward()
+        total = F.sum(g)
+        total.forward()
+        x.g = 0
+        total.backward()
+        analytic = x.g.copy()
+        numeric = numerical_grad(first, [x], [np.ones(3)], 0, 1e-6)
+    np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-7)
+
+
+def test_grad_outputs_forms():
+    x = nn.Variable.from_numpy_array(np.array([1.0, 2.0], np.float32), need_grad=True)
+    y = x * x
+    for go, scale in [(None, 1.0), (3, 3.0), (0.5, 0.5), (np.array([2.0, 2.0]), 2.0),
+                      (nn.NdArray.from_numpy_array(np.full(2, 4.0)), 4.0),
+                      (nn.Variable.from_numpy_array(np.full(2, 5.0)), 5.0)]:
+        g = nn.grad([y], [x], grad_outputs=[go])[0]
+        g.forward()
+        np.testing.assert_allclose(g.d, 2 * x.d * scale, rtol=1e-6)
+
+
+def test_grad_outputs_errors():
+    x = nn.Variable((2,), need_grad=True)
+    y = x * 2
+    with pytest.raises(ValueError, match="shape"):
+        nn.grad([y], [x], grad_outputs=[np.ones(3)])
+    with pytest.raises(ValueError):
+        nn.grad([y], [x], grad_outputs=["bad"])
+    with pytest.raises(ValueError):
+        nn.grad([y, y], [x], grad_outputs=[None])
+    with pytest.raises(ValueError):
+        nn.grad([y], [np.ones(2)])
+
+
+def test_sum_over_several_outputs():
+    x = nn.Variable.from_numpy_array(np.array([0.5, 1.5], np.float32), need_grad=True)
+    g = nn.grad([F.sin(x), x * 3], [x])[0]
+    g.forward()
+    np.testing.assert_allclose(g.d, np.cos(x.d) + 3, rtol=1e-6)
+
+
+def test_unreached_input_gets_zero():
+    x = nn.Variable.from_numpy_array(np.ones(2, np.float32), need_grad=True)
+    other = nn.Variable((3, 2), need_grad=True)
+    gx, gother = nn.grad([F.sum(x * 2)], [x, other])
+    gother.forward()
+    assert gother.shape == (3, 2) and np.all(gother.d == 0)
+    assert gother.parent.name == "Constant"
+
+
+def test_persistent_outputs():
+    x = nn.Variable((2,), need_grad=True)
+    y = x * 2
+    nn.grad([y], [x])
+    assert y.persistent
+    y2 = x * 3
+    nn.grad([y2], [x], persistent_outputs=[False])
+    assert not y2.persistent
+    with pytest.raises(ValueError):
+        nn.grad([y2], [x], persistent_outputs=[True, False])
+
+
+def test_bind_grad_output():
+    x = nn.Variable.from_numpy_array(np.array([1.0, 2.0], np.float32), need_grad=True)
+    g = nn.grad([x * x], [x], bind_grad_output=True)[0]
+    g.forward()
+    np.testing.assert_allclose(x.g, [2, 4])
+
+
+def test_inputs_matched_by_equality_to_graph_variables():
+    """Parameters from get_parameters() equal the unlinked copies placed in the graph."""
+    w = nn.parameter.get_parameter_or_create("w", (2, 2), np.ones((2, 2), np.float32))
+    x = nn.Variable.from_numpy_array(np.ones((1, 2), np.float32))
+    y = F.sum(F.affine(x, w) * F.affine(x, nn.parameter.get_parameter_or_create("w", (2, 2))))
+    params = nn.get_parameters()
+    assert list(params) == ["w"]
+    g = nn.grad([y], list(params.values()))[0]
+    g.forward()
+    # d/dW sum((xW)^2) = 2 x^T (xW) with W used twice through two unlinked copies
+    np.testing.assert_allclose(g.d, 2 * x.d.T @ (x.d @ np.ones((2, 2))), rtol=1e-6)
+
+
+def test_register_replaces_a_rule_and_show_registry(capsys):
+    x = nn.Variable.from_numpy_array(np.array([1.0], np.float32), need_grad=True)
+    original = BF.registry["Tanh"]
+    try:
+        BF.register("Tanh", lambda grad_inputs, inputs, input_shapes, outputs, output_shapes:
+                    [grad_inputs[0] * 100.0])
+        g = nn.grad([F.tanh(x)], [x])[0]
+        g.forward()
+        np.testing.assert_allclose(g.d, [100.0])
+    finally:
+        BF.register("Tanh", original)
+    BF.show_registry()
+    out = capsys.readouterr().out
+    assert "Tanh" in out and "Affine" in out
+
+
+def test_missing_rule_is_a_clear_error():
+    class Cube(nn.PythonFunction):
+        def setup_impl(self, inputs, outputs):
+            outputs[0].reset_shape(inputs[0].shape, True)
+
+        def forward_impl(self, inputs, outputs):
+            outputs[0].d = inputs[0].d ** 3
+
+        def backward_impl(self, inputs, outputs, propagate_down, accum):
+            pass
+
+    x = nn.Variable((2,), need_grad=True)
+    with pytest.raises(ValueError, match="Cube.*registry"):
+        nn.grad([Cube()(x)], [x])

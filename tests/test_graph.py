@@ -1,0 +1,191 @@
+"""The executor: static and dynamic graphs, buffer clearing, hooks, plan caching."""
+import numpy as np
+import pytest
+
+import nnabla_jit as nn
+import nnabla_jit.functions as F
+
+
+def _chain():
+    x = nn.Variable.from_numpy_array(np.random.randn(3, 4).astype(np.float32), need_grad=True)
+    h1 = F.tanh(x)
+    h2 = F.sigmoid(h1)
+    h3 = F.exp(h2 * 0.5)
+    loss = F.sum(h3)
+    return x, (h1, h2, h3), loss
+
+
+def test_clear_buffer_frees_intermediates_and_persistent_keeps_them():
+    x, (h1, h2, h3), loss = _chain()
+    loss.forward(clear_buffer=True)
+    assert h1.data.clear_called and h2.data.clear_called and h3.data.clear_called
+    assert not loss.data.clear_called and not x.data.clear_called
+    expected = np.sum(np.exp(0.5 / (1 + np.exp(-np.tanh(x.d)))))
+    np.testing.assert_allclose(loss.d, expected, rtol=1e-5)
+
+    h2.persistent = True
+    loss.forward(clear_buffer=True)
+    assert not h2.data.clear_called
+    np.testing.assert_allclose(h2.d, 1 / (1 + np.exp(-np.tanh(x.d))), rtol=1e-5)
+    assert h1.data.clear_called
+
+
+def test_clear_no_need_grad_keeps_what_backward_reads():
+    x, (h1, h2, h3), loss = _chain()
+    loss.forward(clear_no_need_grad=True)
+    # tanh and sigmoid backward read their outputs; exp reads its output; mul_scalar reads nothing
+    assert not h1.data.clear_called and not h2.data.clear_called and not h3.data.clear_called
+    mul = h3.parent.inputs[0]          # h2 * 0.5: only the exp's input, which exp's grad ignores
+    assert mul.data.clear_called
+    x.g = 0
+    loss.backward()
+    t = np.tanh(x.d)
+    s = 1 / (1 + np.exp(-t))
+    e = np.exp(0.5 * s)
+    np.testing.assert_allclose(x.g, e * 0.5 * s * (1 - s) * (1 - t * t), rtol=1e-4)
+
+
+def test_backward_clear_buffer_frees_grads_and_data():
+    x, (h1, h2, h3), loss = _chain()
+    loss.forward()
+    x.g = 0
+    loss.backward(clear_buffer=True)
+    assert h1.grad.clear_called and h2.grad.clear_called
+    assert h1.data.clear_called and h2.data.clear_called
+    assert not x.grad.clear_called
+    t = np.tanh(x.d)
+    s = 1 / (1 + np.exp(-t))
+    np.testing.assert_allclose(x.g, np.exp(0.5 * s) * 0.5 * s * (1 - s) * (1 - t * t), rtol=1e-4)
+
+
+def test_need_grad_false_stops_propagation():
+    x = nn.Variable.from_numpy_array(np.ones(2, np.float32), need_grad=True)
+    x.g = 0
+    b = x * 3
+    b.need_grad = False
+    c = F.sum(b * x)
+    c.forward()
+    c.backward()
+    np.testing.assert_array_equal(x.g, [3, 3])
+
+
+def test_same_input_twice():
+    x = nn.Variable.from_numpy_array(np.array([1.0, 2.0], np.float32), need_grad=True)
+    x.g = 0
+    z = F.sum(F.mul2(x, x))
+    z.forward()
+    z.backward()
+    np.testing.assert_array_equal(x.g, [2, 4])
+    x.g = 0
+    a = x + 1
+    z = F.sum(a * a + a)
+    z.forward()
+    z.backward()
+    np.testing.assert_array_equal(x.g, 2 * (x.d + 1) + 1)
+
+
+def test_backward_without_need_grad_is_an_error():
+    q = nn.Variable((2,))
+    r = F.sum(q * 3)
+    r.forward()
+    with pytest.raises(ValueError, match="need_grad"):
+        r.backward()
+
+
+def test_hooks_see_every_function_in_order():
+    x, _, loss = _chain()
+    seen_pre, seen_post = [], []
+    loss.forward(function_pre_hook=lambda f: seen_pre.append(f.name),
+                 function_post_hook=lambda f: seen_post.append(f.name))
+    assert seen_pre == seen_post == ["Tanh", "Sigmoid", "MulScalar", "Exp", "Sum"]
+    order = []
+    loss.backward(function_pre_hook=lambda f: order.append(f.name))
+    assert order == ["Sum", "Exp", "MulScalar", "Sigmoid", "Tanh"]
+
+
+def test_forward_all_runs_shared_parts_once():
+    x = nn.Variable.from_numpy_array(np.ones(3, np.float32))
+    calls = []
+    h = F.tanh(x)
+    a, b = F.exp(h), F.sin(h)
+    nn.forward_all([a, b], function_pre_hook=lambda f: calls.append(f.name))
+    assert calls.count("Tanh") == 1
+    np.testing.assert_allclose(a.d, np.exp(np.tanh(1)) * np.ones(3), rtol=1e-6)
+    np.testing.assert_allclose(b.d, np.sin(np.tanh(1)) * np.ones(3), rtol=1e-6)
+
+
+def test_static_graph_plan_sees_new_inputs():
+    x = nn.Variable((2,))
+    y = F.tanh(x) * 2
+    for value in (0.5, -1.0, 3.0):
+        x.d = value
+        y.forward()
+        np.testing.assert_allclose(y.d, 2 * np.tanh(value), rtol=1e-6)
+
+
+def test_plan_is_rebuilt_after_rewiring_and_need_grad_change():
+    x = nn.Variable.from_numpy_array(np.ones(2, np.float32), need_grad=True)
+    w = nn.Variable.from_numpy_array(np.full(2, 3.0, np.float32), need_grad=True)
+    y = F.sum(x * w)
+    y.forward()
+    x.g, w.g = 0, 0
+    y.backward()
+    np.testing.assert_array_equal(w.g, [1, 1])
+    w.need_grad = False
+    w.g = 0
+    x.g = 0
+    y.backward()
+    np.testing.assert_array_equal(w.g, [0, 0])
+    np.testing.assert_array_equal(x.g, [3, 3])
+
+
+def test_auto_forward_and_set_auto_forward():
+    x = nn.Variable.from_numpy_array(np.array([0.5], np.float32))
+    with nn.auto_forward():
+        y = F.tanh(x) + 1
+    np.testing.assert_allclose(y.d, np.tanh(0.5) + 1, rtol=1e-6)
+    assert not nn.get_auto_forward()
+    nn.set_auto_forward(True)
+    z = F.exp(x)
+    nn.set_auto_forward(False)
+    np.testing.assert_allclose(z.d, np.exp(0.5), rtol=1e-6)
+
+
+def test_no_grad_builds_without_need_grad():
+    x = nn.Variable((2,), need_grad=True)
+    with nn.no_grad():
+        y = F.tanh(x)
+    assert not y.need_grad
+    assert F.tanh(x).need_grad
+
+
+def test_dead_outputs_are_handled():
+    x = nn.Variable.from_numpy_array(np.arange(6, dtype=np.float32).reshape(2, 3), need_grad=True)
+    first = F.split(x, axis=0)[0]    # the second output is dropped at once
+    loss = F.sum(first * 2)
+    loss.forward()
+    x.g = 0
+    loss.backward()
+    np.testing.assert_array_equal(x.g, [[2, 2, 2], [0, 0, 0]])
+
+
+def test_outputs_argument_reuses_variables():
+    x = nn.Variable.from_numpy_array(np.ones(3, np.float32))
+    out = nn.Variable((3,))
+    y = F.mul_scalar(x, 2.0, outputs=[out])
+    assert y is out
+    y.forward()
+    np.testing.assert_array_equal(out.d, [2, 2, 2])
+
+
+def test_double_context_computes_in_float64():
+    from nnabla_jit.context import Context
+    x = nn.Variable.from_numpy_array(np.array([1e-9, 1.0]))
+    with nn.context_scope(Context(["cpu:double"])):
+        y = x + 1.0
+    y.forward()
+    assert y.d.dtype == np.float64
+    assert y.d[0] != 1.0
+    z = x + 1.0
+    z.forward()
+    assert z.d.dtype == np.float32

@@ -1,0 +1,90 @@
+"""NdArray: buffers, setters, casting, operators (seed 004, "NdArray")."""
+import numpy as np
+import pytest
+
+import nnabla_jit as nn
+import nnabla_jit.functions as F
+
+
+def test_default_type_and_shape():
+    a = nn.NdArray((2, 3, 4))
+    assert a.shape == (2, 3, 4)
+    assert a.ndim == 3 and a.size == 24
+    assert a.data.dtype == np.float32
+    assert a.strides == (12, 4, 1)
+    assert a.size_from_axis(1) == 12
+    assert a.size_from_axis() == 24
+
+
+def test_data_is_a_reference():
+    a = nn.NdArray((2, 3))
+    a.data = np.arange(6).reshape(2, 3)
+    view = a.data
+    view[0, 0] = 42
+    assert a.data[0, 0] == 42
+
+
+def test_setter_broadcasts_scalars_and_fill_zero():
+    a = nn.NdArray((2, 2))
+    a.data = 3.5
+    np.testing.assert_array_equal(a.data, np.full((2, 2), 3.5))
+    a.fill(1)
+    np.testing.assert_array_equal(a.data, np.ones((2, 2)))
+    a.zero()
+    np.testing.assert_array_equal(a.data, np.zeros((2, 2)))
+
+
+def test_setter_wrong_shape_names_both_shapes():
+    a = nn.NdArray((2, 3))
+    with pytest.raises(ValueError, match=r"\(3, 2\).*\(2, 3\)"):
+        a.data = np.zeros((3, 2))
+
+
+def test_from_numpy_array_copies_and_keeps_dtype():
+    src = np.arange(4, dtype=np.int64)
+    a = nn.NdArray.from_numpy_array(src)
+    src[0] = 9
+    assert a.data[0] == 0
+    assert a.dtype == np.int64
+
+
+def test_copy_from_cast_clear():
+    a = nn.NdArray.from_numpy_array(np.ones((2, 2), np.float32))
+    b = nn.NdArray((2, 2))
+    b.copy_from(a)
+    np.testing.assert_array_equal(b.data, a.data)
+    out = b.cast(np.float64)
+    assert out.dtype == np.float64 and b.dtype == np.float64
+    b.clear()
+    assert b.clear_called
+    with pytest.raises(ValueError):
+        b.copy_from(nn.NdArray((3,)))
+
+
+def test_imperative_arithmetic_returns_ndarray():
+    xi = nn.NdArray.from_numpy_array(np.arange(4).reshape(2, 2).astype(np.float32))
+    yi = F.relu(xi - 1)
+    assert isinstance(yi, nn.NdArray)
+    np.testing.assert_array_equal(yi.data, [[0, 0], [1, 2]])
+    np.testing.assert_allclose((xi * 2 + 1).data, np.arange(4).reshape(2, 2) * 2 + 1)
+    np.testing.assert_allclose((1 - xi).data, 1 - np.arange(4).reshape(2, 2))
+    np.testing.assert_allclose((xi / 2).data, np.arange(4).reshape(2, 2) / 2)
+
+
+def test_inplace_operators():
+    xi = nn.NdArray.from_numpy_array(np.arange(4).reshape(2, 2).astype(np.float32))
+    ref = xi
+    xi.copy_from(xi + 1)
+    xi += 1
+    assert xi is ref
+    np.testing.assert_array_equal(xi.data, np.arange(4).reshape(2, 2) + 2)
+    xi -= 2
+    xi *= 3
+    xi /= 3
+    np.testing.assert_allclose(xi.data, np.arange(4).reshape(2, 2))
+
+
+def test_identity_equality():
+    a, b = nn.NdArray((1,)), nn.NdArray((1,))
+    assert a == a and a != b
+    assert len({a, b, a}) == 2

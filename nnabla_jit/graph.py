@@ -7,6 +7,7 @@ the graph changes (``graph_changed()``: rewiring, unlinking, ``need_grad`` edits
 static graph pays for the Python walk once and each step costs the kernel calls and little else.
 """
 import functools
+import os
 
 import numpy as np
 
@@ -16,6 +17,7 @@ __all__ = ["forward", "backward", "forward_all", "upstream_functions", "graph_ch
            "run_node_forward"]
 
 _version = [0]
+FUSION = os.environ.get("NNABLA_JIT_FUSION", "1") != "0"   # set 0 to run every node on its own
 
 
 def graph_changed():
@@ -95,12 +97,42 @@ def run_node_forward(node):
     dt = node.compute_dtype
     keep = op.keep_input_dtypes
     ins = [_input_array(v, dt, i in keep) for i, v in enumerate(node.inputs)]
-    n = len(node._outputs)
-    out_dts = op.output_dtypes(dt, n)
-    outs = [_output_array(node, k, out_dts[k]) for k in range(n)]
+    if op.data_dependent:
+        outs, out_dts = _data_dependent_outputs(node, ins)
+    else:
+        n = len(node._outputs)
+        out_dts = op.output_dtypes(dt, n)
+        outs = [_output_array(node, k, out_dts[k]) for k in range(n)]
     op.forward(ins, outs)
     if node.storage_dtype != dt:
         _store_half(node, outs, out_dts)
+
+
+def _data_dependent_outputs(node, ins):
+    """Output buffers of an op whose output shapes or dtypes follow the input values: the op
+    names them from ``ins``; an output whose shape changes is reset (invalidating the plans,
+    which hold buffers and seeds of the old shape)."""
+    specs = node.op.output_specs(ins)
+    outs = []
+    for k, (shape, dtype) in enumerate(specs):
+        v = node._outputs[k]()
+        if v is None:
+            outs.append(np.empty(shape, dtype))
+            continue
+        if v._body.shape != tuple(shape):
+            v.reset_shape(shape, force=True)
+        outs.append(_output_array(node, k, dtype))
+    return outs, [dtype for _, dtype in specs]
+
+
+def data_dependent_shapes(op, variables, compute_dtype):
+    """Output shapes of a data-dependent op from the inputs that already hold data (graph-build
+    time, as nnabla's setup reads them), or None when the op needs inputs not computed yet."""
+    ins = [_input_array(v, compute_dtype, i in op.keep_input_dtypes)
+           if v._body.data._array is not None or v._body.data._device is not None else None
+           for i, v in enumerate(variables)]
+    specs = op.output_specs(ins)
+    return None if specs is None else [tuple(shape) for shape, _ in specs]
 
 
 def _fresh(nd, dtype):
@@ -121,7 +153,8 @@ def _forward_runner(node):
     been freed or retyped since) and one call of the op's kernels.
     """
     op = node.op
-    if op.python_level or node.ctx.device != "cpu" or node.storage_dtype != node.compute_dtype:
+    if (op.python_level or op.data_dependent or node.ctx.device != "cpu"
+            or node.storage_dtype != node.compute_dtype):
         return functools.partial(run_node_forward, node)
     dt = node.compute_dtype
     in_nds = [v._body.data for v in node.inputs]
@@ -164,12 +197,13 @@ def _store_half(node, outs, out_dts):
 
 # ---------------------------------------------------------------------------- plans
 class _ForwardPlan:
-    __slots__ = ("version", "steps", "runners")
+    __slots__ = ("version", "steps", "runners", "fused")
 
-    def __init__(self, roots, clear_buffer, clear_no_need_grad):
+    def __init__(self, roots, clear_buffer, clear_no_need_grad, fuse=True):
         self.version = _version[0]
         nodes = upstream_functions(roots)
         frees = [[] for _ in nodes]
+        needed = set()
         if clear_buffer or clear_no_need_grad:
             keep = {id(r._body) for r in roots}
             needed = _backward_data_needs(nodes) if not clear_buffer else set()
@@ -183,6 +217,11 @@ class _ForwardPlan:
                     frees[k].append(v)
         self.steps = list(zip(nodes, frees))
         self.runners = [_forward_runner(node) for node in nodes]
+        # Clearing flags let the intermediates of elementwise runs stay in registers.
+        self.fused = fuse and FUSION and (clear_buffer or clear_no_need_grad)
+        if self.fused:
+            from . import fusion
+            fusion.fuse_forward(self, roots, needed, clear_buffer)
 
 
 def _requires_grad(nodes):
@@ -228,9 +267,9 @@ class _BackwardStep:
 
 
 class _BackwardPlan:
-    __slots__ = ("version", "steps", "any_grad", "seed", "runners")
+    __slots__ = ("version", "steps", "any_grad", "seed", "runners", "fused")
 
-    def __init__(self, root, clear_buffer):
+    def __init__(self, root, clear_buffer, fuse=True):
         self.version = _version[0]
         nodes = upstream_functions([root])
         rg = _requires_grad(nodes)
@@ -273,6 +312,10 @@ class _BackwardPlan:
         # The root's gradient for a pass lives here, so the stored one is left untouched.
         self.seed = NdArray(root.shape, root._parent.compute_dtype if root._parent else np.float32)
         self.runners = [_backward_runner(s, root, self.seed) for s in steps]
+        self.fused = fuse and FUSION and clear_buffer
+        if self.fused:
+            from . import fusion
+            fusion.fuse_backward(self, root)
 
 
 def _plan_backward_frees(steps, root):
@@ -321,7 +364,10 @@ def forward(roots, clear_buffer=False, clear_no_need_grad=False,
         plan = _cached_plan(roots[0], key, lambda: _ForwardPlan(roots, clear_buffer, clear_no_need_grad))
     else:
         plan = _ForwardPlan(roots, clear_buffer, clear_no_need_grad)
-    if function_pre_hook is None and function_post_hook is None and not (clear_buffer or clear_no_need_grad):
+    hooks = function_pre_hook is not None or function_post_hook is not None
+    if hooks and plan.fused:   # hooks see every function: run this call unfused
+        plan = _ForwardPlan(roots, clear_buffer, clear_no_need_grad, fuse=False)
+    if not hooks and not (clear_buffer or clear_no_need_grad):
         for run in plan.runners:
             run()
         return
@@ -510,6 +556,12 @@ def backward(root, grad=1, clear_buffer=False, communicator_callbacks=None,
         raise ValueError("backward: no variable upstream of {} has need_grad=True, so no gradient "
                          "can be computed; set need_grad=True on the inputs or parameters to "
                          "differentiate".format(root))
+    callbacks = communicator_callbacks
+    if callbacks is not None and not isinstance(callbacks, (list, tuple)):
+        callbacks = [callbacks]
+    hooks = function_pre_hook is not None or function_post_hook is not None or bool(callbacks)
+    if hooks and plan.fused:   # hooks see every function: run this call unfused
+        plan = _BackwardPlan(root, clear_buffer, fuse=False)
     body = root._body
     saved = body.grad
     seed = plan.seed
@@ -526,12 +578,8 @@ def backward(root, grad=1, clear_buffer=False, communicator_callbacks=None,
                              .format(grad.shape, body.shape))
         seed.data[...] = grad
     body.grad = seed    # for steps that read the root's gradient through the variable
-    callbacks = communicator_callbacks
-    if callbacks is not None and not isinstance(callbacks, (list, tuple)):
-        callbacks = [callbacks]
-    fast = function_pre_hook is None and function_post_hook is None and not callbacks and not clear_buffer
     try:
-        if fast:
+        if not hooks and not clear_buffer:
             for run in plan.runners:
                 run()
             return

@@ -100,19 +100,19 @@ def softplus(x):
 # the scalars an expression needs; {expr}: the expression.
 _FORWARD = '''
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def {name}_forward({ins}, y_{args}):
 {flat}    for i in range(y_.size):
 {load1}        y_[i] = {expr}
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def {name}_forward_parallel({ins}, y_{args}):
 {flat}    for i in prange(y_.size):
 {load1}        y_[i] = {expr}
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def {name}_forward_nd({ins}, y_{args}):
     for a in range(y_.shape[0]):
         for b in range(y_.shape[1]):
@@ -123,7 +123,7 @@ def {name}_forward_nd({ins}, y_{args}):
 
 _BACKWARD = '''
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def {name}_backward_{k}({ins}, y_, dy_, dx_, accum{args}):
 {flat}    if accum:
         for i in range(dy_.size):
@@ -133,7 +133,7 @@ def {name}_backward_{k}({ins}, y_, dy_, dx_, accum{args}):
 {load1}            dx_[i] = {expr}
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def {name}_backward_{k}_parallel({ins}, y_, dy_, dx_, accum{args}):
 {flat}    if accum:
         for i in prange(dy_.size):
@@ -143,7 +143,7 @@ def {name}_backward_{k}_parallel({ins}, y_, dy_, dx_, accum{args}):
 {load1}            dx_[i] = {expr}
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def {name}_backward_{k}_nd({ins}, y_, dy_, dx_{args}):
     # dx_ may be a broadcast (zero-stride) view: += then sums over the broadcast axes.
     for a in range(dy_.shape[0]):

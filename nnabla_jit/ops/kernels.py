@@ -25,10 +25,12 @@ def _twin(func, suffix):
 class ParallelKernel:
     """The serial and parallel compilations of one kernel function."""
 
-    def __init__(self, func):
+    def __init__(self, func, **options):
+        # numpy's error model: x / 0 gives inf or nan as in NumPy and nnabla, not an exception
+        options.setdefault("error_model", "numpy")
         self.py_func = func
-        self.serial = njit(cache=True)(func)
-        self.parallel = njit(cache=True, parallel=True)(_twin(func, "_parallel"))
+        self.serial = njit(cache=True, **options)(func)
+        self.parallel = njit(cache=True, parallel=True, **options)(_twin(func, "_parallel"))
         self.__doc__ = func.__doc__
         self.__name__ = func.__name__
 
@@ -41,6 +43,9 @@ class ParallelKernel:
         return self.serial(*args)
 
 
-def parallel_kernel(func):
-    """Decorator: compile ``func`` serial and parallel (see the module docstring)."""
-    return ParallelKernel(func)
+def parallel_kernel(func=None, **options):
+    """Decorator: compile ``func`` serial and parallel (see the module docstring).
+    ``@parallel_kernel(error_model="numpy")`` passes numba options to both."""
+    if func is None:
+        return lambda f: ParallelKernel(f, **options)
+    return ParallelKernel(func, **options)

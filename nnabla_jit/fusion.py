@@ -1,0 +1,310 @@
+"""Elementwise fusion: a run of table-line ops becomes one generated loop, forward and backward.
+
+When ``forward`` is called with ``clear_no_need_grad`` or ``clear_buffer`` the caller has given
+up the intermediate values nobody needs, so a run of consecutive same-shaped elementwise nodes
+(``tanh(2x+1) * sigmoid(x)``...) can be computed in one pass over the elements, keeping the
+intermediates in registers and storing only what later nodes, the caller or the backward pass
+read. Under ``backward(clear_buffer=True)`` the gradients inside such a run are likewise
+accumulated in registers and only the gradients of the run's inputs are written.
+
+The fused kernels are generated from the ops' expressions (``ops/elementwise.py``) into a
+module in the kernel cache directory named by a hash of its text, so numba's on-disk cache
+serves the next process. Scalar arguments are kernel parameters: graphs of the same structure
+share one compiled kernel.
+"""
+import ast
+import hashlib
+import importlib.util
+import os
+import sys
+
+import numpy as np
+
+from .ops.elementwise import ElementwiseOp, _PRELUDE, _cache_dir, _write_atomic
+from .ops.kernels import PARALLEL_THRESHOLD
+
+MIN_REGION = 2    # a single op gains nothing from fusion
+MAX_REGION = 12   # LLVM's compile time grows faster than linearly with a kernel's length;
+                  # long chains split into equal pieces that share one compiled kernel
+
+
+def fusible(node):
+    """Whether ``node`` can join a fused region: a same-shape CPU elementwise op."""
+    op = node.op
+    return (isinstance(op, ElementwiseOp) and op.same_shape and node.ctx.device == "cpu"
+            and node.storage_dtype == node.compute_dtype and len(node._outputs) == 1
+            and node._outputs[0]() is not None)
+
+
+def _regions(nodes):
+    """Maximal runs of consecutive fusible nodes with one output shape and compute type."""
+    runs, current = [], []
+    for k, node in enumerate(nodes):
+        key = (node._outputs[0]().shape, node.compute_dtype) if fusible(node) else None
+        if key is not None and current and current[0][1] == key and len(current) < MAX_REGION:
+            current.append((k, key))
+            continue
+        if len(current) >= MIN_REGION:
+            runs.append([k for k, _ in current])
+        current = [(k, key)] if key is not None else []
+    if len(current) >= MIN_REGION:
+        runs.append([k for k, _ in current])
+    return runs
+
+
+class _Renamer(ast.NodeTransformer):
+    def __init__(self, names):
+        self.names = names
+
+    def visit_Name(self, node):
+        new = self.names.get(node.id)
+        return ast.copy_location(ast.Name(id=new, ctx=node.ctx), node) if new else node
+
+
+def _rename(expr, names):
+    """``expr`` with its names replaced (inputs -> value names, args -> parameter names)."""
+    tree = _Renamer(names).visit(ast.parse(expr, mode="eval"))
+    return ast.unparse(tree)
+
+
+def _load_module(text):
+    digest = hashlib.sha1(text.encode()).hexdigest()[:20]
+    name = "nnabla_jit_fused_" + digest
+    if name in sys.modules:
+        return sys.modules[name]
+    path = os.path.join(_cache_dir(), "kernels", name + ".py")
+    if not os.path.exists(path):
+        _write_atomic(path, text)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _kernel_pair(body_lines, params, arrays):
+    """Source and loader of a serial and a prange kernel running ``body_lines`` per element."""
+    flat = "".join("    {0} = {0}.reshape({0}.size)\n".format(a) for a in arrays)
+    body = "".join("        " + line + "\n" for line in body_lines)
+    text = _PRELUDE
+    for suffix, deco, loop in (("", '@njit(cache=True, error_model="numpy")', "range"),
+                               ("_parallel", '@njit(cache=True, parallel=True, error_model="numpy")', "prange")):
+        text += "\n\n{}\ndef fused{}({}):\n{}    for i in {}({}.size):\n{}".format(
+            deco, suffix, ", ".join(params), flat, loop, arrays[0], body)
+    module = _load_module(text)
+    return module.fused, module.fused_parallel
+
+
+# ------------------------------------------------------------------------------ forward
+class FusedForward:
+    """Runs a region's forward in one kernel call."""
+
+    def __init__(self, region_nodes, keep):
+        """``keep(var)`` says whether an intermediate must be stored."""
+        names, inputs, lines, scalars = {}, [], [], []
+        for k, node in enumerate(region_nodes):
+            op = node.op
+            mapping = {}
+            for name, v in zip(op.line.input_names, node.inputs):
+                if id(v) not in names:       # an input from outside the region
+                    names[id(v)] = "e{}_v".format(len(inputs))
+                    inputs.append(v)
+                mapping[name] = names[id(v)]
+            for a in op.line.arg_names:
+                mapping[a] = "p{}_{}".format(k, a)
+                scalars.append((op, a))
+            names[id(node._outputs[0]())] = "v{}".format(k)
+            lines.append("v{} = {}".format(k, _rename(op.line.forward, mapping)))
+        stored = [(node._outputs[0](), "v{}".format(k)) for k, node in enumerate(region_nodes)
+                  if keep(node._outputs[0]())]
+        in_arrays = ["e{}".format(j) for j in range(len(inputs))]
+        out_arrays = ["o{}".format(m) for m in range(len(stored))]
+        loads = ["{0}_v = {0}[i]".format(a) for a in in_arrays]
+        stores = ["o{}[i] = {}".format(m, name) for m, (_, name) in enumerate(stored)]
+        params = out_arrays + in_arrays + ["p{}_{}".format(k, a) for k, node in enumerate(region_nodes)
+                                           for a in node.op.line.arg_names]
+        serial, parallel = _kernel_pair(loads + lines + stores, params, out_arrays + in_arrays)
+        size = int(np.prod(region_nodes[0]._outputs[0]().shape, dtype=np.int64))
+        self.kernel = parallel if size >= PARALLEL_THRESHOLD else serial
+        self.dtype = region_nodes[0].compute_dtype
+        self.in_nds = [v._body.data for v in inputs]
+        self.out_nds = [v._body.data for v, _ in stored]
+        self.scalars = tuple(op.args[a] for op, a in scalars)
+
+    def __call__(self):
+        from .graph import _fresh
+        dt = self.dtype
+        arrays = []
+        for nd in self.out_nds:
+            a = nd._array
+            if a is None or a.dtype is not dt or nd._device is not None:
+                a = _fresh(nd, dt)
+            arrays.append(a)
+        for nd in self.in_nds:
+            a = nd._array
+            if a is None or nd._device is not None:
+                a = nd._host()
+            if a.dtype is not dt:
+                a = a.astype(dt)
+            arrays.append(a)
+        self.kernel(*arrays, *self.scalars)
+
+
+def fuse_forward(plan, roots, needed_by_backward, clear_buffer):
+    """Replace the runners of each fusible region of ``plan`` by one fused runner; the frees of
+    the region's nodes move to after it."""
+    nodes = [node for node, _ in plan.steps]
+    regions = _regions(nodes)
+    if not regions:
+        return
+    root_ids = {id(r._body) for r in roots}
+    runners, steps = list(plan.runners), list(plan.steps)
+    for region in regions:
+        members = {id(nodes[k]) for k in region}
+
+        def keep(v, members=members):
+            if v._persistent or id(v._body) in root_ids:
+                return True
+            if not clear_buffer and id(v) in needed_by_backward:
+                return True
+            return any(id(f) not in members for f in v.function_references)
+
+        runners[region[0]] = FusedForward([nodes[k] for k in region], keep)
+        frees = [v for k in region for v in steps[k][1]]
+        steps[region[0]] = (nodes[region[-1]], frees)
+        for k in region[1:]:
+            runners[k] = None
+    plan.steps = [st for st, r in zip(steps, runners) if r is not None]
+    plan.runners = [r for r in runners if r is not None]
+
+
+# ------------------------------------------------------------------------------ backward
+class FusedBackward:
+    """Runs a region's backward in one kernel call, gradients inside kept in registers."""
+
+    def __init__(self, steps, root, seed, outside_receives):
+        nodes = [s.node for s in steps]
+        forward_order = list(reversed(nodes))          # steps come in backward order
+        step_of = {id(s.node): s for s in steps}
+        region_vars = {id(n._outputs[0]()) for n in nodes}
+        values, value_arrays = {}, []                  # forward values the derivatives read
+        grads_in, grad_arrays = [], []                 # region outputs' incoming gradients
+        ext_grads = {}                                 # external input -> (name, accum)
+        lines, scalars, params_scalar = [], [], []
+
+        def value(v):
+            if id(v) not in values:
+                values[id(v)] = "x{}".format(len(value_arrays))
+                value_arrays.append(v)
+            return values[id(v)]
+
+        # incoming gradients of the region's outputs
+        for k, node in enumerate(forward_order):
+            out = node._outputs[0]()
+            g = "g{}".format(k)
+            if id(out) in outside_receives:
+                grads_in.append((out, g))
+                lines.append("{0} = {0}_in[i]".format(g))
+            else:
+                lines.append("{} = 0.0".format(g))
+        gname = {id(node._outputs[0]()): "g{}".format(k) for k, node in enumerate(forward_order)}
+        # walk the region backwards, adding each derivative into its input's gradient
+        first_write = []
+        for k in reversed(range(len(forward_order))):
+            node = forward_order[k]
+            s = step_of[id(node)]
+            op = node.op
+            for i, (name, v) in enumerate(zip(op.line.input_names, node.inputs)):
+                d = op.line.derivatives[i]
+                if d is None or not s.propagate_down[i]:
+                    continue
+                mapping = {"dy": "g{}".format(k), "y": value(node._outputs[0]())}
+                for n2, v2 in zip(op.line.input_names, node.inputs):
+                    mapping[n2] = value(v2)
+                for a in op.line.arg_names:
+                    mapping[a] = "p{}_{}".format(k, a)
+                term = _rename(d, mapping)
+                if id(v) in region_vars:
+                    target = gname[id(v)]
+                else:
+                    if id(v._body) not in ext_grads:
+                        ext_grads[id(v._body)] = ("d{}".format(len(ext_grads)), s.accum[i], v)
+                        first_write.append(id(v._body))
+                        lines.append("{} = 0.0".format(ext_grads[id(v._body)][0]))
+                    target = ext_grads[id(v._body)][0]
+                lines.append("{0} = {0} + ({1})".format(target, term))
+            for a in op.line.arg_names:
+                params_scalar.append("p{}_{}".format(k, a))
+                scalars.append((op, a))
+        # values are loaded before anything else
+        loads = ["{0} = {0}_a[i]".format(values[id(v)]) for v in value_arrays]
+        stores = []
+        for key in first_write:
+            name, accum, v = ext_grads[key]
+            stores.append("{0}_out[i] {1}= {0}".format(name, "+" if accum else ""))
+        arrays = (["{}_out".format(ext_grads[k][0]) for k in first_write]
+                  + ["{}_in".format(g) for _, g in grads_in]
+                  + ["{}_a".format(values[id(v)]) for v in value_arrays])
+        serial, parallel = _kernel_pair(loads + lines + stores, arrays + params_scalar, arrays)
+        shape = nodes[0]._outputs[0]().shape
+        self.kernel = parallel if int(np.prod(shape)) >= PARALLEL_THRESHOLD else serial
+        self.dtype = nodes[0].compute_dtype
+        self.out_grads = [(ext_grads[k][2]._body.grad, ext_grads[k][1]) for k in first_write]
+        self.in_grads = [seed if v is root else v._body.grad for v, _ in grads_in]
+        self.value_nds = [v._body.data for v in value_arrays]
+        self.scalars = tuple(op.args[a] for op, a in scalars)
+
+    def __call__(self):
+        from .graph import _grad_buffer
+        dt = self.dtype
+        arrays = []
+        for nd, accum in self.out_grads:
+            a = nd._array
+            if a is None or a.dtype is not dt or nd._device is not None:
+                a = _grad_buffer(nd, dt, accum)
+            arrays.append(a)
+        for nd in self.in_grads:
+            a = nd._array
+            if a is None or a.dtype is not dt or nd._device is not None:
+                a = _grad_buffer(nd, dt, True)
+            arrays.append(a)
+        for nd in self.value_nds:
+            a = nd._array
+            if a is None or nd._device is not None:
+                a = nd._host()
+            if a.dtype is not dt:
+                a = a.astype(dt)
+            arrays.append(a)
+        self.kernel(*arrays, *self.scalars)
+
+
+def fuse_backward(plan, root):
+    """Replace the runners of each fusible run of backward steps by one fused runner."""
+    steps = plan.steps
+    regions = _regions([s.node for s in steps])
+    if not regions:
+        return
+    # which steps write into each variable's gradient buffer
+    writers = {}
+    for k, s in enumerate(steps):
+        for inp, pd in zip(s.node.inputs, s.propagate_down):
+            if pd:
+                writers.setdefault(id(inp), []).append(k)
+    runners = list(plan.runners)
+    for region in regions:
+        members = set(region)
+        # A region output's buffer holds gradient from outside when it is the root or a step
+        # outside the region propagated into it.
+        outside = set()
+        for k in region:
+            out = steps[k].node._outputs[0]()
+            if out is root or any(j not in members for j in writers.get(id(out), ())):
+                outside.add(id(out))
+        runners[region[0]] = FusedBackward([steps[k] for k in region], root, plan.seed, outside)
+        head = steps[region[0]]
+        for k in region[1:]:
+            head.free_grads.extend(steps[k].free_grads)
+            head.free_data.extend(steps[k].free_data)
+            runners[k] = None
+    plan.steps = [s for s, r in zip(steps, runners) if r is not None]
+    plan.runners = [r for r in runners if r is not None]

@@ -1,0 +1,81 @@
+"""Elementwise fusion under the clearing flags gives the unfused results."""
+import numpy as np
+import pytest
+
+import nnabla_jit as nn
+import nnabla_jit.functions as F
+from nnabla_jit import graph
+
+
+def _run(build, fwd_flags, bwd_flags, seed=0):
+    nn.clear_parameters()
+    rng = np.random.RandomState(seed)
+    x = nn.Variable.from_numpy_array(rng.randn(3, 5).astype(np.float32), need_grad=True)
+    w = nn.Variable.from_numpy_array(rng.randn(3, 5).astype(np.float32), need_grad=True)
+    outs = build(x, w)
+    loss = outs[0]
+    x.g, w.g = 0, 0
+    for _ in range(2):           # twice: leaf gradients accumulate
+        loss.forward(**fwd_flags)
+        loss.backward(**bwd_flags)
+    return [loss.d.copy(), x.g.copy(), w.g.copy()] + [o.d.copy() for o in outs[1:]]
+
+
+GRAPHS = {
+    "chain": lambda x, w: [F.sum((F.tanh(2 * x + 1) * F.sigmoid(x) - 0.5) ** 2)],
+    "shared_input": lambda x, w: [F.sum(x * x + F.exp(x) * w - w / (1 + x * x))],
+    "outside_consumer": lambda x, w: (lambda h: [F.sum(F.softmax(h) * F.tanh(h) + h)])(F.sin(x) * w + 1),
+    "kept_intermediate": lambda x, w: (lambda h: [F.sum(F.exp(h) * 2), h.apply(persistent=True)])(
+        F.tanh(x) * w + 0.5),
+    "long_chain": lambda x, w: [F.sum(_chain(x, 40) * w)],
+}
+
+
+def _chain(h, n):
+    for _ in range(n):
+        h = F.tanh(0.5 * h + 0.1)
+    return h
+
+
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_fused_matches_unfused(name):
+    build = GRAPHS[name]
+    want = _run(build, {}, {})
+    got = _run(build, {"clear_no_need_grad": True}, {"clear_buffer": True})
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    rng = np.random.RandomState(0)
+    loss = build(*[nn.Variable.from_numpy_array(rng.randn(3, 5).astype(np.float32)) for _ in range(2)])[0]
+    loss.forward(clear_buffer=True)      # inference: only the loss survives
+    np.testing.assert_allclose(loss.d, want[0], rtol=1e-5, atol=1e-6)
+
+
+def test_fusion_reduces_kernel_calls():
+    x = nn.Variable.from_numpy_array(np.random.randn(4).astype(np.float32), need_grad=True)
+    loss = F.sum(_chain(x, 20))
+    loss.forward(clear_no_need_grad=True)
+    plan = loss._cache[("forward", False, True)]
+    assert plan.fused and len(plan.runners) < 61 / 4
+    loss.backward(clear_buffer=True)
+    bplan = loss._cache[("backward", True)]
+    assert bplan.fused and len(bplan.runners) < 61 / 4
+
+
+def test_hooks_see_every_function_even_when_fused():
+    x = nn.Variable.from_numpy_array(np.random.randn(4).astype(np.float32), need_grad=True)
+    loss = F.sum(F.exp(F.tanh(x) * 2))
+    loss.forward(clear_no_need_grad=True)
+    seen = []
+    loss.forward(clear_no_need_grad=True, function_pre_hook=lambda f: seen.append(f.name))
+    assert seen == ["Tanh", "MulScalar", "Exp", "Sum"]
+    seen = []
+    loss.backward(clear_buffer=True, function_post_hook=lambda f: seen.append(f.name))
+    assert seen == ["Sum", "Exp", "MulScalar", "Tanh"]
+
+
+def test_fusion_can_be_switched_off(monkeypatch):
+    monkeypatch.setattr(graph, "FUSION", False)
+    x = nn.Variable.from_numpy_array(np.random.randn(4).astype(np.float32), need_grad=True)
+    loss = F.sum(F.exp(F.tanh(x) * 2))
+    loss.forward(clear_no_need_grad=True)
+    assert not loss._cache[("forward", False, True)].fused

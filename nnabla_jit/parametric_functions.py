@@ -11,7 +11,10 @@ import inspect
 import numpy as np
 
 from . import functions as F
-from .parameter import get_parameter_or_create, parameter_scope
+from .initializer import (ConstantInitializer, NormalInitializer, UniformInitializer,
+                          WeightNormalizationScaleInitializer, calc_uniform_lim_glorot)
+from .parameter import get_parameter, get_parameter_or_create, parameter_scope, set_parameter
+from .variable import Variable
 
 __all__ = ["parametric_function_api"]
 
@@ -55,5 +58,1197 @@ def _append_api(*names):
     __all__.extend(names)
 
 
+# ============================================================================ helpers
+def _as_list(n_outmaps):
+    """nnabla's ``n_outmaps``: an int or a shape, as a list."""
+    return list(n_outmaps) if hasattr(n_outmaps, "__iter__") else [n_outmaps]
+
+
+def _glorot_uniform(inmaps, outmaps, kernel=(1, 1), rng=None):
+    """nnabla's default weight initializer: U(-b, b), b = sqrt(6 / (K (inmaps + outmaps)))."""
+    return UniformInitializer(calc_uniform_lim_glorot(inmaps, outmaps, kernel), rng=rng)
+
+
+def _trainable(name, shape, initializer, fix_parameters):
+    """A parameter a solver updates (registered with need_grad=True), fixed on request."""
+    return get_parameter_or_create(name, shape, initializer, True, not fix_parameters)
+
+
+def _buffer(name, shape, initializer):
+    """A parameter no gradient reaches (running statistics, quantized copies, ...)."""
+    return get_parameter_or_create(name, shape, initializer, False)
+
+
+def _written_into(param_name, shape, initializer, transform):
+    """The output of ``transform(outputs=...)`` made to live in the buffer parameter
+    ``param_name``, so that the parameter holds e.g. the quantized weights after a forward."""
+    holder = _buffer(param_name, shape, initializer)
+    out = transform(outputs=[Variable._from_ndarray(holder.data)])
+    out.persistent = True
+    return out
+
+
+def _new_factor(name, data):
+    """Register ``data`` as the trainable parameter ``name`` (factors of the low-rank layers)."""
+    param = Variable(data.shape, need_grad=True)
+    param.d = data
+    set_parameter(name, param)
+    return param
+
+
+def _fixed_if(param, fix_parameters):
+    """``param``, or a twin with need_grad off when ``fix_parameters`` (and on otherwise)."""
+    if fix_parameters == param.need_grad:
+        return param.get_unlinked_variable(need_grad=not fix_parameters)
+    return param
+
+
+def _conv_filter_shape(inp, base_axis, group, kernel, channel_last):
+    """(input channels, the filter's shape after its out-channel axis)."""
+    if channel_last:
+        channels = inp.shape[-1]
+        return channels, tuple(kernel) + (channels // group,)
+    channels = inp.shape[base_axis]
+    return channels, (channels // group,) + tuple(kernel)
+
+
+def _stat_shape(inp, axes):
+    """Shape of per-axes statistics: the input's sizes on ``axes``, 1 elsewhere."""
+    shape = [1] * len(inp.shape)
+    for a in axes:
+        shape[a] = inp.shape[a]
+    return shape
+
+
+def _beta_gamma(shape, fix_parameters, param_init, no_bias, no_scale):
+    """The ``beta`` (zeros) and ``gamma`` (ones) of a normalization layer, None when omitted."""
+    param_init = param_init or {}
+    beta = None if no_bias else _trainable(
+        "beta", shape, param_init.get("beta", ConstantInitializer(0)), fix_parameters)
+    gamma = None if no_scale else _trainable(
+        "gamma", shape, param_init.get("gamma", ConstantInitializer(1)), fix_parameters)
+    return beta, gamma
+
+
+def _default(initializer, value):
+    """``initializer``, or a constant ``value`` when it is None."""
+    return ConstantInitializer(value) if initializer is None else initializer
+
+
+def _force_list(axis):
+    return list(axis) if hasattr(axis, "__iter__") else [axis]
+
+
+# ============================================================================ affine family
+@parametric_function_api("affine", [
+    ("W", "Weight matrix", "(inmaps, outmaps)", True),
+    ("b", "Bias vector", "(outmaps,)", True),
+])
+def affine(inp, n_outmaps, base_axis=1, w_init=None, b_init=None, fix_parameters=False, rng=None,
+           with_bias=True, apply_w=None, apply_b=None):
+    """Fully connected layer: y = x W + b, x flattened to a matrix at ``base_axis``.
+
+    ``n_outmaps`` is an int or a shape. ``W`` starts Glorot-uniform (drawn from ``rng``), ``b``
+    at zero; ``apply_w`` / ``apply_b`` transform them before use (e.g. ``PF.spectral_norm``).
+    """
+    n_outmaps = _as_list(n_outmaps)
+    inmaps = int(np.prod(inp.shape[base_axis:]))
+    if w_init is None:
+        w_init = _glorot_uniform(inmaps, int(np.prod(n_outmaps)), rng=rng)
+    if with_bias and b_init is None:
+        b_init = ConstantInitializer()
+    w = _trainable("W", [inmaps] + n_outmaps, w_init, fix_parameters)
+    if apply_w is not None:
+        w = apply_w(w)
+    b = None
+    if with_bias:
+        b = _trainable("b", n_outmaps, b_init, fix_parameters)
+        if apply_b is not None:
+            b = apply_b(b)
+    return F.affine(inp, w, b, base_axis)
+
+
+@parametric_function_api("svd_affine", [
+    ("U", ":math:`{\\mathbf U}`", "(inmaps, r)", True),
+    ("V", ":math:`{\\mathbf V}`", "(r, outmaps)", True),
+    ("b", "Bias vector", "(outmaps,)", True),
+])
+def svd_affine(inp, n_outmaps, r, base_axis=1, uv_init=None, b_init=None, fix_parameters=False,
+               rng=None, with_bias=True):
+    """Affine layer with a rank-``r`` weight U V: two affines through an r-wide bottleneck.
+
+    U and V come from the truncated SVD of ``uv_init`` (an array of the full weight's shape, or
+    an initializer drawn with it; Glorot-uniform by default, drawn even when U and V exist, as
+    in nnabla). Existing U and V take precedence.
+    """
+    n_outmaps = _as_list(n_outmaps)
+    n_outmap = int(np.prod(n_outmaps))
+    inmaps = int(np.prod(inp.shape[base_axis:]))
+    if uv_init is None:
+        uv_init = _glorot_uniform(inmaps, n_outmap, rng=rng)
+    uv = uv_init if isinstance(uv_init, np.ndarray) else uv_init([inmaps] + n_outmaps)
+    u, v = get_parameter("U"), get_parameter("V")
+    if u is None or v is None:
+        if r <= 0:
+            raise ValueError("svd_affine: the rank r must be positive, got {}".format(r))
+        left, singular, right = np.linalg.svd(uv.reshape(inmaps, n_outmap), full_matrices=False)
+        u = _new_factor("U", np.dot(left, np.diag(singular))[:, :r])   # singular values go to U
+        v = _new_factor("V", right[:r, :].reshape([r] + n_outmaps))
+    u, v = _fixed_if(u, fix_parameters), _fixed_if(v, fix_parameters)
+    b = None
+    if with_bias:
+        b = _trainable("b", n_outmaps, _default(b_init, 0),
+                       fix_parameters)
+    return F.affine(F.affine(inp, u, None, base_axis), v, b, base_axis)
+
+
+def _binary_affine_params(inp, n_outmaps, base_axis, w_init, wb_init, b_init, fix_parameters, rng):
+    """W (float), Wb (its binarized copy, written by the op) and b of the binary affines."""
+    n_outmaps = _as_list(n_outmaps)
+    inmaps = int(np.prod(inp.shape[base_axis:]))
+    n_outmap = int(np.prod(n_outmaps))
+    if w_init is None:
+        w_init = _glorot_uniform(inmaps, n_outmap, rng=rng)
+    if wb_init is None:
+        wb_init = _glorot_uniform(inmaps, n_outmap, rng=rng)
+    if b_init is None:
+        b_init = ConstantInitializer()
+    w = _trainable("W", [inmaps] + n_outmaps, w_init, fix_parameters)
+    wb = _buffer("Wb", [inmaps] + n_outmaps, wb_init)
+    return n_outmaps, w, wb, b_init
+
+
+@parametric_function_api("bicon_affine", [
+    ("W", "Weight matrix in floating type", "(inmaps, outmaps)", True),
+    ("Wb", "Binarized weights", "(inmaps, outmaps)", False),
+    ("b", "Bias vector", "(outmaps,)", True),
+])
+def binary_connect_affine(inp, n_outmaps, base_axis=1, quantize_zero_to=1.0, w_init=None,
+                          wb_init=None, b_init=None, fix_parameters=False, rng=None, with_bias=True):
+    """BinaryConnect affine: y = sign(W) x + b (``Wb`` holds sign(W) after a forward)."""
+    n_outmaps, w, wb, b_init = _binary_affine_params(inp, n_outmaps, base_axis, w_init, wb_init,
+                                                     b_init, fix_parameters, rng)
+    b = _trainable("b", n_outmaps, b_init, fix_parameters) if with_bias else None
+    return F.binary_connect_affine(inp, w, wb, b, base_axis, quantize_zero_to)
+
+
+@parametric_function_api("bwn_affine", [
+    ("W", "Weight matrix in floating type", "(inmaps, outmaps)", True),
+    ("Wb", "Binarized weights", "(inmaps, outmaps)", False),
+    ("alpha", "Scaling factor :math:`\\alpha`", "(outmaps,)", False),
+    ("b", "Bias vector", "(outmaps,)", True),
+])
+def binary_weight_affine(inp, n_outmaps, base_axis=1, quantize_zero_to=1.0, w_init=None,
+                         wb_init=None, b_init=None, fix_parameters=False, rng=None, with_bias=True):
+    """Binary weight affine (XNOR-Net): y = alpha sign(W) x + b, alpha the mean |W| per
+    output."""
+    n_outmaps, w, wb, b_init = _binary_affine_params(inp, n_outmaps, base_axis, w_init, wb_init,
+                                                     b_init, fix_parameters, rng)
+    alpha = _buffer("alpha", n_outmaps, ConstantInitializer(0))
+    b = _trainable("b", n_outmaps, b_init, fix_parameters) if with_bias else None
+    return F.binary_weight_affine(inp, w, wb, alpha, b, base_axis, quantize_zero_to)
+
+
+@parametric_function_api("inq_affine", [
+    ("W", "Weight matrix in floating type", "(inmaps, outmaps)", True),
+    ("I", "Binary indicator matrix of fixed weights", "(inmaps, outmaps)", False),
+    ("b", "Bias vector", "(outmaps,)", True),
+])
+def inq_affine(inp, n_outmaps, base_axis=1, num_bits=4, inq_iterations=(),
+               selection_algorithm="random", seed=-1, w_init=None, i_init=None, b_init=None,
+               fix_parameters=False, rng=None, with_bias=True):
+    """Incremental network quantization affine: after each of ``inq_iterations`` forwards half
+    of the free weights are fixed to powers of two (``I`` marks them)."""
+    n_outmaps = _as_list(n_outmaps)
+    inmaps = int(np.prod(inp.shape[base_axis:]))
+    if w_init is None:
+        w_init = _glorot_uniform(inmaps, int(np.prod(n_outmaps)), rng=rng)
+    w = _trainable("W", [inmaps] + n_outmaps, w_init, fix_parameters)
+    i = _buffer("I", [inmaps] + n_outmaps, _default(i_init, 0))
+    b = None
+    if with_bias:
+        b = _trainable("b", n_outmaps, _default(b_init, 0),
+                       fix_parameters)
+    return F.inq_affine(inp, w, i, b, base_axis, num_bits, inq_iterations, selection_algorithm, seed)
+
+
+# ============================================================================ convolutions
+@parametric_function_api("conv", [
+    ("W", "Filter weights", "(outmaps, inmaps // group, *kernel)", True),
+    ("b", "Bias vector", "(outmaps,)", True),
+])
+def convolution(inp, outmaps, kernel, pad=None, stride=None, dilation=None, group=1,
+                channel_last=False, w_init=None, b_init=None, base_axis=1, fix_parameters=False,
+                rng=None, with_bias=True, apply_w=None, apply_b=None):
+    """N-D convolution with a bias. ``W`` starts Glorot-uniform over (channels, outmaps,
+    kernel), ``b`` at zero. With ``channel_last`` the input is N...C and the filter
+    (outmaps, *kernel, channels // group)."""
+    channels, filter_shape = _conv_filter_shape(inp, base_axis, group, kernel, channel_last)
+    if w_init is None:
+        w_init = _glorot_uniform(channels, outmaps, tuple(kernel), rng=rng)
+    if with_bias and b_init is None:
+        b_init = ConstantInitializer()
+    w = _trainable("W", (outmaps,) + filter_shape, w_init, fix_parameters)
+    if apply_w is not None:
+        w = apply_w(w)
+    b = None
+    if with_bias:
+        b = _trainable("b", (outmaps,), b_init, fix_parameters)
+        if apply_b is not None:
+            b = apply_b(b)
+    return F.convolution(inp, w, b, base_axis, pad, stride, dilation, group, channel_last)
+
+
+@parametric_function_api("svd_conv", [
+    ("U", "Decomposed filter weights :math:`{\\mathbf U}`", "(inmaps * r, *kernel)", True),
+    ("V", "Decomposed filter weights :math:`{\\mathbf V}`", "(outmaps, inmaps * r, 1, ...)", True),
+    ("b", "Bias vector", "(outmaps,)", True),
+])
+def svd_convolution(inp, outmaps, kernel, r, pad=None, stride=None, dilation=None, uv_init=None,
+                    b_init=None, base_axis=1, fix_parameters=False, rng=None, with_bias=True):
+    """Rank-``r`` convolution: a depthwise convolution with multiplier r (``U``) followed by a
+    1x1 convolution (``V``). The kernels of each input map are the truncated SVD of those of
+    ``uv_init`` (array or initializer of the full filter's shape; Glorot-uniform by default)."""
+    if r <= 0:
+        raise ValueError("svd_convolution: the rank r must be positive, got {}".format(r))
+    inmaps = inp.shape[base_axis]
+    kernel = tuple(kernel)
+    if uv_init is None:
+        uv_init = _glorot_uniform(inmaps, outmaps, kernel, rng=rng)
+    uv = uv_init if isinstance(uv_init, np.ndarray) else uv_init((outmaps, inmaps) + kernel)
+    uv = uv.reshape((outmaps, inmaps, int(np.prod(kernel))))
+    u, v = get_parameter("U"), get_parameter("V")
+    if u is None or v is None:
+        u_low_rank = np.zeros((inmaps, int(np.prod(kernel)), r))
+        v_low_rank = np.zeros((inmaps, r, outmaps))
+        for i in range(inmaps):
+            left, singular, right = np.linalg.svd(np.transpose(uv[:, i, :]), full_matrices=False)
+            u_low_rank[i] = np.dot(left[:, :r], np.diag(singular[:r]))
+            v_low_rank[i] = right[:r, :]
+        # U: (I, K, r) -> (I * r, *kernel) for the depthwise convolution;
+        # V: (I, r, O) -> (O, I * r, 1, ...) for the 1x1 convolution.
+        u = _new_factor("U", np.transpose(u_low_rank, (0, 2, 1)).reshape((inmaps * r,) + kernel))
+        v = _new_factor("V", np.transpose(v_low_rank, (2, 0, 1)).reshape(
+            (outmaps, inmaps * r) + (1,) * len(kernel)))
+    u, v = _fixed_if(u, fix_parameters), _fixed_if(v, fix_parameters)
+    b = None
+    if with_bias:
+        b = _trainable("b", (outmaps,), _default(b_init, 0),
+                       fix_parameters)
+    y = F.depthwise_convolution(inp, u, None, base_axis, pad, stride, dilation, r)
+    return F.convolution(y, v, b, base_axis)
+
+
+@parametric_function_api("cpd3_conv", [
+    ("I", "Decomposed filter weights :math:`{\\mathbf I}`", "(r, inmaps, 1, ...)", True),
+    ("K", "Decomposed filter weights :math:`{\\mathbf K}`", "(r, *kernel)", True),
+    ("O", "Decomposed filter weights :math:`{\\mathbf O}`", "(outmaps, r, 1, ...)", True),
+    ("b", "Bias vector", "(outmaps,)", True),
+])
+def cpd3_convolution(inp, outmaps, kernel, r, pad=None, stride=None, dilation=None, oik_init=None,
+                     b_init=None, base_axis=1, fix_parameters=False, rng=None, with_bias=True,
+                     max_iter=500, stopping_criterion=1e-5, lambda_reg=0.0):
+    """Rank-``r`` CP-decomposed convolution: a 1x1 convolution to r maps (``I``), a depthwise
+    convolution (``K``) and a 1x1 convolution to ``outmaps`` (``O``). The factors are the ALS
+    CP decomposition of ``oik_init`` (array or initializer of the full filter's shape;
+    Glorot-uniform by default) with ``max_iter``, ``stopping_criterion``, ``lambda_reg``."""
+    inmaps = inp.shape[base_axis]
+    kernel = tuple(kernel)
+    if oik_init is None:
+        oik_init = _glorot_uniform(inmaps, outmaps, kernel, rng=rng)
+    oik = oik_init if isinstance(oik_init, np.ndarray) else oik_init((outmaps, inmaps) + kernel)
+    oik = oik.reshape((outmaps, inmaps, int(np.prod(kernel))))
+    o, i, k = get_parameter("O"), get_parameter("I"), get_parameter("K")
+    if o is None or i is None or k is None:
+        if r <= 0:
+            raise ValueError("cpd3_convolution: the rank r must be positive, got {}".format(r))
+        from .utils.factorization import cpd
+        factors, lmbda = cpd.ALS().solve(X=oik, rank=r, max_iter=max_iter,
+                                         stopping_criterion=stopping_criterion,
+                                         lambda_reg=lambda_reg, dtype=oik.dtype, rng=rng)
+        ones = (1,) * len(kernel)
+        i = _new_factor("I", np.transpose(factors[1]).reshape((r, inmaps) + ones))
+        o = _new_factor("O", (factors[0] * lmbda).reshape((outmaps, r) + ones))
+        k = _new_factor("K", np.transpose(factors[2]).reshape((r,) + kernel))
+    o, i, k = (_fixed_if(p, fix_parameters) for p in (o, i, k))
+    b = None
+    if with_bias:
+        b = _trainable("b", (outmaps,), _default(b_init, 0),
+                       fix_parameters)
+    y = F.convolution(inp, i, None, base_axis)
+    y = F.depthwise_convolution(y, k, None, base_axis, pad, stride, dilation, 1)
+    return F.convolution(y, o, b, base_axis)
+
+
+def _binary_conv_params(inp, outmaps, kernel, group, w_init, wb_init, b_init, base_axis,
+                        fix_parameters, rng):
+    """W (float) and Wb (its binarized copy, written by the op) of the binary convolutions."""
+    channels, filter_shape = _conv_filter_shape(inp, base_axis, group, kernel, False)
+    if w_init is None:
+        w_init = _glorot_uniform(channels, outmaps, tuple(kernel), rng=rng)
+    if wb_init is None:
+        wb_init = _glorot_uniform(channels, outmaps, tuple(kernel), rng=rng)
+    w = _trainable("W", (outmaps,) + filter_shape, w_init, fix_parameters)
+    wb = _buffer("Wb", (outmaps,) + filter_shape, wb_init)
+    return w, wb, _default(b_init, 0)
+
+
+@parametric_function_api("bicon_conv", [
+    ("W", "Filter weights in float", "(outmaps, inmaps // group, *kernel)", True),
+    ("Wb", "Binarized filter weights", "(outmaps, inmaps // group, *kernel)", False),
+    ("b", "Bias vector", "(outmaps,)", True),
+])
+def binary_connect_convolution(inp, outmaps, kernel, pad=None, stride=None, dilation=None, group=1,
+                               quantize_zero_to=1.0, w_init=None, wb_init=None, b_init=None,
+                               base_axis=1, fix_parameters=False, rng=None, with_bias=True):
+    """BinaryConnect convolution: the filter is sign(W) (``Wb`` holds it after a forward)."""
+    w, wb, b_init = _binary_conv_params(inp, outmaps, kernel, group, w_init, wb_init, b_init,
+                                        base_axis, fix_parameters, rng)
+    b = _trainable("b", (outmaps,), b_init, fix_parameters) if with_bias else None
+    return F.binary_connect_convolution(inp, w, wb, b, base_axis, pad, stride, dilation, group,
+                                        quantize_zero_to)
+
+
+@parametric_function_api("bwn_conv", [
+    ("W", "Filter weights in float", "(outmaps, inmaps // group, *kernel)", True),
+    ("Wb", "Binarized filter weights", "(outmaps, inmaps // group, *kernel)", False),
+    ("alpha", "Scaling factor :math:`\\alpha`", "(outmaps,)", False),
+    ("b", "Bias vector", "(outmaps,)", True),
+])
+def binary_weight_convolution(inp, outmaps, kernel, pad=None, stride=None, dilation=None, group=1,
+                              quantize_zero_to=1.0, w_init=None, wb_init=None, b_init=None,
+                              base_axis=1, fix_parameters=False, rng=None, with_bias=True):
+    """Binary weight convolution (XNOR-Net): the filter is alpha sign(W), alpha the mean |W|
+    per output map."""
+    w, wb, b_init = _binary_conv_params(inp, outmaps, kernel, group, w_init, wb_init, b_init,
+                                        base_axis, fix_parameters, rng)
+    alpha = _buffer("alpha", (outmaps,), ConstantInitializer(0))
+    b = _trainable("b", (outmaps,), b_init, fix_parameters) if with_bias else None
+    return F.binary_weight_convolution(inp, w, wb, alpha, b, base_axis, pad, stride, dilation,
+                                       group, quantize_zero_to)
+
+
+@parametric_function_api("inq_conv", [
+    ("W", "Filter weights in float", "(outmaps, inmaps // group, *kernel)", True),
+    ("I", "Binary indicator matrix of fixed weights", "(outmaps, inmaps // group, *kernel)", False),
+    ("b", "Bias vector", "(outmaps,)", True),
+])
+def inq_convolution(inp, outmaps, kernel, pad=None, stride=None, dilation=None, group=1,
+                    num_bits=4, inq_iterations=(), selection_algorithm="random", seed=-1,
+                    w_init=None, i_init=None, b_init=None, base_axis=1, fix_parameters=False,
+                    rng=None, with_bias=True):
+    """Incremental network quantization convolution (see ``inq_affine``)."""
+    channels, filter_shape = _conv_filter_shape(inp, base_axis, group, kernel, False)
+    if w_init is None:
+        w_init = _glorot_uniform(channels, outmaps, tuple(kernel), rng=rng)
+    w = _trainable("W", (outmaps,) + filter_shape, w_init, fix_parameters)
+    i = _buffer("I", (outmaps,) + filter_shape, _default(i_init, 0))
+    b = None
+    if with_bias:
+        b = _trainable("b", (outmaps,), _default(b_init, 0),
+                       fix_parameters)
+    return F.inq_convolution(inp, w, i, b, base_axis, pad, stride, dilation, group, num_bits,
+                             inq_iterations, selection_algorithm, seed)
+
+
+@parametric_function_api("depthwise_conv", [
+    ("W", "Filter weights", "(inmaps * multiplier, *kernel)", True),
+    ("b", "Bias vector", "(inmaps * multiplier,)", True),
+])
+def depthwise_convolution(inp, kernel, pad=None, stride=None, dilation=None, multiplier=1,
+                          w_init=None, b_init=None, base_axis=1, fix_parameters=False, rng=None,
+                          with_bias=True):
+    """Depthwise convolution: ``multiplier`` filters per input map, no mixing across maps."""
+    channels = inp.shape[base_axis]
+    if w_init is None:
+        w_init = _glorot_uniform(channels * multiplier, channels, tuple(kernel), rng=rng)
+    if with_bias and b_init is None:
+        b_init = ConstantInitializer()
+    w = _trainable("W", (channels * multiplier,) + tuple(kernel), w_init, fix_parameters)
+    b = _trainable("b", (channels * multiplier,), b_init, fix_parameters) if with_bias else None
+    return F.depthwise_convolution(inp, w, b, base_axis, pad, stride, dilation, multiplier)
+
+
+@parametric_function_api("deconv", [
+    ("W", "Filter weights", "(inmaps, outmaps // group, *kernel)", True),
+    ("b", "Bias vector", "(outmaps,)", True),
+])
+def deconvolution(inp, outmaps, kernel, pad=None, stride=None, dilation=None, group=1,
+                  channel_last=False, output_padding=None, w_init=None, b_init=None, base_axis=1,
+                  fix_parameters=False, rng=None, with_bias=True, apply_w=None, apply_b=None):
+    """Transposed convolution. ``W`` is (channels, outmaps // group, *kernel) (channel-last:
+    (channels, *kernel, outmaps // group)) and starts Glorot-uniform over (outmaps, channels)."""
+    if channel_last:
+        channels = inp.shape[-1]
+        w_shape = (channels,) + tuple(kernel) + (outmaps // group,)
+    else:
+        channels = inp.shape[base_axis]
+        w_shape = (channels, outmaps // group) + tuple(kernel)
+    if w_init is None:
+        w_init = _glorot_uniform(outmaps, channels, tuple(kernel), rng=rng)
+    if with_bias and b_init is None:
+        b_init = ConstantInitializer()
+    w = _trainable("W", w_shape, w_init, fix_parameters)
+    if apply_w is not None:
+        w = apply_w(w)
+    b = None
+    if with_bias:
+        b = _trainable("b", (outmaps,), b_init, fix_parameters)
+        if apply_b is not None:
+            b = apply_b(b)
+    return F.deconvolution(inp, w, b, base_axis, pad, stride, dilation, group, channel_last,
+                           output_padding)
+
+
+@parametric_function_api("depthwise_deconv", [
+    ("W", "Filter weights", "(inmaps,) + kernel", True),
+    ("b", "Bias vector", "(inmaps / divisor,)", True),
+])
+def depthwise_deconvolution(inp, kernel, pad=None, stride=None, dilation=None, divisor=1,
+                            w_init=None, b_init=None, base_axis=1, fix_parameters=False, rng=None,
+                            with_bias=True):
+    """Transposed depthwise convolution; ``divisor`` input maps are summed into each output."""
+    channels = inp.shape[base_axis]
+    if w_init is None:
+        w_init = _glorot_uniform(channels, channels, tuple(kernel), rng=rng)
+    if with_bias and b_init is None:
+        b_init = ConstantInitializer()
+    w = _trainable("W", (channels,) + tuple(kernel), w_init, fix_parameters)
+    b = _trainable("b", (channels // divisor,), b_init, fix_parameters) if with_bias else None
+    return F.depthwise_deconvolution(inp, w, b, base_axis, pad, stride, dilation, divisor)
+
+
+# ============================================================================ normalization
+_BN_PARAMS = [
+    ("beta", "Trainable bias :math:`\\beta`", "<see above>", True),
+    ("gamma", "Trainable scaling factor :math:`\\gamma`", "<see above>", True),
+    ("mean", "Moving average of batch mean", "<see above>", False),
+    ("var", "Moving average of batch variance", "<see above>", False),
+]
+
+
+def _bn_params(inp, axes, fix_parameters, param_init, no_scale, no_bias):
+    """beta, gamma, running mean (zeros) and variance (ones), shaped like per-``axes`` stats."""
+    shape = _stat_shape(inp, _force_list(axes))
+    param_init = param_init or {}
+    beta, gamma = _beta_gamma(shape, fix_parameters, param_init, no_bias, no_scale)
+    mean = _buffer("mean", shape, param_init.get("mean", ConstantInitializer(0)))
+    var = _buffer("var", shape, param_init.get("var", ConstantInitializer(1)))
+    return beta, gamma, mean, var
+
+
+@parametric_function_api("bn", _BN_PARAMS)
+def batch_normalization(inp, axes=[1], decay_rate=0.9, eps=1e-5, batch_stat=True, output_stat=False,
+                        fix_parameters=False, param_init=None, no_scale=False, no_bias=False):
+    """Batch normalization over all axes but ``axes``. ``batch_stat`` normalizes with the
+    batch statistics and updates the running ``mean``/``var`` by ``decay_rate``; otherwise the
+    running ones are used. ``param_init`` maps 'beta', 'gamma', 'mean', 'var' to initializers
+    or arrays."""
+    beta, gamma, mean, var = _bn_params(inp, axes, fix_parameters, param_init, no_scale, no_bias)
+    return F.batch_normalization(inp, beta, gamma, mean, var, axes, decay_rate, eps, batch_stat,
+                                 output_stat)
+
+
+@parametric_function_api("bn", _BN_PARAMS)
+def fused_batch_normalization(inp, z=None, axes=[1], decay_rate=0.9, eps=1e-5, batch_stat=True,
+                              nonlinearity="relu", output_stat=False, fix_parameters=False,
+                              param_init=None, no_scale=False, no_bias=False):
+    """Batch normalization, then adding the residual ``z`` (if given), then ``nonlinearity``."""
+    beta, gamma, mean, var = _bn_params(inp, axes, fix_parameters, param_init, no_scale, no_bias)
+    return F.fused_batch_normalization(inp, beta, gamma, mean, var, z, axes=axes,
+                                       decay_rate=decay_rate, eps=eps, batch_stat=batch_stat,
+                                       nonlinearity=nonlinearity, output_stat=output_stat)
+
+
+@parametric_function_api("bn", _BN_PARAMS)
+def sync_batch_normalization(inp, comm, group="world", axes=[1], decay_rate=0.9, eps=1e-5,
+                             batch_stat=True, output_stat=False, fix_parameters=False,
+                             param_init=None, no_scale=False, no_bias=False):
+    """Batch normalization with the batch statistics reduced over the processes of ``comm``."""
+    beta, gamma, mean, var = _bn_params(inp, axes, fix_parameters, param_init, no_scale, no_bias)
+    return F.sync_batch_normalization(inp, beta, gamma, mean, var, comm, group=group, axes=axes,
+                                      decay_rate=decay_rate, eps=eps, batch_stat=batch_stat,
+                                      output_stat=output_stat)
+
+
+@parametric_function_api("mean_subtraction", [
+    ("mean", "Moving average", "inp.shape[base_axis:]", False),
+    ("t", "Minibatch counter used in forward pass", "(1,)", False),
+])
+def mean_subtraction(inp, base_axis=1, update_running_mean=True, fix_parameters=False):
+    """Subtract the running mean of the samples (updated unless ``update_running_mean`` is
+    False). ``fix_parameters`` has no effect (nnabla keeps it for uniformity)."""
+    if len(inp.shape) < base_axis:
+        raise ValueError("mean_subtraction: base_axis={} exceeds the {} dimensions of input shape {}"
+                         .format(base_axis, len(inp.shape), inp.shape))
+    mean = _buffer("mean", inp.shape[base_axis:], ConstantInitializer(0))
+    t = _buffer("t", (1,), ConstantInitializer(0))
+    return F.mean_subtraction(inp, mean, t, base_axis=base_axis,
+                              update_running_mean=update_running_mean)
+
+
+@parametric_function_api("layer_normalization", [
+    ("beta", "Trainable bias :math:`\\beta`", "<see above>", True),
+    ("gamma", "Trainable scaling factor :math:`\\gamma`", "<see above>", True),
+])
+def layer_normalization(inp, batch_axis=0, eps=1e-05, output_stat=False, fix_parameters=False,
+                        param_init=None, no_scale=False, no_bias=False):
+    """Layer normalization: each sample normalized over all but ``batch_axis``, with
+    per-element ``beta``/``gamma`` (shaped like the input with 1 on the batch axes)."""
+    batch_axis = _force_list(batch_axis)
+    shape = list(inp.shape)
+    for a in batch_axis:
+        shape[a] = 1
+    beta, gamma = _beta_gamma(shape, fix_parameters, param_init, no_bias, no_scale)
+    return F.layer_normalization(inp, beta, gamma, batch_axis=batch_axis, eps=eps,
+                                 output_stat=output_stat)
+
+
+@parametric_function_api("instance_normalization", [
+    ("beta", "Trainable bias :math:`\\beta`", "<see above>", True),
+    ("gamma", "Trainable scaling factor :math:`\\gamma`", "<see above>", True),
+])
+def instance_normalization(inp, channel_axis=1, batch_axis=0, eps=1e-05, output_stat=False,
+                           fix_parameters=False, param_init=None, no_scale=False, no_bias=False):
+    """Instance normalization: each sample and channel normalized over the remaining axes,
+    with per-channel ``beta``/``gamma``."""
+    beta, gamma = _beta_gamma(_stat_shape(inp, [channel_axis]), fix_parameters, param_init,
+                              no_bias, no_scale)
+    return F.instance_normalization(inp, beta, gamma, channel_axis=channel_axis,
+                                    batch_axis=batch_axis, eps=eps, output_stat=output_stat)
+
+
+@parametric_function_api("group_normalization", [
+    ("beta", "Trainable bias :math:`\\beta`", "<see above>", True),
+    ("gamma", "Trainable scaling factor :math:`\\gamma`", "<see above>", True),
+])
+def group_normalization(inp, num_groups, channel_axis=1, batch_axis=0, eps=1e-05, output_stat=False,
+                        fix_parameters=False, param_init=None, no_scale=False, no_bias=False):
+    """Group normalization: each sample normalized over groups of channels (``num_groups``
+    groups), with per-channel ``beta``/``gamma``."""
+    beta, gamma = _beta_gamma(_stat_shape(inp, [channel_axis]), fix_parameters, param_init,
+                              no_bias, no_scale)
+    return F.group_normalization(inp, beta, gamma, num_groups=num_groups, channel_axis=channel_axis,
+                                 batch_axis=batch_axis, eps=eps,
+                                 output_stat=output_stat)
+
+
+@parametric_function_api("spectral-norm", [
+    ("u", "singular vector", "(w.shape[dim], )", False),
+])
+def spectral_norm(w, dim=0, itr=1, eps=1e-12, test=False, u_init=None, fix_parameters=True):
+    """W / sigma(W), sigma the largest singular value estimated by ``itr`` power iterations
+    from the persistent vector ``u`` (dimension ``dim`` is the output one). Typically used as
+    ``apply_w=lambda w: PF.spectral_norm(w, dim=0)``."""
+    if not 0 <= dim < len(w.shape):
+        raise ValueError("spectral_norm: dim={} is not an axis of the weight of shape {}"
+                         .format(dim, w.shape))
+    u = get_parameter_or_create("u", (w.shape[dim],),
+                                NormalInitializer() if u_init is None else u_init, False, False)
+    return F.spectral_norm(w, u, dim=dim, itr=itr, eps=eps, test=test)
+
+
+@parametric_function_api("wn", [
+    ("g", "Weight Normalization adaptive scale scalar.", "w.shape[dim]", True),
+])
+def weight_normalization(w, dim=0, eps=1e-12, g_init=None, fix_parameters=False):
+    """g W / ||W||, the norm taken per index of ``dim``; ``g`` starts at the norms of ``w``
+    (so the layer starts unchanged). Typically ``apply_w=PF.weight_normalization``."""
+    if g_init is None:
+        g_init = WeightNormalizationScaleInitializer(w, dim, eps)
+    g = get_parameter_or_create("g", (w.shape[dim],), initializer=g_init, need_grad=True,
+                                as_need_grad=not fix_parameters)
+    return F.weight_normalization(w, g, dim, eps)
+
+
+# ============================================================================ embed, prelu
+@parametric_function_api("embed", [
+    ("W", "Embedding matrix", "(n_inputs, n_features)", True),
+])
+def embed(inp, n_inputs, n_features, initializer=None, fix_parameters=False, apply_w=None):
+    """Look-up table: row ``inp[...]`` of ``W`` (n_inputs, n_features), which starts
+    U(-sqrt(3), sqrt(3))."""
+    if initializer is None:
+        initializer = UniformInitializer((-np.sqrt(3.), np.sqrt(3)))
+    w = _trainable("W", [n_inputs, n_features], initializer, fix_parameters)
+    if apply_w is not None:
+        w = apply_w(w)
+    return F.embed(inp, w)
+
+
+@parametric_function_api("prelu", [
+    ("slope", "Negative slope", "tuple() if shared else (inp.shape[base_axis],)", True),
+])
+def prelu(inp, base_axis=1, shared=True, fix_parameters=False, slope_init=None):
+    """Parametric ReLU: max(0, x) + slope min(0, x), one slope (``shared``) or one per channel
+    of axis ``base_axis``; slopes start at 0.25."""
+    shape = tuple() if shared else (inp.shape[base_axis],)
+    slope = _trainable("slope", shape, _default(slope_init, 0.25),
+                       fix_parameters)
+    return F.prelu(inp, slope, base_axis)
+
+
+# ============================================================================ quantized layers
+def _quantized_weight_and_bias(w_shape, b_shape, w_init, b_init, fix_parameters, with_bias,
+                               quantize_w, quantize_b, quantize_weight, quantize_bias):
+    """The float ``W`` and ``b``, and what the layer uses in their place: the graph writing
+    ``quantize_weight(W)`` into ``W_q`` (and likewise ``b_q``), or the float ones when not
+    quantized. ``W_q``/``b_q`` start with a draw of ``w_init``/``b_init``, as in nnabla."""
+    w = _trainable("W", w_shape, w_init, fix_parameters)
+    used_w = w
+    if quantize_w:
+        used_w = _written_into("W_q", w_shape, w_init, lambda outputs: quantize_weight(w, outputs))
+    used_b = None
+    if with_bias:
+        b = _trainable("b", b_shape, b_init, fix_parameters)
+        used_b = b
+        if quantize_b:
+            used_b = _written_into("b_q", b_shape, b_init, lambda outputs: quantize_bias(b, outputs))
+    return used_w, used_b
+
+
+def _affine_shapes(inp, n_outmaps, base_axis, w_init, b_init, with_bias, rng):
+    n_outmaps = _as_list(n_outmaps)
+    inmaps = int(np.prod(inp.shape[base_axis:]))
+    if w_init is None:
+        w_init = _glorot_uniform(inmaps, int(np.prod(n_outmaps)), rng=rng)
+    if with_bias and b_init is None:
+        b_init = ConstantInitializer()
+    return [inmaps] + n_outmaps, n_outmaps, w_init, b_init
+
+
+def _conv_shapes(inp, outmaps, kernel, group, channel_last, base_axis, w_init, b_init, with_bias, rng):
+    channels, filter_shape = _conv_filter_shape(inp, base_axis, group, kernel, channel_last)
+    if w_init is None:
+        w_init = _glorot_uniform(channels, outmaps, tuple(kernel), rng=rng)
+    if with_bias and b_init is None:
+        b_init = ConstantInitializer()
+    return (outmaps,) + filter_shape, (outmaps,), w_init, b_init
+
+
+def _fixed_point(sign, n, delta, ste_fine_grained):
+    return lambda x, outputs: F.fixed_point_quantize(x, sign, n, delta, ste_fine_grained,
+                                                     outputs=outputs)
+
+
+def _pow2(sign, with_zero, n, m, ste_fine_grained):
+    return lambda x, outputs: F.pow2_quantize(x, sign, with_zero, n, m, ste_fine_grained,
+                                              outputs=outputs)
+
+
+def _pruned(rate):
+    return lambda x, outputs: F.prune(x, rate, outputs=outputs)
+
+
+_QUANTIZED_PARAMS = [
+    ("W", "Weight in float", "(inmaps, outmaps) or (outmaps, inmaps // group, *kernel)", True),
+    ("b", "Bias vector in float", "(outmaps,)", True),
+    ("W_q", "Quantized weights", "like W", False),
+    ("b_q", "Quantized biases", "(outmaps,)", False),
+]
+
+
+@parametric_function_api("fp_quantized_affine", _QUANTIZED_PARAMS)
+def fixed_point_quantized_affine(inp, n_outmaps, base_axis=1, w_init=None, b_init=None,
+                                 fix_parameters=False, rng=None, with_bias=True, quantize_w=True,
+                                 sign_w=True, n_w=8, delta_w=2**-4, ste_fine_grained_w=True,
+                                 quantize_b=True, sign_b=True, n_b=8, delta_b=2**-4,
+                                 ste_fine_grained_b=True):
+    """Affine with fixed-point quantized weights and bias (``n`` bits, step ``delta``)."""
+    w_shape, b_shape, w_init, b_init = _affine_shapes(inp, n_outmaps, base_axis, w_init, b_init,
+                                                      with_bias, rng)
+    w, b = _quantized_weight_and_bias(w_shape, b_shape, w_init, b_init, fix_parameters, with_bias,
+                                      quantize_w, quantize_b,
+                                      _fixed_point(sign_w, n_w, delta_w, ste_fine_grained_w),
+                                      _fixed_point(sign_b, n_b, delta_b, ste_fine_grained_b))
+    return F.affine(inp, w, b, base_axis)
+
+
+@parametric_function_api("fp_quantized_conv", _QUANTIZED_PARAMS)
+def fixed_point_quantized_convolution(inp, outmaps, kernel, pad=None, stride=None, dilation=None,
+                                      group=1, channel_last=False, w_init=None, b_init=None,
+                                      base_axis=1, fix_parameters=False, rng=None, with_bias=True,
+                                      quantize_w=True, sign_w=True, n_w=8, delta_w=2**-4,
+                                      ste_fine_grained_w=True, quantize_b=True, sign_b=True, n_b=8,
+                                      delta_b=2**-4, ste_fine_grained_b=True):
+    """Convolution with fixed-point quantized weights and bias."""
+    w_shape, b_shape, w_init, b_init = _conv_shapes(inp, outmaps, kernel, group, channel_last,
+                                                    base_axis, w_init, b_init, with_bias, rng)
+    w, b = _quantized_weight_and_bias(w_shape, b_shape, w_init, b_init, fix_parameters, with_bias,
+                                      quantize_w, quantize_b,
+                                      _fixed_point(sign_w, n_w, delta_w, ste_fine_grained_w),
+                                      _fixed_point(sign_b, n_b, delta_b, ste_fine_grained_b))
+    return F.convolution(inp, w, b, base_axis, pad, stride, dilation, group, channel_last)
+
+
+@parametric_function_api("pow2_quantized_affine", _QUANTIZED_PARAMS)
+def pow2_quantized_affine(inp, n_outmaps, base_axis=1, w_init=None, b_init=None,
+                          fix_parameters=False, rng=None, with_bias=True, quantize_w=True,
+                          sign_w=True, with_zero_w=False, n_w=8, m_w=2, ste_fine_grained_w=True,
+                          quantize_b=True, sign_b=True, with_zero_b=False, n_b=8, m_b=2,
+                          ste_fine_grained_b=True):
+    """Affine with power-of-two quantized weights and bias (``n`` bits, magnitudes up to 2^m)."""
+    w_shape, b_shape, w_init, b_init = _affine_shapes(inp, n_outmaps, base_axis, w_init, b_init,
+                                                      with_bias, rng)
+    w, b = _quantized_weight_and_bias(w_shape, b_shape, w_init, b_init, fix_parameters, with_bias,
+                                      quantize_w, quantize_b,
+                                      _pow2(sign_w, with_zero_w, n_w, m_w, ste_fine_grained_w),
+                                      _pow2(sign_b, with_zero_b, n_b, m_b, ste_fine_grained_b))
+    return F.affine(inp, w, b, base_axis)
+
+
+@parametric_function_api("pow2_quantized_conv", _QUANTIZED_PARAMS)
+def pow2_quantized_convolution(inp, outmaps, kernel, pad=None, stride=None, dilation=None, group=1,
+                               w_init=None, b_init=None, base_axis=1, fix_parameters=False,
+                               rng=None, with_bias=True, quantize_w=True, with_zero_w=False,
+                               sign_w=True, n_w=8, m_w=2, ste_fine_grained_w=True, quantize_b=True,
+                               with_zero_b=False, sign_b=True, n_b=8, m_b=2,
+                               ste_fine_grained_b=True):
+    """Convolution with power-of-two quantized weights and bias."""
+    w_shape, b_shape, w_init, b_init = _conv_shapes(inp, outmaps, kernel, group, False, base_axis,
+                                                    w_init, b_init, with_bias, rng)
+    w, b = _quantized_weight_and_bias(w_shape, b_shape, w_init, b_init, fix_parameters, with_bias,
+                                      quantize_w, quantize_b,
+                                      _pow2(sign_w, with_zero_w, n_w, m_w, ste_fine_grained_w),
+                                      _pow2(sign_b, with_zero_b, n_b, m_b, ste_fine_grained_b))
+    return F.convolution(inp, w, b, base_axis, pad, stride, dilation, group)
+
+
+@parametric_function_api("pruned_affine", _QUANTIZED_PARAMS)
+def pruned_affine(inp, n_outmaps, base_axis=1, w_init=None, b_init=None, fix_parameters=False,
+                  rng=None, with_bias=True, prune_w=True, rate_w=0.9, prune_b=True, rate_b=0.9):
+    """Affine whose smallest-magnitude weights (fraction ``rate``) are zeroed."""
+    w_shape, b_shape, w_init, b_init = _affine_shapes(inp, n_outmaps, base_axis, w_init, b_init,
+                                                      with_bias, rng)
+    w, b = _quantized_weight_and_bias(w_shape, b_shape, w_init, b_init, fix_parameters, with_bias,
+                                      prune_w, prune_b, _pruned(rate_w), _pruned(rate_b))
+    return F.affine(inp, w, b, base_axis)
+
+
+@parametric_function_api("pruned_conv", _QUANTIZED_PARAMS)
+def pruned_convolution(inp, outmaps, kernel, pad=None, stride=None, dilation=None, group=1,
+                       channel_last=False, w_init=None, b_init=None, base_axis=1,
+                       fix_parameters=False, rng=None, with_bias=True, prune_w=True, rate_w=0.9,
+                       prune_b=True, rate_b=0.9):
+    """Convolution whose smallest-magnitude weights (fraction ``rate``) are zeroed."""
+    w_shape, b_shape, w_init, b_init = _conv_shapes(inp, outmaps, kernel, group, channel_last,
+                                                    base_axis, w_init, b_init, with_bias, rng)
+    w, b = _quantized_weight_and_bias(w_shape, b_shape, w_init, b_init, fix_parameters, with_bias,
+                                      prune_w, prune_b, _pruned(rate_w), _pruned(rate_b))
+    return F.convolution(inp, w, b, base_axis, pad, stride, dilation, group, channel_last)
+
+
+@parametric_function_api("min_max_quantize", [
+    ("qr_min", "Minimum quantization range (running minimum of the inputs if ema)", "ql_min.shape", False),
+    ("qr_max", "Maximum quantization range (running maximum of the inputs if ema)", "ql_max.shape", False),
+])
+def min_max_quantize(x, ql_min=0, ql_max=255, decay=0.999, x_min_max=False, ema=False,
+                     ste_fine_grained=True, eps=0.01, qr_min_init=None, qr_max_init=None,
+                     fix_parameters=False, outputs=None):
+    """Min-max quantization of ``x`` to the levels [ql_min, ql_max] over the range
+    [qr_min, qr_max]: trained, or the (moving, with ``ema``) min and max of ``x``
+    (``x_min_max``). Number levels become parameters ``ql_min``/``ql_max``."""
+    level_shape = [1] * len(x.shape)
+    if isinstance(ql_min, (int, float)):
+        ql_min = get_parameter_or_create("ql_min", level_shape,
+                                         np.array(ql_min).reshape(level_shape), False, False)
+    if isinstance(ql_max, (int, float)):
+        ql_max = get_parameter_or_create("ql_max", level_shape,
+                                         np.array(ql_max).reshape(level_shape), False, False)
+    registered_need_grad = not (x_min_max and ema)
+    qr_min = get_parameter_or_create("qr_min", ql_min.shape,
+                                     _default(qr_min_init, -6.0),
+                                     registered_need_grad, not fix_parameters)
+    qr_max = get_parameter_or_create("qr_max", ql_min.shape,
+                                     _default(qr_max_init, 6.0),
+                                     registered_need_grad, not fix_parameters)
+    return F.min_max_quantize(x, qr_min, qr_max, ql_min, ql_max, decay, x_min_max, ema,
+                              ste_fine_grained, eps, outputs=outputs)
+
+
+def _min_max(ql_min, ql_max, w_min_max, qr_min_init, qr_max_init, ste_fine_grained, eps,
+             fix_parameters, scope):
+    return lambda x, outputs: min_max_quantize(
+        x, ql_min, ql_max, 0.999, w_min_max, False, qr_min_init=qr_min_init,
+        qr_max_init=qr_max_init, ste_fine_grained=ste_fine_grained, eps=eps,
+        fix_parameters=fix_parameters, outputs=outputs, name=scope)
+
+
+_MIN_MAX_PARAMS = _QUANTIZED_PARAMS + [
+    ("qr_min", "Minimum quantization range", "ql_min.shape", False),
+    ("qr_max", "Maximum quantization range", "ql_max.shape", False),
+]
+
+
+@parametric_function_api("min_max_quantized_affine", _MIN_MAX_PARAMS)
+def min_max_quantized_affine(inp, n_outmaps, base_axis=1, w_init=None, b_init=None,
+                             fix_parameters=False, rng=None, with_bias=True, quantize_w=True,
+                             ql_min_w=0, ql_max_w=255, w_min_max=False, qr_min_w_init=None,
+                             qr_max_w_init=None, ste_fine_grained_w=True, quantize_b=True,
+                             ql_min_b=0, ql_max_b=255, b_min_max=False, qr_min_b_init=None,
+                             qr_max_b_init=None, ste_fine_grained_b=True, eps=0.01):
+    """Affine with min-max quantized weights and bias; their quantizers live in the scopes
+    ``min_max_quantize_w`` / ``min_max_quantize_b`` (ranges start at (-2, 2) and (-6, 6))."""
+    w_shape, b_shape, w_init, b_init = _affine_shapes(inp, n_outmaps, base_axis, w_init, b_init,
+                                                      with_bias, rng)
+    w, b = _quantized_weight_and_bias(
+        w_shape, b_shape, w_init, b_init, fix_parameters, with_bias, quantize_w, quantize_b,
+        _min_max(ql_min_w, ql_max_w, w_min_max, _default(qr_min_w_init, -2.0),
+                 _default(qr_max_w_init, 2.0), ste_fine_grained_w, eps,
+                 fix_parameters, "min_max_quantize_w"),
+        _min_max(ql_min_b, ql_max_b, b_min_max, _default(qr_min_b_init, -6.0),
+                 _default(qr_max_b_init, 6.0), ste_fine_grained_b, eps,
+                 fix_parameters, "min_max_quantize_b"))
+    return F.affine(inp, w, b, base_axis)
+
+
+@parametric_function_api("min_max_quantized_conv", _MIN_MAX_PARAMS)
+def min_max_quantized_convolution(inp, outmaps, kernel, pad=None, stride=None, dilation=None,
+                                  group=1, channel_last=False, w_init=None, b_init=None,
+                                  base_axis=1, fix_parameters=False, rng=None, with_bias=True,
+                                  quantize_w=True, ql_min_w=0, ql_max_w=255, w_min_max=False,
+                                  qr_min_w_init=None, qr_max_w_init=None, ste_fine_grained_w=True,
+                                  quantize_b=True, ql_min_b=0, ql_max_b=255, b_min_max=False,
+                                  qr_min_b_init=None, qr_max_b_init=None, ste_fine_grained_b=True,
+                                  eps=0.01):
+    """Convolution with min-max quantized weights and bias (see ``min_max_quantized_affine``)."""
+    w_shape, b_shape, w_init, b_init = _conv_shapes(inp, outmaps, kernel, group, channel_last,
+                                                    base_axis, w_init, b_init, with_bias, rng)
+    w, b = _quantized_weight_and_bias(
+        w_shape, b_shape, w_init, b_init, fix_parameters, with_bias, quantize_w, quantize_b,
+        _min_max(ql_min_w, ql_max_w, w_min_max, _default(qr_min_w_init, -2.0),
+                 _default(qr_max_w_init, 2.0), ste_fine_grained_w, eps,
+                 fix_parameters, "min_max_quantize_w"),
+        _min_max(ql_min_b, ql_max_b, b_min_max, _default(qr_min_b_init, -6.0),
+                 _default(qr_max_b_init, 6.0), ste_fine_grained_b, eps,
+                 fix_parameters, "min_max_quantize_b"))
+    return F.convolution(inp, w, b, base_axis, pad, stride, dilation, group, channel_last)
+
+
+_append_api("affine", "svd_affine", "binary_connect_affine", "binary_weight_affine", "inq_affine",
+            "convolution", "svd_convolution", "cpd3_convolution", "binary_connect_convolution",
+            "binary_weight_convolution", "inq_convolution", "depthwise_convolution",
+            "deconvolution", "depthwise_deconvolution", "batch_normalization",
+            "fused_batch_normalization", "sync_batch_normalization", "mean_subtraction",
+            "layer_normalization", "instance_normalization", "group_normalization",
+            "spectral_norm", "weight_normalization", "embed", "prelu",
+            "fixed_point_quantized_affine", "fixed_point_quantized_convolution",
+            "pow2_quantized_affine", "pow2_quantized_convolution", "pruned_affine",
+            "pruned_convolution", "min_max_quantize", "min_max_quantized_affine",
+            "min_max_quantized_convolution")
+
+
 # ============================================================================ layers
 # (each family appends its parametric functions below this line)
+
+
+# ============================================================================ recurrent layers
+def _recurrent_params(x, h, n_gates, n_bias_gates, w0_init, w_init, b_init, bidirectional, rng,
+                      with_bias, fix_parameters):
+    """weight_l0, weight (None for one layer) and bias (None without) of PF.rnn/lstm/gru, in
+    nnabla's layouts; defaults: Glorot-uniform input and recurrent parts, zero bias."""
+    n_in, n_hidden, n_layers = x.shape[2], h.shape[3], h.shape[0]
+    n_dir = 2 if bidirectional else 1
+    gate = (n_gates,) if n_gates > 1 else ()
+
+    def glorot_pair(lead, n_layer_in):
+        w_ih = _glorot_uniform(n_layer_in, n_hidden, rng=rng)(lead + gate + (n_hidden, n_layer_in))
+        w_hh = _glorot_uniform(n_hidden, n_hidden, rng=rng)(lead + gate + (n_hidden, n_hidden))
+        return np.concatenate((w_ih, w_hh), axis=-1)
+
+    if w0_init is None:
+        w0_init = glorot_pair((n_dir,), n_in)
+    w0 = _trainable("weight_l0", (n_dir,) + gate + (n_hidden, n_in + n_hidden), w0_init, fix_parameters)
+    w = None
+    if n_layers > 1:
+        if w_init is None:
+            w_init = glorot_pair((n_layers - 1, n_dir), n_dir * n_hidden)
+        w = _trainable("weight", (n_layers - 1, n_dir) + gate + (n_hidden, (n_dir + 1) * n_hidden),
+                       w_init, fix_parameters)
+    b = None
+    if with_bias:
+        b_shape = (n_layers, n_dir) + ((n_bias_gates,) if gate else ()) + (n_hidden,)
+        b = _trainable("bias", b_shape, _default(b_init, 0), fix_parameters)
+    return w0, w, b
+
+
+@parametric_function_api("rnn", [
+    ("weight_l0", "Filter weights at 0-th layer", "(D, H, I + H)", True),
+    ("weight", "Filter weights at 1-st layer and above", "(L-1, D, H, DH + H)", True),
+    ("bias", "Biases", "(L, D, H)", True),
+])
+def rnn(x, h, w0_init=None, w_init=None, b_init=None, num_layers=1, nonlinearity="tanh", dropout=0.0,
+        bidirectional=False, training=True, rng=None, with_bias=True, fix_parameters=False):
+    """Elman RNN over x (T, B, I) from h (L, D, B, H); returns y (T, B, D*H) and h_n. As in
+    nnabla, the number of layers is taken from h (``num_layers`` is kept for the signature)."""
+    w0, w, b = _recurrent_params(x, h, 1, 1, w0_init, w_init, b_init, bidirectional, rng,
+                                 with_bias, fix_parameters)
+    return F.rnn(x, h, w0, w, b, num_layers=h.shape[0], nonlinearity=nonlinearity,
+                 dropout=dropout, bidirectional=bidirectional, training=training)
+
+
+@parametric_function_api("lstm", [
+    ("weight_l0", "Filter weights at 0-th layer", "(D, 4, H, I + H)", True),
+    ("weight", "Filter weights at 1-st layer and above", "(L-1, D, 4, H, DH + H)", True),
+    ("bias", "Biases", "(L, D, 4, H)", True),
+])
+def lstm(x, h, c, w0_init=None, w_init=None, b_init=None, num_layers=1, dropout=0.0,
+         bidirectional=False, training=True, rng=None, with_bias=True, fix_parameters=False):
+    """LSTM over x (T, B, I) from h and c (L, D, B, H); returns y (T, B, D*H), h_n and c_n.
+    The number of layers is taken from h, as in nnabla."""
+    w0, w, b = _recurrent_params(x, h, 4, 4, w0_init, w_init, b_init, bidirectional, rng,
+                                 with_bias, fix_parameters)
+    return F.lstm(x, h, c, w0, w, b, num_layers=h.shape[0], dropout=dropout,
+                  bidirectional=bidirectional, training=training)
+
+
+@parametric_function_api("gru", [
+    ("weight_l0", "Filter weights at 0-th layer", "(D, 3, H, I + H)", True),
+    ("weight", "Filter weights at 1-st layer and above", "(L-1, D, 3, H, DH + H)", True),
+    ("bias", "Biases", "(L, D, 4, H)", True),
+])
+def gru(x, h, w0_init=None, w_init=None, b_init=None, num_layers=1, dropout=0.0,
+        bidirectional=False, training=True, rng=None, with_bias=True, fix_parameters=False):
+    """GRU over x (T, B, I) from h (L, D, B, H); returns y (T, B, D*H) and h_n. The number of
+    layers is taken from h, as in nnabla."""
+    w0, w, b = _recurrent_params(x, h, 3, 4, w0_init, w_init, b_init, bidirectional, rng,
+                                 with_bias, fix_parameters)
+    return F.gru(x, h, w0, w, b, num_layers=h.shape[0], dropout=dropout,
+                 bidirectional=bidirectional, training=training)
+
+
+@parametric_function_api("lstm", [
+    ("affine/W", "Stacked weight matrixes of LSTM block", "(inmaps, 4, state_size)", True),
+    ("affine/b", "Stacked bias vectors of LSTM block", "(4, state_size,)", True),
+])
+def lstm_cell(x, h, c, state_size, w_init=None, b_init=None, fix_parameters=False):
+    """One LSTM step on x (B, I) and states h, c (B, state_size); returns (h_t, c_t). The
+    affine's four blocks are, in nnabla's order, the input, output and forget gates and the
+    cell candidate."""
+    gates = affine(F.concatenate(x, h, axis=1), (4, state_size), w_init=w_init, b_init=b_init,
+                   fix_parameters=fix_parameters)
+    i_t, o_t, f_t, candidate = F.split(gates, axis=1)
+    c_t = F.sigmoid(f_t) * c + F.sigmoid(i_t) * F.tanh(candidate)
+    return F.sigmoid(o_t) * F.tanh(c_t), c_t
+
+
+class LSTMCell:
+    """An LSTM cell holding its states: ``cell(x)`` runs :func:`lstm_cell` and returns h."""
+
+    def __init__(self, batch_size, state_size, h=None, c=None, name=None):
+        self.batch_size = batch_size
+        self.state_size = state_size
+        self.name = name
+        self.h = h if h is not None else self._zeros()
+        self.c = c if c is not None else self._zeros()
+
+    def _zeros(self):
+        v = Variable((self.batch_size, self.state_size))
+        v.data.zero()
+        return v
+
+    def reset_state(self):
+        """Set h and c back to zero."""
+        self.h.data.zero()
+        self.c.data.zero()
+
+    def __call__(self, x, w_init=None, b_init=None, fix_parameters=False):
+        self.h, self.c = lstm_cell(x, self.h, self.c, self.state_size, w_init, b_init,
+                                   fix_parameters=fix_parameters, name=self.name)
+        return self.h
+
+
+# ============================================================================ attention
+@parametric_function_api("multi_head_attention", [
+    ("q_weight", "weights for query", "(E, E)", True),
+    ("k_weight", "weights for key", "(E_k, E)", True),
+    ("v_weight", "weights for value", "(E_v, E)", True),
+    ("out_weight", "weigths for out projection", "(E, E)", True),
+    ("q_bias", "bias for query", "(E, )", True),
+    ("k_bias", "bias for key", "(E, )", True),
+    ("v_bias", "bais for value", "(E, )", True),
+    ("out_bias", "bias for out projection", "(E, )", True),
+    ("attn_bias_k", "attnetion bias for k", "(1, 1, E)", True),
+    ("attn_bias_v", "attnetion bias for v", "(1, 1, E)", True),
+])
+def multi_head_attention(query, key, value, num_heads=12, dropout=0.0, k_embed_dim=None,
+                         v_embed_dim=None, out_dim=None, rng=None, with_bias=True,
+                         add_attn_bias=False, additive_mask=None, key_padding_mask=None,
+                         fix_parameters=False, param_init=None):
+    """Multi-head attention with its projections as parameters (see F.multi_head_attention).
+    Query and key are embedded in ``k_embed_dim`` (default: the query's feature size), value in
+    ``v_embed_dim`` (default: its feature size), the output in ``out_dim`` (default
+    ``v_embed_dim``). Returns the output (L_T, B, out_dim) and the attention weights."""
+    embed = query.shape[2] if k_embed_dim is None else k_embed_dim
+    v_embed = value.shape[2] if v_embed_dim is None else v_embed_dim
+    out_dim = v_embed if out_dim is None else out_dim
+    init = param_init or {}
+
+    def weight(name, n_in, n_out):
+        return _trainable(name, (n_in, n_out), init.get(name, _glorot_uniform(n_in, n_out, rng=rng)),
+                          fix_parameters)
+
+    def bias(name, shape, default):
+        return _trainable(name, shape, init.get(name, default), fix_parameters)
+
+    qw = weight("q_weight", query.shape[2], embed)
+    kw = weight("k_weight", key.shape[2], embed)
+    vw = weight("v_weight", value.shape[2], v_embed)
+    ow = weight("out_weight", v_embed, out_dim)
+    qb = kb = vb = ob = abk = abv = None
+    if with_bias:
+        qb = bias("q_bias", (embed,), ConstantInitializer())
+        kb = bias("k_bias", (embed,), ConstantInitializer())
+        vb = bias("v_bias", (v_embed,), ConstantInitializer())
+        ob = bias("out_bias", (out_dim,), ConstantInitializer())
+    if add_attn_bias:
+        abk = bias("attn_bias_k", (1, 1, embed), _glorot_uniform(embed, 1, rng=rng))
+        abv = bias("attn_bias_v", (1, 1, v_embed), _glorot_uniform(v_embed, 1, rng=rng))
+    return F.multi_head_attention(query, key, value, num_heads, qw, kw, vw, ow, qb, kb, vb, ob,
+                                  abk, abv, dropout, additive_mask=additive_mask,
+                                  key_padding_mask=key_padding_mask)
+
+
+def _residual_norm(x, sublayer_out, dropout, fix_parameters, name):
+    """LayerNorm(x + Dropout(sublayer_out)) over the feature axis of (L, B, E)."""
+    if dropout > 0:
+        sublayer_out = F.dropout(sublayer_out, dropout)
+    return layer_normalization(x + sublayer_out, batch_axis=(0, 1), fix_parameters=fix_parameters,
+                               name=name)
+
+
+def _feed_forward(x, embed_dim, dim_feedforward, dropout, activation, rng, fix_parameters, prefix):
+    hidden = activation(affine(x, dim_feedforward, base_axis=2, rng=rng,
+                               fix_parameters=fix_parameters, name=prefix + "_affine1"))
+    if dropout > 0:
+        hidden = F.dropout(hidden, dropout)
+    return affine(hidden, embed_dim, base_axis=2, rng=rng, fix_parameters=fix_parameters,
+                  name=prefix + "_affine2")
+
+
+@parametric_function_api("transformer_encode", [
+    ("src_self_attn", "self-attention parameters for source sequence",
+     "Refer to multi_head_attention for details", True),
+    ("enc_affine1", "first affine used in encoder", "Refer to affine for details", True),
+    ("enc_affine2", "second affine used in encoder", "Refer to affine for details", True),
+    ("enc_layer_norm1", "fist layer normalization used in encoder",
+     "Refer to layer_normalization for details", True),
+    ("enc_layer_norm2", "second layer normalization used in encoder",
+     "Refer to layer_normalization for details", True),
+])
+def transformer_encode(src, embed_dim, num_heads, dim_feedforward=2048, dropout=0.1, activation=None,
+                       src_additive_mask=None, src_key_padding_mask=None, rng=None,
+                       add_attn_bias=False, fix_parameters=False):
+    """One post-norm Transformer encoder layer on src (L_S, B, E): self-attention, then a
+    ReLU (or ``activation``) feed-forward, each with dropout, a residual and a layer norm."""
+    activation = F.relu if activation is None else activation
+    attn = multi_head_attention(src, src, src, num_heads=num_heads, rng=rng,
+                                add_attn_bias=add_attn_bias, additive_mask=src_additive_mask,
+                                key_padding_mask=src_key_padding_mask,
+                                fix_parameters=fix_parameters, name="src_self_attn")[0]
+    src = _residual_norm(src, attn, dropout, fix_parameters, "enc_layer_norm1")
+    ff = _feed_forward(src, embed_dim, dim_feedforward, dropout, activation, rng, fix_parameters, "enc")
+    return _residual_norm(src, ff, dropout, fix_parameters, "enc_layer_norm2")
+
+
+@parametric_function_api("transformer_decode", [
+    ("tgt_self_attn", "self-attention parameters for target sequence",
+     "Refer to multi_head_attention for details", True),
+    ("tgt_memory_attn", "attention parameters for target sequence with output from encoder as key",
+     "Refer to multi_head_attention for details", True),
+    ("dec_affine1", "first affine used in decoder", "Refer to affine for details", True),
+    ("dec_affine2", "second affine used in decoder", "Refer to affine for details", True),
+    ("dec_layer_norm1", "fist layer normalization used in decoder",
+     "Refer to layer_normalization for details", True),
+    ("dec_layer_norm2", "second layer normalization used in decoder",
+     "Refer to layer_normalization for details", True),
+    ("dec_layer_norm3", "third layer normalization used in decoder",
+     "Refer to layer_normalization for details", True),
+])
+def transformer_decode(tgt, memory, embed_dim, num_heads, dim_feedforward=2048, dropout=0.1,
+                       activation=None, tgt_additive_mask=None, memory_additive_mask=None,
+                       tgt_key_padding_mask=None, memory_key_padding_mask=None, rng=None,
+                       add_attn_bias=False, fix_parameters=False):
+    """One post-norm Transformer decoder layer on tgt (L_T, B, E) attending to the encoder's
+    memory (L_S, B, E): self-attention, memory attention, feed-forward."""
+    activation = F.relu if activation is None else activation
+    attn = multi_head_attention(tgt, tgt, tgt, num_heads=num_heads, rng=rng,
+                                add_attn_bias=add_attn_bias, additive_mask=tgt_additive_mask,
+                                key_padding_mask=tgt_key_padding_mask,
+                                fix_parameters=fix_parameters, name="tgt_self_attn")[0]
+    tgt = _residual_norm(tgt, attn, dropout, fix_parameters, "dec_layer_norm1")
+    attn = multi_head_attention(tgt, memory, memory, num_heads=num_heads, rng=rng,
+                                add_attn_bias=add_attn_bias, additive_mask=memory_additive_mask,
+                                key_padding_mask=memory_key_padding_mask,
+                                fix_parameters=fix_parameters, name="tgt_memory_attn")[0]
+    tgt = _residual_norm(tgt, attn, dropout, fix_parameters, "dec_layer_norm2")
+    ff = _feed_forward(tgt, embed_dim, dim_feedforward, dropout, activation, rng, fix_parameters, "dec")
+    return _residual_norm(tgt, ff, dropout, fix_parameters, "dec_layer_norm3")
+
+
+@parametric_function_api("transformer", [
+    ("encoder{layer#}", "parameters for the n'th encoder layer",
+     "Refer to transformer_encode for details", True),
+    ("decoder{layer#}", "parameters for the n'th decoder layer",
+     "Refer to transformer_decode for details", True),
+])
+def transformer(src, tgt, embed_dim=512, num_heads=8, num_encoder_layers=6, num_decoder_layers=6,
+                dim_feedforward=2048, dropout=0.1, activation=None, src_additive_mask=None,
+                tgt_additive_mask=None, memory_additive_mask=None, src_key_padding_mask=None,
+                tgt_key_padding_mask=None, memory_key_padding_mask=None, rng=None,
+                add_attn_bias=False, fix_parameters=False):
+    """Encoder-decoder Transformer: src (L_S, B, E) through ``num_encoder_layers`` encoder
+    layers (``encoder00``, ...), tgt (L_T, B, E) through the decoder layers (``decoder00``, ...)
+    attending to the encoder output. Returns (L_T, B, E)."""
+    if src.shape[1] != tgt.shape[1] or src.shape[2] != embed_dim or tgt.shape[2] != embed_dim:
+        raise ValueError("transformer: src {} and tgt {} must share the batch size and have "
+                         "embed_dim={} features".format(src.shape, tgt.shape, embed_dim))
+    common = dict(embed_dim=embed_dim, num_heads=num_heads, dim_feedforward=dim_feedforward,
+                  dropout=dropout, activation=activation, rng=rng, add_attn_bias=add_attn_bias,
+                  fix_parameters=fix_parameters)
+    memory = src
+    for i in range(num_encoder_layers):
+        memory = transformer_encode(memory, src_additive_mask=src_additive_mask,
+                                    src_key_padding_mask=src_key_padding_mask,
+                                    name="encoder{:02d}".format(i), **common)
+    out = tgt
+    for i in range(num_decoder_layers):
+        out = transformer_decode(out, memory, tgt_additive_mask=tgt_additive_mask,
+                                 memory_additive_mask=memory_additive_mask,
+                                 tgt_key_padding_mask=tgt_key_padding_mask,
+                                 memory_key_padding_mask=memory_key_padding_mask,
+                                 name="decoder{:02d}".format(i), **common)
+    return out
+
+
+_append_api("rnn", "lstm", "gru", "lstm_cell", "LSTMCell", "multi_head_attention",
+            "transformer_encode", "transformer_decode", "transformer")
+
+
+# ============================================================================ deformable convolution
+@parametric_function_api("deformable_conv", [
+    ("W", "Filter weights", "(outmaps, inmaps // group, *kernel)", True),
+    ("b", "Bias vector", "(outmaps,)", True),
+])
+def deformable_convolution(inp, outmaps, kernel, offset, mask=None, pad=None, stride=None, dilation=None, group=1,
+                           deformable_group=1, channel_last=False, w_init=None, b_init=None, base_axis=1,
+                           fix_parameters=False, rng=None, with_bias=True, apply_w=None, apply_b=None):
+    """2-D deformable convolution with a bias (v2, modulated, when ``mask`` is given). ``offset``
+    and ``mask`` are computed outside, e.g. by a convolution of ``inp``. ``W`` starts
+    Glorot-uniform, ``b`` at zero."""
+    channels, filter_shape = _conv_filter_shape(inp, base_axis, group, kernel, channel_last)
+    if w_init is None:
+        w_init = _glorot_uniform(channels, outmaps, tuple(kernel), rng=rng)
+    w = _trainable("W", (outmaps,) + filter_shape, w_init, fix_parameters)
+    if apply_w is not None:
+        w = apply_w(w)
+    b = None
+    if with_bias:
+        b = _trainable("b", (outmaps,), ConstantInitializer() if b_init is None else b_init, fix_parameters)
+        if apply_b is not None:
+            b = apply_b(b)
+    return F.deformable_convolution(inp, w, offset, mask, b, base_axis, pad, stride, dilation, group,
+                                    deformable_group, channel_last)
+
+
+_append_api("deformable_convolution")

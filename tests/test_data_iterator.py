@@ -120,6 +120,20 @@ def test_thread_gives_the_same_batches():
     b.close()
 
 
+@pytest.mark.parametrize("use_thread", [False, True])
+def test_load_errors_reach_the_caller(use_thread):
+    def failing_load(i):
+        if i == 3:
+            raise OSError("cannot read example 3")
+        return load(i)
+
+    di = data_iterator_simple(failing_load, 6, 2, use_thread=use_thread)
+    assert di.next()[0][:, 0].tolist() == [0, 1]
+    with pytest.raises(OSError, match="example 3"):
+        di.next()
+    di.close()
+
+
 def test_memory_cache_reads_the_source_once():
     calls = []
 

@@ -1,0 +1,1 @@
+"""Tensor factorizations used by the low-rank parametric functions (``PF.cpd3_convolution``)."""

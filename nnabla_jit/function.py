@@ -66,13 +66,14 @@ class FunctionInfo:
 class Function:
     """A node of the graph: an op applied to input Variables, producing output Variables."""
 
-    __slots__ = ("op", "inputs", "_outputs", "rank", "ctx", "compute_dtype", "storage_dtype",
-                 "_scratch", "__weakref__")
+    __slots__ = ("op", "inputs", "_outputs", "output_shapes", "rank", "ctx", "compute_dtype",
+                 "storage_dtype", "_scratch", "__weakref__")
 
     def __init__(self, op, inputs, ctx):
         self.op = op
         self.inputs = list(inputs)
         self._outputs = []
+        self.output_shapes = []   # kept here too: an output nobody holds still has a shape
         self.rank = max((v._rank for v in inputs), default=0)
         self.ctx = ctx
         self.compute_dtype = ctx.compute_dtype
@@ -148,8 +149,11 @@ def build(op, inputs, n_outputs=-1, outputs=None):
         isinstance(x, Variable) for x in inputs)
     names = op.input_names or ["x{}".format(i) for i in range(len(inputs))]
     variables = [_as_variable(x, op.name, n) for x, n in zip(inputs, names)]
+    op.n_outputs = n_outputs   # ops whose output count is chosen by the caller (output_stat)
     out_shapes = op.setup(*[v.shape for v in variables])
     ctx = get_current_context()
+    if op.data_dependent:
+        out_shapes = graph.data_dependent_shapes(op, variables, ctx.compute_dtype) or out_shapes
     node = Function(op, variables, ctx)
     need_grad = (not _state["no_grad"]) and any(v._need_grad for v in variables)
     if outputs is not None:
@@ -167,6 +171,7 @@ def build(op, inputs, n_outputs=-1, outputs=None):
         v._rank = node.rank + 1
         v._need_grad = need_grad
     node._outputs = [weakref.ref(v) for v in outs]
+    node.output_shapes = [v.shape for v in outs]
     for v in variables:
         v._add_reference(node)
     if imperative or _state["auto_forward"]:
@@ -274,6 +279,7 @@ class PythonFunction:
             v._rank = node.rank + 1
             v._need_grad = need_grad
         node._outputs = [weakref.ref(v) for v in outs]
+        node.output_shapes = [v.shape for v in outs]
         for v in variables:
             v._add_reference(node)
         self._node = node

@@ -219,3 +219,244 @@ def _getitem(x, key):
     if tuple(y.shape) != tuple(out_shape):
         y = _fb.reshape(y, out_shape, inplace=False)
     return y
+
+
+# ---------------------------------------------------------------------------------- normalization
+from .normalization_functions import (fused_batch_normalization, sync_batch_normalization,  # noqa: E402,F401
+                                      tensor_normalization, weight_standardization)
+
+
+def spectral_norm(w, u, dim=0, itr=1, eps=1e-12, test=False, output_u=False):
+    """W / sigma(W), sigma by ``itr`` power iterations from ``u`` (updated in place unless
+    ``test``); ``output_u`` also returns u as it was before (what nn.grad needs)."""
+    return _fb.spectral_norm(w, u, dim, itr, eps, test, output_u, n_outputs=2 if output_u else 1)
+
+
+def norm_normalization(x, p=None, axes=None, eps=1e-12):
+    """x / (sum over ``axes`` (all when None) of |x|^p + eps)^(1/p), p = 2 when None."""
+    return _fb.norm_normalization(x, 2.0 if p is None else p, _axes(x, axes), eps)
+
+
+def mean_subtraction(x, mean, t, base_axis=1, update_running_mean=True):
+    """x minus the running mean of the batch means; ``mean`` and the batch count ``t`` are
+    updated in place when ``update_running_mean``."""
+    return _fb.mean_subtraction(x, mean, t, base_axis, update_running_mean)
+
+
+# ---------------------------------------------------------------------------------- indexing, linalg
+from .numpy_compat_functions import dot  # noqa: E402,F401  (nnabla re-exports them in F)
+
+
+def linspace(start, stop, num):
+    """``num`` evenly spaced values from ``start`` to ``stop``, both included."""
+    if isinstance(num, bool) or not isinstance(num, (int, np.integer)):
+        raise TypeError("linspace: '{}' object cannot be interpreted as an integer".format(
+            type(num).__name__))
+    if num < 0:
+        raise ValueError("linspace: number of samples, {}, must be non-negative".format(num))
+    return _fb.linspace(start, stop, int(num))
+
+
+def sort(x, axis=-1, reverse=False, with_index=False, only_index=False):
+    """Stable sort along ``axis``: the sorted values, ``(values, indices)`` with
+    ``with_index``, or only the indices with ``only_index``."""
+    n_outputs = 2 if with_index and not only_index else 1
+    ys = _fb.sort(x, axis, reverse, with_index, only_index, n_outputs=n_outputs)
+    return ys[0] if n_outputs == 1 else ys
+
+
+def meshgrid(*x, ij_indexing=False):
+    """Coordinate grids of the 1-D inputs ('xy' indexing unless ``ij_indexing``)."""
+    ys = _fb.meshgrid(*x, ij_indexing=ij_indexing, n_outputs=len(x))
+    return ys[0] if len(x) == 1 else ys
+
+
+def _index_input(indices, like):
+    """Indices given as a list or NumPy array become an (int) Variable, or an NdArray when the
+    data is an NdArray (so the call stays imperative)."""
+    if isinstance(indices, (Variable, NdArray)):
+        return indices
+    indices = np.asarray(indices)
+    if indices.dtype.kind not in "iu":
+        indices = indices.astype(np.int64)
+    if isinstance(like, NdArray):
+        return NdArray.from_numpy_array(indices)
+    return Variable.from_numpy_array(indices)
+
+
+def gather_nd(data, indices):
+    """Elements or blocks of ``data`` at the index tuples in the columns of ``indices``
+    ((M, ...): list, NumPy array, Variable or NdArray)."""
+    return _fb.gather_nd(data, _index_input(indices, data))
+
+
+def scatter_nd(data, indices, shape=None, out=None, add=False):
+    """Scatter ``data`` to the index tuples of ``indices`` into zeros of ``shape`` or into
+    ``out`` (updated in place); exactly one of them must be given. ``add`` sums repeats."""
+    if shape is None and out is None:
+        raise TypeError("scatter_nd: one of `shape` or `out` argument must be supplied")
+    if shape is not None and out is not None:
+        raise TypeError("scatter_nd: only one of `shape` or `out` argument may be used")
+    if out is not None:
+        if not isinstance(out, (Variable, NdArray)):
+            raise TypeError("scatter_nd: `out` argument must be NdArray or Variable type")
+        shape = out.shape
+    return _fb.scatter_nd(data, _index_input(indices, data), out, tuple(np.atleast_1d(shape).tolist()),
+                          add)
+
+
+def scatter_add(x0, indices, x1, axis=None):
+    """A copy of ``x0`` with ``x1`` added at ``indices`` along ``axis`` (default 0)."""
+    return _fb.scatter_add(x0, indices, x1, axis)
+
+
+# ---------------------------------------------------------------------------------- signal, quantization
+# nnabla's Python-level wrappers of Interpolate, STFT/ISTFT and the quantizers (different
+# signatures from the table's: ``scale=``, ``window_type=None``, ``quantize=``, numpy dtypes).
+def interpolate(x, scale=None, output_size=None, mode="linear", align_corners=False,
+                half_pixel=False, half_pixel_for_nn=False, channel_last=False):
+    """Resize the last ``len(scale or output_size)`` spatial axes (before the channel axis if
+    ``channel_last``); with ``scale``, output_size[i] = floor(scale[i] * input size)."""
+    if scale is None and output_size is None:
+        raise ValueError("interpolate: either scale or output_size must be given")
+    if output_size is None:
+        nd = len(scale)
+        spatial = x.shape[-nd - 1:-1] if channel_last else x.shape[-nd:]
+        output_size = [int(np.floor(s * d)) for d, s in zip(spatial, scale)]
+    return _fb.interpolate(x, output_size, mode, align_corners, half_pixel, half_pixel_for_nn,
+                           channel_last)
+
+
+def stft(x, window_size, stride, fft_size, window_type="hanning", center=True, pad_mode="reflect",
+         as_istft_backward=False):
+    """Short-time Fourier transform: (real, imaginary) parts of shape
+    (batch, fft_size // 2 + 1, frames); ``window_type=None`` means rectangular."""
+    return _fb.stft(x, window_size, stride, fft_size, window_type or "rectangular", center,
+                    pad_mode, as_istft_backward)
+
+
+def istft(y_r, y_i, window_size, stride, fft_size, window_type="hanning", center=True,
+          pad_mode="reflect", as_stft_backward=False):
+    """Inverse STFT by overlap-add; ``window_type=None`` means rectangular. As in nnabla, the
+    normal use needs ``pad_mode='constant'``."""
+    return _fb.istft(y_r, y_i, window_size, stride, fft_size, window_type or "rectangular", center,
+                     pad_mode, as_stft_backward)
+
+
+def fixed_point_quantize(x, sign=True, n=8, delta=2 ** -4, quantize=True, ste_fine_grained=True,
+                         outputs=None):
+    """Fixed-point quantization (``quantize=False`` returns x unchanged)."""
+    if not quantize:
+        return x
+    return _fb.fixed_point_quantize(x, sign, n, delta, ste_fine_grained, outputs=outputs)
+
+
+def pow2_quantize(x, sign=True, with_zero=True, n=8, m=1, quantize=True, ste_fine_grained=True,
+                  outputs=None):
+    """Power-of-two quantization (``quantize=False`` returns x unchanged)."""
+    if not quantize:
+        return x
+    return _fb.pow2_quantize(x, sign, with_zero, n, m, ste_fine_grained, outputs=outputs)
+
+
+def min_max_quantize(x, qr_min, qr_max, ql_min, ql_max, decay=0.999, x_min_max=False, ema=False,
+                     ste_fine_grained=True, eps=0.01, quantize=True, outputs=None):
+    """Min-max quantization (``quantize=False`` returns x unchanged)."""
+    if not quantize:
+        return x
+    return _fb.min_max_quantize(x, qr_min, qr_max, ql_min, ql_max, decay, x_min_max, ema,
+                                ste_fine_grained, eps, outputs=outputs)
+
+
+def quantize_linear(x, scale, zero_point, round_mode="HALF_AWAY_FROM_ZERO", narrow_range=False,
+                    dtype=np.int8):
+    """ONNX QuantizeLinear into the range of ``dtype`` (np.int8 or np.uint8, or nnabla's
+    integer code 1 / 2); the result is stored as floats."""
+    code = dtype if isinstance(dtype, (int, np.integer)) else np.dtype(dtype).num
+    return _fb.quantize_linear(x, scale, zero_point, round_mode, narrow_range, int(code))
+
+
+# ---------------------------------------------------------------------------------- attention
+def multi_head_attention(query, key, value, num_heads, q_weight, k_weight, v_weight, out_weight,
+                         q_bias=None, k_bias=None, v_bias=None, out_bias=None, attn_bias_k=None,
+                         attn_bias_v=None, dropout=0.0, additive_mask=None, key_padding_mask=None):
+    """Multi-head scaled dot-product attention (nnabla's layouts), built from F ops.
+
+    query (L_T, B, D_q), key (L_S, B, D_k), value (L_S, B, D_v); the weights are (D, E) affine
+    matrices (q and k share E, value has E_v, the output projection is (E_v, E_out)).
+    ``attn_bias_k`` / ``attn_bias_v`` (E elements each) append one learned key/value step;
+    ``additive_mask`` (L_T, L_S) is added to the logits and ``key_padding_mask`` (B, L_S) sets
+    the logits of keys marked 1 to -inf. Returns the output (L_T, B, E_out) and the attention
+    weights (B * num_heads, L_T, L_S) after dropout.
+    """
+    tgt_len, batch, _ = query.shape
+    src_len = key.shape[0]
+    embed, v_embed = q_weight.shape[1], v_weight.shape[1]
+    if value.shape[0] != src_len or key.shape[1] != batch or value.shape[1] != batch:
+        raise ValueError("multi_head_attention: key {} and value {} must be (L_S, B, *) with the "
+                         "batch size of query {}".format(key.shape, value.shape, query.shape))
+    if k_weight.shape[1] != embed:
+        raise ValueError("multi_head_attention: q_weight {} and k_weight {} must have the same "
+                         "embedding dimension".format(q_weight.shape, k_weight.shape))
+    if embed % num_heads or v_embed % num_heads:
+        raise ValueError("multi_head_attention: embedding dimensions {} (query/key) and {} (value) "
+                         "must be divisible by num_heads={}".format(embed, v_embed, num_heads))
+    if key_padding_mask is not None and tuple(key_padding_mask.shape) != (batch, src_len):
+        raise ValueError("multi_head_attention: key_padding_mask of shape {} must be (B, L_S) = {}"
+                         .format(key_padding_mask.shape, (batch, src_len)))
+    head_dim, head_vdim = embed // num_heads, v_embed // num_heads
+    q = affine(query, q_weight, q_bias, base_axis=2) * (float(head_dim) ** -0.5)
+    k = affine(key, k_weight, k_bias, base_axis=2)
+    v = affine(value, v_weight, v_bias, base_axis=2)
+    if attn_bias_k is not None:   # one extra key/value step, never masked
+        k = concatenate(k, broadcast(reshape(attn_bias_k, (1, 1, embed)), (1, batch, embed)), axis=0)
+        v = concatenate(v, broadcast(reshape(attn_bias_v, (1, 1, v_embed)), (1, batch, v_embed)), axis=0)
+        src_len += 1
+        if additive_mask is not None:
+            additive_mask = pad(additive_mask, (0, 1))
+        if key_padding_mask is not None:
+            key_padding_mask = pad(key_padding_mask, (0, 1))
+
+    def heads(t, dim):   # (L, B, H * dim) -> (B * H, L, dim)
+        return transpose(reshape(t, (t.shape[0], batch * num_heads, dim)), (1, 0, 2))
+
+    logits = batch_matmul(heads(q, head_dim), heads(k, head_dim), transpose_b=True)
+    if additive_mask is not None:
+        logits = logits + reshape(additive_mask, (1, tgt_len, src_len))
+    if key_padding_mask is not None:
+        shape4 = (batch, num_heads, tgt_len, src_len)
+        masked = broadcast(reshape(key_padding_mask, (batch, 1, 1, src_len)), shape4)
+        logits = reshape(where(masked, constant(float("-inf"), shape4), reshape(logits, shape4)),
+                         (batch * num_heads, tgt_len, src_len))
+    weights = softmax(logits, axis=2)
+    if dropout > 0:
+        weights = _fb.dropout(weights, dropout)
+    out = transpose(batch_matmul(weights, heads(v, head_vdim)), (1, 0, 2))
+    out = affine(reshape(out, (tgt_len, batch, v_embed)), out_weight, out_bias, base_axis=2)
+    return out, weights
+
+
+# ---------------------------------------------------------------------------------- convolution
+def patch_correlation(x1, x2, patch=(1, 1), shift=(0, 0), patch_step=(1, 1), shift_step=(1, 1),
+                      padding=(0, 0, 0, 0), channel_last=False):
+    """FlowNet correlation of 4-d ``x1`` and ``x2`` (NCHW, or NHWC with ``channel_last``):
+    (N, Cy, Cx, Ho, Wo), or (N, Ho, Wo, Cy, Cx) channel-last. An int ``patch``, ``shift``,
+    ``patch_step`` or ``shift_step`` applies to both axes; ``padding`` is (top, bottom, left,
+    right), a pair (vertical, horizontal) or one int."""
+    if not len(x1.shape) == len(x2.shape) == 4:
+        raise ValueError("patch_correlation: both inputs x1 and x2 must have 4 dimensions, got {} and {}"
+                         .format(x1.shape, x2.shape))
+    if tuple(x1.shape) != tuple(x2.shape):
+        raise ValueError("patch_correlation: inputs x1 {} and x2 {} must have equal shape".format(x1.shape, x2.shape))
+
+    def pair(v):
+        return (int(v),) * 2 if isinstance(v, (int, np.integer)) else tuple(v)
+    patch, shift, patch_step, shift_step = map(pair, (patch, shift, patch_step, shift_step))
+    if isinstance(padding, (int, np.integer)):
+        padding = (int(padding),) * 4
+    elif len(padding) == 2:
+        padding = (padding[0], padding[0], padding[1], padding[1])
+    if not channel_last:
+        x1, x2 = (_fb.transpose(v, (0, 2, 3, 1)) for v in (x1, x2))
+    y = _fb.patch_correlation(x1, x2, patch, shift, patch_step, shift_step, tuple(padding))
+    return y if channel_last else _fb.transpose(y, (0, 3, 4, 1, 2))

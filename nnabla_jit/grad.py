@@ -103,11 +103,10 @@ def _expand_function(grads_of, f):
     from . import functions as F
     received = grads_of.pop(f)
     dys = []
-    for o, shape in zip(f.outputs, [tuple(v.shape) if v is not None else None for v in f.outputs]):
+    for o, shape in zip(f.outputs, f.output_shapes):
         parts = received.get(o, []) if o is not None else []
-        if not parts:
-            shape = shape if shape is not None else ()
-            dys.append(F.constant(0.0, shape))
+        if not parts:   # an output nobody uses (or holds): its gradient is zero
+            dys.append(F.constant(0.0, tuple(shape)))
         elif len(parts) == 1:
             dys.append(parts[0])
         else:
@@ -115,7 +114,7 @@ def _expand_function(grads_of, f):
     outputs = f.outputs
     rule = _grad_rule(f)
     dxs = rule(dys, list(f.inputs), [v.shape for v in f.inputs], outputs,
-               [v.shape if v is not None else None for v in outputs], **f.info.args)
+               [tuple(s) for s in f.output_shapes], **f.info.args)
     dxs = _as_list(dxs)
     for i, v in enumerate(f.inputs):
         if i < len(dxs) and dxs[i] is not None:

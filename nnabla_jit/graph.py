@@ -80,8 +80,7 @@ def _output_array(node, k, dtype):
 
 
 def _dead_output_shape(node, k):
-    shapes = node.op.setup(*[v.shape for v in node.inputs])
-    return tuple(shapes[k])
+    return tuple(node.output_shapes[k])
 
 
 def run_node_forward(node):
@@ -115,6 +114,7 @@ def _data_dependent_outputs(node, ins):
     specs = node.op.output_specs(ins)
     outs = []
     for k, (shape, dtype) in enumerate(specs):
+        node.output_shapes[k] = tuple(shape)
         v = node._outputs[k]()
         if v is None:
             outs.append(np.empty(shape, dtype))
@@ -416,6 +416,7 @@ def run_node_backward(step):
             if v is not None and step.zero_outputs[o]:
                 v._body.grad.zero()
         op.backward(node.inputs, node.outputs, pd, step.accum)
+        _store_half_grads(node, pd)
         return
     if node.ctx.device == "cuda":
         from .cuda_ops import run_node_backward_cuda
@@ -457,6 +458,21 @@ def run_node_backward(step):
     op.backward(ins, outs, douts, dins, pd, accum)
     for v, tmp in aliased:
         v._body.grad._array += tmp
+    _store_half_grads(node, pd)
+
+
+def _store_half_grads(node, propagate_down):
+    """Under type_config='half' input gradients are kept in float16, as nnabla keeps them (so
+    a loss scale too large for float16 overflows to inf, which dynamic loss scaling detects);
+    accumulation reads them back into float32."""
+    if node.storage_dtype == node.compute_dtype:
+        return
+    for v, want in zip(node.inputs, propagate_down):
+        nd = v._body.grad
+        if want and nd._array is not None and nd._array.dtype == node.compute_dtype:
+            with np.errstate(over="ignore"):   # beyond float16's range is inf, as in nnabla
+                nd._array = nd._array.astype(node.storage_dtype)
+            nd._dtype = nd._array.dtype
 
 
 def _grad_buffer(nd, dtype, zero):

@@ -1,1 +1,262 @@
-"""recurrent ops (being written)."""
+"""Recurrent layers: RNN (tanh/relu), LSTM and GRU, each one registry op over whole sequences.
+
+Layouts are nnabla's (checked against nnabla 1.39 numerically):
+
+- x (T, B, I), h and c (L, D, B, H), y (T, B, D*H), h_n and c_n (L, D, B, H), where D is 2 for
+  bidirectional layers; the reverse direction reads the sequence from t = T-1 down to 0 and its
+  outputs fill y[..., H:2H].
+- weight_l0 (D, [G,] H, I + H) and weight (L-1, D, [G,] H, D*H + H): for every gate, the input
+  weights then the recurrent weights along the last axis. G = 4 for LSTM in the order
+  (input, forget, cell, output), G = 3 for GRU in the order (reset, update, new); RNN has no
+  gate axis.
+- bias (L, D, [4,] H): one bias per gate; GRU has four, (reset, update, new-input,
+  new-hidden), because its new gate is tanh(W_n x + b_in + r * (U_n h + b_hn)).
+
+Forward runs, per layer and direction, one GEMM for the input projections of all time steps,
+then a time loop of one small GEMM (the recurrent projection) and one fused gate kernel per
+step. What backward (BPTT, ``backward_ops/recurrent.py``) needs is saved on the op instance.
+With ``training`` and ``dropout > 0``, the inputs of layers 1..L-1 are dropped out (as cuDNN
+and nnabla's CUDA backend do; nnabla's CPU backend ignores ``dropout``).
+"""
+import numpy as np
+from numba import njit
+
+from .. import random as nn_random
+from ..backward_ops import recurrent as bw
+from .blas import gemm
+from .registry import Op, register
+
+
+@njit(cache=True)
+def _sigmoid(v):
+    return 1.0 / (1.0 + np.exp(-v))
+
+
+@njit(cache=True)
+def rnn_cell_forward(xw, hw, bias, relu, h_out):
+    """h = act(x W^T + h_prev U^T + b) for one step; xw, hw (B, H)."""
+    for b in range(h_out.shape[0]):
+        for k in range(h_out.shape[1]):
+            pre = xw[b, k] + hw[b, k] + bias[k]
+            if relu:
+                h_out[b, k] = pre if pre > 0 else 0.0
+            else:
+                h_out[b, k] = np.tanh(pre)
+
+
+@njit(cache=True)
+def lstm_cell_forward(xw, hw, bias, c_prev, h_out, c_out, gates):
+    """One LSTM step; xw, hw (B, 4H) in gate order (i, f, g, o). ``gates`` keeps the activated
+    gates for backward."""
+    n_hidden = h_out.shape[1]
+    for b in range(h_out.shape[0]):
+        for k in range(n_hidden):
+            i = _sigmoid(xw[b, k] + hw[b, k] + bias[k])
+            f = _sigmoid(xw[b, n_hidden + k] + hw[b, n_hidden + k] + bias[n_hidden + k])
+            g = np.tanh(xw[b, 2 * n_hidden + k] + hw[b, 2 * n_hidden + k] + bias[2 * n_hidden + k])
+            o = _sigmoid(xw[b, 3 * n_hidden + k] + hw[b, 3 * n_hidden + k] + bias[3 * n_hidden + k])
+            c = f * c_prev[b, k] + i * g
+            c_out[b, k] = c
+            h_out[b, k] = o * np.tanh(c)
+            gates[b, k] = i
+            gates[b, n_hidden + k] = f
+            gates[b, 2 * n_hidden + k] = g
+            gates[b, 3 * n_hidden + k] = o
+
+
+@njit(cache=True)
+def gru_cell_forward(xw, hw, bias, h_prev, h_out, gates, hidden_new):
+    """One GRU step; xw, hw (B, 3H) in gate order (r, z, n), bias (4H) = (b_r, b_z, b_in, b_hn).
+    Keeps the activated gates and U_n h + b_hn for backward."""
+    n_hidden = h_out.shape[1]
+    for b in range(h_out.shape[0]):
+        for k in range(n_hidden):
+            r = _sigmoid(xw[b, k] + hw[b, k] + bias[k])
+            z = _sigmoid(xw[b, n_hidden + k] + hw[b, n_hidden + k] + bias[n_hidden + k])
+            hn = hw[b, 2 * n_hidden + k] + bias[3 * n_hidden + k]
+            n = np.tanh(xw[b, 2 * n_hidden + k] + bias[2 * n_hidden + k] + r * hn)
+            h_out[b, k] = (1.0 - z) * n + z * h_prev[b, k]
+            gates[b, k] = r
+            gates[b, n_hidden + k] = z
+            gates[b, 2 * n_hidden + k] = n
+            hidden_new[b, k] = hn
+
+
+class _Recurrent(Op):
+    """What RNN, LSTM and GRU share: shape checks, the layer/direction/time loops, saving."""
+    n_gates = 1        # G: gate blocks in the weights
+    n_bias_gates = 1   # bias blocks (GRU has a fourth, the recurrent bias of its new gate)
+    has_cell = False   # LSTM carries c
+    separate_recurrent_grad = False   # GRU: the recurrent projections get their own gradient
+    saved = None       # per layer: its input, dropout mask and each direction's states
+
+    def setup(self, *shapes):
+        names = self.input_names
+        x, h = shapes[0], shapes[1]
+        if len(x) != 3:
+            self.fail("x must be (T, B, I), got shape {}", x)
+        if self.num_layers < 1:
+            self.fail("num_layers must be at least 1, got {}", self.num_layers)
+        if not 0.0 <= self.dropout < 1.0:
+            self.fail("dropout must be in [0, 1), got {}", self.dropout)
+        n_dir = 2 if self.bidirectional else 1
+        if len(h) != 4 or h[0] != self.num_layers or h[1] != n_dir or h[2] != x[1]:
+            self.fail("h of shape {} must be (num_layers, num_directions, batch_size, hidden_size) "
+                      "= ({}, {}, {}, H) for x of shape {}", h, self.num_layers, n_dir, x[1], x)
+        seq_len, batch, n_in = x
+        n_hidden = h[3]
+        self.dims = (seq_len, batch, n_in, n_hidden, n_dir)
+        if self.has_cell and tuple(shapes[2]) != tuple(h):
+            self.fail("c of shape {} must have the shape of h, {}", shapes[2], h)
+        gate = (self.n_gates,) if self.n_gates > 1 else ()   # RNN's weights have no gate axis
+        bias_gate = (self.n_bias_gates,) if gate else ()
+        want = {"weight_l0": (n_dir,) + gate + (n_hidden, n_in + n_hidden),
+                "bias": (self.num_layers, n_dir) + bias_gate + (n_hidden,)}
+        if self.num_layers > 1:
+            want["weight"] = ((self.num_layers - 1, n_dir) + gate
+                              + (n_hidden, n_dir * n_hidden + n_hidden))
+        elif "weight" in names:
+            self.fail("weight cannot be given when num_layers == 1 (got shape {})",
+                      shapes[names.index("weight")])
+        if self.num_layers > 1 and "weight" not in names:
+            self.fail("weight of shape {} is required when num_layers = {}", want["weight"],
+                      self.num_layers)
+        for name, shape in want.items():
+            if name in names and tuple(shapes[names.index(name)]) != shape:
+                self.fail("{} of shape {} must have shape {} for x {}, h {}", name,
+                          tuple(shapes[names.index(name)]), shape, x, h)
+        out = [(seq_len, batch, n_dir * n_hidden), tuple(h)]
+        return out + [tuple(h)] if self.has_cell else out
+
+    # -- weights of one (layer, direction), as 2-d matrices --------------------------------
+    def layer_weights(self, inputs, layer, direction):
+        """(W_x (G*H, In), W_h (G*H, H), bias (n_bias_gates*H)) as contiguous arrays."""
+        n_hidden = self.dims[3]
+        if layer == 0:
+            w = inputs[self.input_index("weight_l0")][direction]
+        else:
+            w = inputs[self.input_index("weight")][layer - 1, direction]
+        w = w.reshape(self.n_gates * n_hidden, -1)
+        n_in = w.shape[1] - n_hidden
+        if self.has_input("bias"):
+            bias = inputs[self.input_index("bias")][layer, direction].reshape(-1)
+        else:
+            bias = np.zeros(self.n_bias_gates * n_hidden, w.dtype)
+        return np.ascontiguousarray(w[:, :n_in]), np.ascontiguousarray(w[:, n_in:]), bias
+
+    def forward(self, inputs, outputs):
+        seq_len, batch, _, n_hidden, n_dir = self.dims
+        y, h_n = outputs[0], outputs[1]
+        h0 = inputs[1]
+        c0 = inputs[2] if self.has_cell else None
+        dtype = y.dtype
+        layer_input = inputs[0]
+        self.saved = []
+        for layer in range(self.num_layers):
+            mask = None
+            if layer > 0 and self.training and self.dropout > 0:
+                keep = 1.0 - self.dropout
+                mask = ((nn_random.prng.rand(*layer_input.shape) < keep) / keep).astype(dtype)
+                layer_input = layer_input * mask
+            out = y if layer == self.num_layers - 1 else np.empty(y.shape, dtype)
+            directions = []
+            for d in range(n_dir):
+                w_x, w_h, bias = self.layer_weights(inputs, layer, d)
+                state = self._run_direction(layer_input, w_x, w_h, bias, h0[layer, d],
+                                            None if c0 is None else c0[layer, d], d == 1)
+                out[:, :, d * n_hidden:(d + 1) * n_hidden] = state["h"]
+                h_n[layer, d] = state["h"][0 if d == 1 else seq_len - 1]
+                if self.has_cell:
+                    outputs[2][layer, d] = state["c"][0 if d == 1 else seq_len - 1]
+                directions.append(state)
+            self.saved.append({"input": layer_input if layer > 0 else None, "mask": mask,
+                               "directions": directions})
+            layer_input = out
+
+    def _run_direction(self, layer_input, w_x, w_h, bias, h0, c0, reverse):
+        """The time loop of one (layer, direction). Arrays are indexed by time t, whatever the
+        direction: ``h_prev[t]`` is the state fed to step t, ``h[t]`` the state it produced."""
+        seq_len, batch, n_in = layer_input.shape
+        gh = w_x.shape[0]
+        n_hidden = w_h.shape[1]
+        dtype = layer_input.dtype
+        xw = np.empty((seq_len, batch, gh), dtype)
+        gemm(layer_input.reshape(seq_len * batch, n_in), w_x, xw.reshape(seq_len * batch, gh),
+             trans_b=True)
+        hw = np.empty((batch, gh), dtype)
+        state = {"h_prev": np.empty((seq_len, batch, n_hidden), dtype),
+                 "h": np.empty((seq_len, batch, n_hidden), dtype)}
+        state.update(self.extra_state(seq_len, batch, n_hidden, dtype))
+        order = range(seq_len - 1, -1, -1) if reverse else range(seq_len)
+        prev_t = None
+        for t in order:
+            state["h_prev"][t] = h0 if prev_t is None else state["h"][prev_t]
+            if self.has_cell:
+                state["c_prev"][t] = c0 if prev_t is None else state["c"][prev_t]
+            gemm(state["h_prev"][t], w_h, hw, trans_b=True)
+            self.cell_forward(xw[t], hw, bias, state, t)
+            prev_t = t
+        return state
+
+    def extra_state(self, seq_len, batch, n_hidden, dtype):
+        return {}
+
+    backward = bw.recurrent_backward
+
+    def grad_depends_input_data(self, i, j):
+        # BPTT reads the states forward saved, the weights, and x for weight_l0's gradient.
+        return self.input_names[j] in ("weight_l0", "weight") or (
+            j == 0 and self.input_names[i] == "weight_l0")
+
+
+@register
+class RNN(_Recurrent):
+    def cell_forward(self, xw, hw, bias, state, t):
+        rnn_cell_forward(xw, hw, bias, self.nonlinearity == "relu", state["h"][t])
+
+    def cell_backward(self, dh, dc, state, t, dgx, dgh, dh_prev):
+        bw.rnn_cell_backward(dh, state["h"][t], self.nonlinearity == "relu", dgx)
+
+    grad = bw.rnn_grad
+
+
+@register
+class LSTM(_Recurrent):
+    n_gates = 4
+    n_bias_gates = 4
+    has_cell = True
+
+    def extra_state(self, seq_len, batch, n_hidden, dtype):
+        return {"c_prev": np.empty((seq_len, batch, n_hidden), dtype),
+                "c": np.empty((seq_len, batch, n_hidden), dtype),
+                "gates": np.empty((seq_len, batch, 4 * n_hidden), dtype)}
+
+    def cell_forward(self, xw, hw, bias, state, t):
+        lstm_cell_forward(xw, hw, bias, state["c_prev"][t], state["h"][t], state["c"][t],
+                          state["gates"][t])
+
+    def cell_backward(self, dh, dc, state, t, dgx, dgh, dh_prev):
+        bw.lstm_cell_backward(dh, dc, state["gates"][t], state["c"][t], state["c_prev"][t], dgx)
+
+    grad = bw.lstm_grad
+
+
+@register
+class GRU(_Recurrent):
+    n_gates = 3
+    n_bias_gates = 4
+    separate_recurrent_grad = True
+
+    def extra_state(self, seq_len, batch, n_hidden, dtype):
+        return {"gates": np.empty((seq_len, batch, 3 * n_hidden), dtype),
+                "hidden_new": np.empty((seq_len, batch, n_hidden), dtype)}
+
+    def cell_forward(self, xw, hw, bias, state, t):
+        gru_cell_forward(xw, hw, bias, state["h_prev"][t], state["h"][t], state["gates"][t],
+                         state["hidden_new"][t])
+
+    def cell_backward(self, dh, dc, state, t, dgx, dgh, dh_prev):
+        bw.gru_cell_backward(dh, state["gates"][t], state["hidden_new"][t], state["h_prev"][t],
+                             dgx, dgh, dh_prev)
+
+    grad = bw.gru_grad

@@ -197,6 +197,7 @@ class Op:
     grad = None            # the F-level gradient rule (nnabla's backward_functions signature)
     python_level = False   # True for PythonFunction adapters: forward/backward take Variables
     stateful = False       # True if forward updates state or draws random numbers each call
+    data_dependent = False  # True if output shapes/dtypes follow input values (output_specs)
 
     def __init__(self, input_names=(), **args):
         self.input_names = tuple(input_names)
@@ -222,6 +223,16 @@ class Op:
     def output_dtypes(self, compute_dtype, n_outputs):
         """The dtype of each output buffer (the compute type unless the op says otherwise)."""
         return [self.output_dtype or compute_dtype] * n_outputs
+
+    def output_specs(self, inputs):
+        """``(shape, dtype)`` of each output from the input arrays, for ``data_dependent`` ops
+        (NonZero, Unique, BoolGather count elements; Mod2 and BitShift keep x0's type).
+
+        The executor calls it before allocating the outputs of every forward, as nnabla resets
+        such shapes in forward, and when the graph is built, with None for inputs that hold no
+        data yet (return None if the shapes need those; ``setup``'s shapes are kept).
+        """
+        raise NotImplementedError("{}: no output_specs".format(self.name))
 
     # --- kernels -----------------------------------------------------------------------
     def forward(self, inputs, outputs):

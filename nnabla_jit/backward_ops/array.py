@@ -170,3 +170,63 @@ def stack_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, axis=0
 def split_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, axis=0):
     from .. import functions as F
     return [F.stack(*grad_inputs, axis=axis % len(input_shapes[0]))]
+
+
+# ------------------------------------------------------------------------------- Shift, Meshgrid,
+# Shape, Assign (appended with the indexing/linalg family)
+def zero_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+    """For outputs that do not depend on the input values (Shape, EyeLike): a zero gradient."""
+    for dx, pd, acc in zip(grad_inputs, propagate_down, accum):
+        if pd and not acc:
+            dx.fill(0)
+
+
+def no_input_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, **args):
+    """The output does not depend on the input values: no gradient (nn.grad gives zeros)."""
+    return [None] * len(input_shapes)
+
+
+def shift_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, shifts=None,
+               border_mode="nearest"):
+    return [_internal("ShiftAdjoint", grad_inputs[0], shifts=tuple(shifts), border_mode=border_mode)]
+
+
+def shift_adjoint_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+    if propagate_down[0]:
+        _store(grad_inputs[0], _ops().gather_axes(grad_outputs[0], op.shift.indices, 0.0), accum[0])
+
+
+def shift_adjoint_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, shifts=None,
+                       border_mode="nearest"):
+    from .. import functions as F
+    return [F.shift(grad_inputs[0], shifts, border_mode)]
+
+
+def meshgrid_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+    """Each input gets its output's gradient summed over the other axes of the grid."""
+    for i, (dx, axis) in enumerate(zip(grad_inputs, op.axes)):
+        if propagate_down[i]:
+            shape = op.grid_shape
+            dy3 = grad_outputs[i].reshape(int(np.prod(shape[:axis])), shape[axis],
+                                          int(np.prod(shape[axis + 1:])))
+            _ops().sum_outer_inner(dy3, dx, accum[i])
+
+
+def meshgrid_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, ij_indexing=False):
+    from .. import functions as F
+    nd = len(input_shapes)
+    axes = list(range(nd))
+    if not ij_indexing and nd >= 2:
+        axes[0], axes[1] = 1, 0
+    return [F.sum(dy, axis=[d for d in range(nd) if d != a]) if nd > 1 else dy
+            for dy, a in zip(grad_inputs, axes)]
+
+
+def assign_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+    """As in nnabla the gradient flows to ``dst`` (src gets none)."""
+    if propagate_down[0]:
+        _store(grad_inputs[0], grad_outputs[0], accum[0])
+
+
+def assign_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes):
+    return [grad_inputs[0], None]

@@ -68,3 +68,32 @@ class AddN(_NAryOp):
 class MulN(_NAryOp):
     multiply = True
     grad = bw.mul_n_grad
+
+
+# ------------------------------------------------------------------------------ Mod2
+# (appended with the indexing/linalg family)
+import numpy as np  # noqa: E402
+
+from .elementwise import broadcast_shape  # noqa: E402
+
+
+@register
+class Mod2(Op):
+    """Remainder: numpy.fmod (sign of x0) for float x0 or with ``fmod``, else numpy.mod (sign of
+    x1), x1 cast to x0's type. The output keeps x0's type; no gradient."""
+    keep_input_dtypes = (0, 1)
+    data_dependent = True
+
+    def setup(self, x0, x1):
+        self.out_shape = broadcast_shape(self, (x0, x1))
+        return [self.out_shape]
+
+    def output_specs(self, inputs):
+        x0 = inputs[0]
+        return None if x0 is None else [(self.out_shape, x0.dtype)]
+
+    def forward(self, inputs, outputs):
+        x0, x1 = inputs
+        remainder = np.fmod if self.fmod or x0.dtype.kind == "f" else np.mod
+        with np.errstate(divide="ignore", invalid="ignore"):   # x % 0: nan (float), 0 (int)
+            remainder(x0, x1.astype(x0.dtype), out=outputs[0])

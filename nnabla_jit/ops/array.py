@@ -453,3 +453,139 @@ class SliceAdjoint(Op):
 
     def grad_depends_input_data(self, i, j):
         return False
+
+
+# ------------------------------------------------------------------------------ Shift, Meshgrid,
+# Shape, Assign (appended with the indexing/linalg family)
+def shift_index(n, shift, reflect):
+    """The source position of each output position along an axis of size n shifted by
+    ``shift``: clamped (nearest), or mirrored with the edge repeated (reflect). nnabla 1.39
+    mirrors positions more than 2n before the start one place further; kept for equal results."""
+    j = np.arange(n, dtype=np.int64) - shift
+    if not reflect:
+        return np.clip(j, 0, n - 1)
+    j = np.where(j < -2 * n, j - 1, j)
+    m = np.mod(j, 2 * n)
+    return np.where(m < n, m, 2 * n - 1 - m)
+
+
+@register
+class Shift(_GatherOp):
+    """Shift along the trailing axes (``shifts`` aligned to the last axes), filling from the
+    border (nearest) or its mirror image (reflect)."""
+
+    def setup(self, x):
+        shifts = tuple(self.shifts)[max(len(self.shifts) - len(x), 0):] if x else ()
+        shifts = (0,) * (len(x) - len(shifts)) + shifts
+        reflect = self.border_mode == "reflect"
+        self.indices = [shift_index(n, s, reflect) if s else None for n, s in zip(x, shifts)]
+        return [tuple(x)]
+
+    grad = bw.shift_grad
+
+
+@register(name="ShiftAdjoint")
+class ShiftAdjoint(Op):
+    """Scatter-add a shifted gradient back to the unshifted places (the transpose of Shift)."""
+
+    def __init__(self, input_names=(), shifts=(), border_mode="nearest"):
+        super().__init__(input_names, shifts=tuple(shifts), border_mode=border_mode)
+        self.shift = Shift(shifts=self.shifts, border_mode=border_mode)
+
+    def setup(self, dy):
+        return self.shift.setup(dy)
+
+    def forward(self, inputs, outputs):
+        copy_view(scatter_axes(inputs[0], self.shift.indices, inputs[0].shape), outputs[0], False)
+
+    backward = bw.shift_adjoint_backward
+    grad = bw.shift_adjoint_grad
+
+    def grad_depends_input_data(self, i, j):
+        return False
+
+
+@njit(cache=True)
+def sum_outer_inner(y3, out, accum):
+    """out[k] (+)= the sum over a and c of y3[a, k, c]."""
+    if not accum:
+        out[:] = 0.0
+    for a in range(y3.shape[0]):
+        for k in range(y3.shape[1]):
+            for c in range(y3.shape[2]):
+                out[k] += y3[a, k, c]
+
+
+@register
+class Meshgrid(Op):
+    """Coordinate grids of 1-D inputs: output i repeats input i along its grid axis ('xy'
+    indexing swaps the first two axes unless ``ij_indexing``)."""
+
+    def setup(self, *xs):
+        if not xs or any(len(s) != 1 for s in xs):
+            self.fail("needs one or more 1-D inputs, got shapes {}", ", ".join(map(str, xs)))
+        self.axes = list(range(len(xs)))
+        if not self.ij_indexing and len(xs) >= 2:
+            self.axes[0], self.axes[1] = 1, 0
+        shape = [0] * len(xs)
+        for s, a in zip(xs, self.axes):
+            shape[a] = s[0]
+        self.grid_shape = tuple(shape)
+        return [self.grid_shape] * len(xs)
+
+    def forward(self, inputs, outputs):
+        for x, y, a in zip(inputs, outputs, self.axes):
+            aligned = [1] * len(self.grid_shape)
+            aligned[a] = x.size
+            copy_view(np.broadcast_to(x.reshape(aligned), self.grid_shape), y, False)
+
+    backward = bw.meshgrid_backward
+    grad = bw.meshgrid_grad
+
+    def grad_depends_input_data(self, i, j):
+        return False
+
+
+@register
+class Shape(Op):
+    """The dimensions x.shape[start:end] (end 0: to the last) as a 1-D array."""
+
+    def setup(self, x):
+        nd = len(x)
+        start = self.start + nd if self.start < 0 else self.start
+        end = self.end + nd if self.end <= 0 else self.end
+        self.dims = np.array(x[max(start, 0):max(end, 0)], np.int64)
+        return [(self.dims.size,)]
+
+    def forward(self, inputs, outputs):
+        outputs[0][...] = self.dims
+
+    backward = bw.zero_backward
+    grad = bw.no_input_grad
+
+    def grad_depends_input_data(self, i, j):
+        return False
+
+
+@register
+class Assign(Op):
+    """Copy src into dst (dst is updated in place, as in nnabla) and output it. The gradient
+    goes to dst only."""
+    keep_input_dtypes = (0,)   # dst's own buffer, whatever its type
+    no_grad_inputs = (1,)
+
+    def setup(self, dst, src):
+        if tuple(dst) != tuple(src):
+            self.fail("dst of shape {} and src of shape {} must have the same shape", dst, src)
+        return [tuple(dst)]
+
+    def forward(self, inputs, outputs):
+        dst, src = inputs
+        dst[...] = src
+        outputs[0][...] = src
+
+    backward = bw.assign_backward
+    grad = bw.assign_grad
+
+    def grad_depends_input_data(self, i, j):
+        return False

@@ -91,3 +91,57 @@ class BatchMatmul(Op):
 
     backward = bw.batch_matmul_backward
     grad = bw.batch_matmul_grad
+
+
+# ------------------------------------------------------------------------------ Linspace, BitShift
+# (appended with the indexing/linalg family)
+from .elementwise import broadcast_shape  # noqa: E402
+
+
+@njit(cache=True)
+def linspace_kernel(y, start, stop):
+    """y[i] = start + i (stop - start) / (n - 1), the last one exactly ``stop``."""
+    n = y.size
+    step = (stop - start) / (n - 1) if n > 1 else 0.0
+    for i in range(n):
+        y[i] = start + i * step
+    if n > 1:
+        y[n - 1] = stop
+
+
+@register
+class Linspace(Op):
+    """``num`` evenly spaced values from start to stop, both included."""
+
+    def setup(self):
+        if self.num < 0:
+            self.fail("num must be non-negative, got {}", self.num)
+        return [(self.num,)]
+
+    def forward(self, inputs, outputs):
+        linspace_kernel(outputs[0], self.start, self.stop)
+
+
+@register
+class BitShift(Op):
+    """x << shift or x >> shift for unsigned integer x (shift cast to x's type; shifting by
+    the bit width or more gives 0). The output keeps x's type; no gradient."""
+    keep_input_dtypes = (0, 1)
+    data_dependent = True
+
+    def setup(self, x, shift):
+        self.out_shape = broadcast_shape(self, (x, shift))
+        return [self.out_shape]
+
+    def output_specs(self, inputs):
+        x = inputs[0]
+        if x is None:
+            return None
+        if x.dtype.kind != "u":
+            self.fail("x must have an unsigned integer type, got {}", x.dtype)
+        return [(self.out_shape, x.dtype)]
+
+    def forward(self, inputs, outputs):
+        x, shift = inputs
+        shifter = np.left_shift if self.direction == "LEFT" else np.right_shift
+        shifter(x, shift.astype(x.dtype), out=outputs[0])   # the ufunc defines the semantics

@@ -145,8 +145,11 @@ def build(op, inputs, n_outputs=-1, outputs=None):
     Inputs that are NdArrays make the call imperative: the node runs at once and NdArrays are
     returned. Under ``auto_forward`` the node also runs at once, but Variables are returned.
     """
-    imperative = any(isinstance(x, NdArray) for x in inputs) and not any(
-        isinstance(x, Variable) for x in inputs)
+    # Any NdArray input makes the call imperative (as in nnabla, parameters of a PF layer
+    # called on an NdArray take part through their data).
+    imperative = any(isinstance(x, NdArray) for x in inputs)
+    if imperative:
+        inputs = [x.data if isinstance(x, Variable) else x for x in inputs]
     names = op.input_names or ["x{}".format(i) for i in range(len(inputs))]
     variables = [_as_variable(x, op.name, n) for x, n in zip(inputs, names)]
     op.n_outputs = n_outputs   # ops whose output count is chosen by the caller (output_stat)

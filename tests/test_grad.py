@@ -147,3 +147,44 @@ def test_missing_rule_is_a_clear_error():
     x = nn.Variable((2,), need_grad=True)
     with pytest.raises(ValueError, match="Cube.*registry"):
         nn.grad([Cube()(x)], [x])
+
+
+def test_gradient_penalty_example_matches_finite_differences():
+    """Seed 000's gradient-penalty example: the penalty's gradient goes through nn.grad's
+    graph (second derivatives of conv, relu, max pooling, affine and softmax cross entropy)."""
+    from nnabla_jit.context import Context
+    import nnabla_jit.parametric_functions as PF
+    rng = np.random.RandomState(0)
+    with nn.context_scope(Context(["cpu:double"])):
+        x = nn.Variable.from_numpy_array(rng.randn(2, 3, 8, 8))
+        y = nn.Variable.from_numpy_array(rng.randint(0, 10, 2).reshape(2, 1))
+        h = F.relu(PF.convolution(x, 4, (3, 3), (1, 1), name="conv1"))
+        h = F.max_pooling(h, (2, 2))
+        h = F.relu(PF.convolution(h, 4, (3, 3), (1, 1), name="conv2"))
+        h = F.max_pooling(h, (2, 2))
+        p = PF.affine(h, 10, name="pred")
+        loss = F.mean(F.softmax_cross_entropy(p, y))
+        params = nn.get_parameters()
+        for v in params.values():   # PF creates float32 parameters; differences need float64
+            v.d = v.d.astype(np.float64)
+        grads = nn.grad([loss], params.values())
+        gp = sum([(F.sum(g ** 2) ** 0.5 - 0) ** 2 for g in grads])
+        total = loss + gp
+        total.forward()
+        for v in params.values():
+            v.grad.zero()
+        total.backward()
+        for name in ["conv1/conv/W", "pred/affine/W"]:
+            w = params[name]
+            analytic = w.g.reshape(-1)[:5].copy()
+            flat = w.d.reshape(-1)
+            for k in range(5):
+                orig = flat[k]
+                flat[k] = orig + 1e-6
+                total.forward()
+                up = float(total.d)
+                flat[k] = orig - 1e-6
+                total.forward()
+                down = float(total.d)
+                flat[k] = orig
+                np.testing.assert_allclose(analytic[k], (up - down) / 2e-6, rtol=1e-4, atol=1e-7)

@@ -1,0 +1,222 @@
+"""Reading and writing nnabla's model files: ``.nnp``, ``.nntxt``/``.prototxt``, ``.protobuf``
+and ``.h5``.
+
+An ``.nnp`` is a zip of ``nnp_version.txt`` (``0.1``), the network definition
+(``network.nntxt`` or ``network.protobuf``), the parameters (``parameter.h5`` or
+``parameter.protobuf``) and optionally solver-state checkpoints (``*.optimizer``). :func:`read`
+parses any mix of these files into one :class:`NnpContents`; :func:`write` writes one.
+"""
+import io
+import os
+import zipfile
+from collections import OrderedDict
+
+from google.protobuf import message as _message, text_format
+
+from . import parameters as params_io
+from . import solver_states
+from .files import FileFormatError, extension_of, file_label, read_bytes, write_bytes
+from .proto import nnabla_pb2
+
+__all__ = ["NNP_VERSION", "NnpContents", "read", "write", "parse_text", "parse_binary",
+           "proto_to_text", "MODEL_EXTENSIONS", "PARAMETER_EXTENSIONS"]
+
+NNP_VERSION = "0.1"
+TEXT_EXTENSIONS = (".nntxt", ".prototxt")
+MODEL_EXTENSIONS = (".nnp", ".protobuf") + TEXT_EXTENSIONS
+PARAMETER_EXTENSIONS = (".h5",) + MODEL_EXTENSIONS
+
+
+class NnpContents:
+    """What a set of files holds: ``proto`` (an NNablaProtoBuf with every message read, the
+    ``parameter`` entries of protobuf/text files included), ``parameters`` (every parameter
+    read, as ``ParameterEntry``, in reading order) and ``optimizer_states`` (optimizer name ->
+    solver states of the ``.optimizer`` checkpoints)."""
+
+    def __init__(self):
+        self.proto = nnabla_pb2.NNablaProtoBuf()
+        self.parameters = []
+        self.optimizer_states = OrderedDict()
+
+
+# ------------------------------------------------------------------------------------ parsing
+def parse_text(data, source, message_type=None):
+    """Parse protobuf text (``.nntxt``); errors name ``source`` and the line."""
+    msg = (message_type or nnabla_pb2.NNablaProtoBuf)()
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+        text_format.Merge(text, msg)
+    except UnicodeDecodeError:
+        raise FileFormatError(source, "not a text file (protobuf text expected)") from None
+    except text_format.ParseError as e:
+        raise FileFormatError(source, "not valid nnabla protobuf text: {}".format(e)) from None
+    return msg
+
+
+def parse_binary(data, source, message_type=None):
+    """Parse binary protobuf; errors name ``source``."""
+    msg = (message_type or nnabla_pb2.NNablaProtoBuf)()
+    try:
+        msg.ParseFromString(data)
+    except (_message.DecodeError, RuntimeError, ValueError) as e:
+        raise FileFormatError(source, "not a valid nnabla protobuf file ({})".format(e)) from None
+    return msg
+
+
+def proto_to_text(proto):
+    """The ``.nntxt`` text of a message, as nnabla writes it."""
+    return text_format.MessageToString(proto)
+
+
+# ------------------------------------------------------------------------------------ reading
+def _read_member(contents, data, name, ext, source, exclude_parameter, parameter_only):
+    if ext in TEXT_EXTENSIONS or ext == ".protobuf":
+        if parameter_only and ext in TEXT_EXTENSIONS:
+            return
+        msg = parse_text(data, source) if ext in TEXT_EXTENSIONS else parse_binary(data, source)
+        if not exclude_parameter:
+            contents.parameters.extend(params_io.entries_from_proto(msg, source))
+        else:
+            del msg.parameter[:]
+        contents.proto.MergeFrom(msg)
+    elif ext == ".h5":
+        if not exclude_parameter:
+            contents.parameters.extend(params_io.read_h5_bytes(data, source))
+    elif ext == ".optimizer":
+        _read_optimizer_checkpoint(contents, data, name, source)
+
+
+def _read_optimizer_checkpoint(contents, data, name, source):
+    """``<optimizer>_<Solver>_optimizer.h5.optimizer`` or ``optimizer.protobuf.optimizer``."""
+    kind = os.path.splitext(os.path.splitext(name)[0])[1]
+    if kind == ".h5":
+        optimizer_name = "_".join(os.path.basename(name).split("_")[:-2])
+        contents.optimizer_states[optimizer_name] = solver_states.states_from_h5_bytes(data, source)
+    elif kind == ".protobuf":
+        for opt in parse_binary(data, source).optimizer:
+            contents.optimizer_states[opt.name] = solver_states.states_from_proto(opt.solver, source)
+    else:
+        raise FileFormatError(source, "solver-state member '{}' is neither .h5.optimizer nor "
+                              ".protobuf.optimizer".format(name))
+
+
+def _read_nnp(contents, data, source, exclude_parameter, parameter_only):
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+        members = [(info.filename, archive.read(info.filename)) for info in archive.infolist()
+                   if not info.is_dir()]
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, ValueError) as e:
+        raise FileFormatError(source, "not a readable .nnp (zip) archive ({})".format(e)) from None
+    names = [n for n, _ in members]
+    if not any(os.path.splitext(n)[1].lower() in MODEL_EXTENSIONS + (".h5",) for n in names):
+        raise FileFormatError(source, "the archive holds no network or parameter file (members: {})"
+                              .format(", ".join(names) or "none"))
+    for name, member in members:
+        ext = os.path.splitext(name)[1].lower()
+        if ext == ".nnp":
+            raise FileFormatError(source, "an .nnp inside an .nnp ('{}') is not supported".format(name))
+        _read_member(contents, member, name, ext, "{}:{}".format(file_label(source), name),
+                     exclude_parameter, parameter_only)
+
+
+def read(files, extension=None, exclude_parameter=False, parameter_only=False):
+    """Parse ``files`` (a path or file object, or a list of them) into one :class:`NnpContents`.
+
+    ``extension`` tells the format of file objects. ``exclude_parameter`` skips parameters,
+    ``parameter_only`` skips network definitions in text files (as nnabla's ``load`` does).
+    """
+    if isinstance(files, (str, os.PathLike)) or hasattr(files, "read"):
+        files = [files]
+    contents = NnpContents()
+    for source in files:
+        ext = extension_of(source, extension, "load")
+        if ext not in PARAMETER_EXTENSIONS:
+            raise ValueError("load: {}: unsupported file type '{}' (expected one of {})".format(
+                file_label(source), ext, ", ".join(PARAMETER_EXTENSIONS)))
+        data = read_bytes(source)
+        if not data:
+            raise FileFormatError(source, "the file is empty")
+        if ext == ".nnp":
+            _read_nnp(contents, data, source, exclude_parameter, parameter_only)
+        else:
+            _read_member(contents, data, file_label(source), ext, source, exclude_parameter,
+                         parameter_only)
+    return contents
+
+
+# ------------------------------------------------------------------------------------ writing
+def _optimizer_members(optimizer_states, solver_types, state_format):
+    """The ``.optimizer`` members of an ``.nnp`` for ``optimizer name -> states``."""
+    if state_format == ".protobuf":
+        proto = nnabla_pb2.NNablaProtoBuf()
+        for name, states in optimizer_states.items():
+            opt = proto.optimizer.add(name=name)
+            opt.solver.type = solver_types.get(name, "")
+            solver_states.states_to_proto(opt.solver, states)
+        return [("optimizer.protobuf.optimizer", proto.SerializeToString())]
+    if state_format == ".h5":
+        return [("{}_{}_optimizer.h5.optimizer".format(name, solver_types.get(name, "Solver")),
+                 solver_states.states_to_h5_bytes(states)) for name, states in optimizer_states.items()]
+    raise ValueError("save: solver_state_format must be '.h5' or '.protobuf', got {!r}".format(state_format))
+
+
+def write(path, proto, parameters=(), extension=None, parameter_format=".h5",
+          network_format=".nntxt", optimizer_states=None, solver_types=None,
+          solver_state_format=".h5"):
+    """Write a model file.
+
+    ``.nnp``: a zip of ``nnp_version.txt``, ``network<network_format>``,
+    ``parameter<parameter_format>`` (unless ``parameter_format`` is None; ``'.nntxt'`` puts the
+    parameters into the network file) and the solver states of ``optimizer_states``.
+    ``.nntxt`` / ``.protobuf``: the message with ``parameters`` in it. ``.h5``: parameters only.
+    ``parameters`` is a list of ``ParameterEntry``; the write is atomic.
+    """
+    ext = extension_of(path, extension, "save")
+    proto = _copy_without_parameters(proto)
+    if ext in TEXT_EXTENSIONS + (".protobuf",):
+        params_io.add_entries_to_proto(proto, parameters)
+        data = proto_to_text(proto).encode("utf-8") if ext in TEXT_EXTENSIONS else proto.SerializeToString()
+    elif ext == ".h5":
+        data = params_io.h5_bytes(parameters)
+    elif ext == ".nnp":
+        data = _nnp_bytes(proto, parameters, parameter_format, network_format,
+                          optimizer_states or {}, solver_types or {}, solver_state_format)
+    else:
+        raise ValueError("save: {}: unsupported file type '{}' (expected .nnp, .nntxt, .prototxt, "
+                         ".protobuf or .h5)".format(file_label(path), ext))
+    write_bytes(path, data)
+
+
+def _copy_without_parameters(proto):
+    out = nnabla_pb2.NNablaProtoBuf()
+    out.CopyFrom(proto)
+    del out.parameter[:]
+    return out
+
+
+def _nnp_bytes(proto, parameters, parameter_format, network_format, optimizer_states,
+               solver_types, solver_state_format):
+    if network_format not in (".nntxt", ".protobuf"):
+        raise ValueError("save: network_format must be '.nntxt' or '.protobuf', got {!r}".format(
+            network_format))
+    members = [("nnp_version.txt", (NNP_VERSION + "\n").encode())]
+    if parameter_format in (".nntxt", ".prototxt"):
+        params_io.add_entries_to_proto(proto, parameters)
+    network = proto_to_text(proto).encode("utf-8") if network_format == ".nntxt" else proto.SerializeToString()
+    members.append(("network" + network_format, network))
+    if parameter_format == ".h5":
+        members.append(("parameter.h5", params_io.h5_bytes(parameters)))
+    elif parameter_format == ".protobuf":
+        pproto = nnabla_pb2.NNablaProtoBuf()
+        params_io.add_entries_to_proto(pproto, parameters)
+        members.append(("parameter.protobuf", pproto.SerializeToString()))
+    elif parameter_format not in (None, ".nntxt", ".prototxt"):
+        raise ValueError("save: parameter_format must be '.h5', '.protobuf', '.nntxt' or None, "
+                         "got {!r}".format(parameter_format))
+    if optimizer_states:
+        members += _optimizer_members(optimizer_states, solver_types, solver_state_format)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as archive:
+        for name, data in members:
+            archive.writestr(name, data)
+    return buf.getvalue()

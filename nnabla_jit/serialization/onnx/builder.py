@@ -1,0 +1,243 @@
+"""``GraphBuilder``: the ONNX graph an export writes, node by node, for one opset.
+
+The converters of ``exporters/`` call ``g.op("Relu", [x])`` and get the output's name back.
+The builder keeps the element type of every value (so that converters can insert the casts
+ONNX needs), hands out unique names, and folds nodes whose inputs are all initializers into
+new initializers (weight reshapes, gate reorderings, ...), evaluated with onnx's reference
+implementation, so that the model holds the tensors the runtime uses rather than the recipe.
+Helpers such as :meth:`squeeze`, :meth:`reduce` or :meth:`split` hide the signature changes
+between opsets 11 and 20 (axes as attributes or as inputs).
+"""
+from collections import OrderedDict
+
+import numpy as np
+
+from .dependencies import BOOL, DOUBLE, FLOAT, INT32, INT64, INT8, UINT8, require_onnx
+
+__all__ = ["GraphBuilder", "Unsupported", "INT64_MIN"]
+
+INT64_MIN = int(np.iinfo(np.int64).min)
+
+_NUMPY_OF = {FLOAT: np.float32, DOUBLE: np.float64, INT64: np.int64, INT32: np.int32,
+             BOOL: np.bool_, UINT8: np.uint8, INT8: np.int8}
+
+# Nodes whose outputs change from run to run: never folded into constants.
+_RANDOM = {"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike",
+           "Multinomial", "Bernoulli"}
+
+# Ops whose outputs have a fixed element type (others take their first input's).
+_OUTPUT_TYPE = dict([(t, BOOL) for t in ("Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual",
+                                         "And", "Or", "Xor", "Not", "IsNaN", "IsInf")]
+                    + [(t, INT64) for t in ("Shape", "Size", "ArgMax", "ArgMin", "NonZero")])
+
+# Ops whose outputs take the type of another input than the first.
+_TYPE_FROM_INPUT = {"Where": 1, "OneHot": 2}
+
+# Reductions whose axes became an input in opset 13 (ReduceSum) or 18 (the others).
+_AXES_INPUT_SINCE = {"ReduceSum": 13}
+
+
+class Unsupported(Exception):
+    """A node whose arguments (or the target opset) the ONNX mapping cannot express."""
+
+
+def _elem_type(dtype):
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return FLOAT
+    if dtype.kind == "b":
+        return BOOL
+    if dtype.kind in "iu":
+        return INT64
+    raise TypeError("no ONNX type for numpy dtype {}".format(dtype))
+
+
+def _as_stored(value, elem):
+    """``value`` as the numpy array an initializer of type ``elem`` holds."""
+    return np.array(value, dtype=_NUMPY_OF[elem], order="C")   # keeps 0-d arrays 0-d
+
+
+class GraphBuilder:
+    """Nodes, initializers and value types of one ONNX graph under construction."""
+
+    def __init__(self, opset):
+        self.onnx = require_onnx("ONNX export")
+        self.opset = int(opset)
+        self.nodes = []
+        self.initializers = OrderedDict()    # name -> numpy array
+        self.dtypes = {}                     # value name -> ONNX element type
+        self._taken = set()
+        self._small = {}                     # (type, shape, bytes) -> name of a small constant
+
+    # --- names and constants -----------------------------------------------------------
+    def unique(self, base):
+        """A value name not used yet, ``base`` if possible."""
+        base = base or "v"
+        name, k = base, 0
+        while name in self._taken:
+            k += 1
+            name = "{}_{}".format(base, k)
+        self._taken.add(name)
+        return name
+
+    def add_input(self, name, elem=FLOAT):
+        self._taken.add(name)
+        self.dtypes[name] = elem
+        return name
+
+    def const(self, value, elem=None, name=None):
+        """An initializer holding ``value`` (floats as float32, integers as int64 unless
+        ``elem`` says otherwise); small ones are shared."""
+        array = np.asarray(value)
+        elem = elem or _elem_type(array.dtype)
+        array = _as_stored(array, elem)
+        key = None
+        if name is None and array.size <= 64:
+            key = (elem, array.shape, array.tobytes())
+            if key in self._small:
+                return self._small[key]
+        name = self.unique(name or "const")
+        self.initializers[name] = array
+        self.dtypes[name] = elem
+        if key is not None:
+            self._small[key] = name
+        return name
+
+    def ints(self, values):
+        """A 1-D int64 constant (shapes, axes, pads)."""
+        return self.const(np.asarray(list(values), np.int64).reshape(-1), INT64)
+
+    def scalar(self, value, elem=FLOAT):
+        return self.const(np.asarray(value), elem)
+
+    def is_const(self, name):
+        return name in self.initializers
+
+    def dtype(self, name):
+        return self.dtypes.get(name, FLOAT)
+
+    # --- nodes -------------------------------------------------------------------------
+    def op(self, op_type, inputs, n_outputs=1, elem=None, fold=True, **attrs):
+        """Add a node; returns its output name (a list when ``n_outputs`` > 1).
+
+        ``elem`` is the element type of the outputs (one, or one per output); by default
+        that of the first input. None in ``inputs`` marks an omitted optional input.
+        """
+        names = ["" if i is None else i for i in inputs]
+        present = [i for i in names if i]
+        folded = (fold and present and op_type not in _RANDOM
+                  and all(i in self.initializers for i in present))
+        # A folded tensor is named after the first tensor it is computed from.
+        base = "{}_{}".format(present[0], op_type) if folded else op_type
+        outs = [self.unique(base) for _ in range(n_outputs)]
+        elems = elem if isinstance(elem, (list, tuple)) else [elem] * n_outputs
+        source = names[_TYPE_FROM_INPUT.get(op_type, 0)] if names else None
+        for o, e in zip(outs, elems):
+            self.dtypes[o] = e or _OUTPUT_TYPE.get(op_type) or (self.dtype(source) if source else FLOAT)
+        attrs = {k: v for k, v in attrs.items() if v is not None}
+        node = self.onnx.helper.make_node(op_type, names, outs, **attrs)
+        if folded:
+            self._fold(node, outs)
+        else:
+            self.nodes.append(node)
+        return outs[0] if n_outputs == 1 else outs
+
+    def _fold(self, node, outs):
+        """Evaluate a node of constants now and keep its outputs as initializers."""
+        from onnx.reference import ReferenceEvaluator
+        feeds = {i: self.initializers[i] for i in node.input if i}
+        results = ReferenceEvaluator(node, opsets={"": self.opset}).run(None, feeds)
+        for name, value in zip(outs, results):
+            self.initializers[name] = _as_stored(value, self.dtypes[name])
+
+    # --- casts ---------------------------------------------------------------------------
+    def cast(self, x, elem):
+        return x if self.dtype(x) == elem else self.op("Cast", [x], elem=elem, to=elem)
+
+    def as_float(self, x):
+        return self.cast(x, FLOAT)
+
+    def as_int64(self, x):
+        return self.cast(x, INT64)
+
+    def as_bool(self, x):
+        return self.cast(x, BOOL)
+
+    # --- helpers over opset differences ------------------------------------------------
+    def reshape(self, x, shape):
+        return self.op("Reshape", [x, self.ints(shape)])
+
+    def transpose(self, x, perm):
+        perm = [int(p) for p in perm]
+        if perm == sorted(perm):
+            return x
+        return self.op("Transpose", [x], perm=perm)
+
+    def squeeze(self, x, axes):
+        if self.opset >= 13:
+            return self.op("Squeeze", [x, self.ints(axes)])
+        return self.op("Squeeze", [x], axes=list(axes))
+
+    def unsqueeze(self, x, axes):
+        if self.opset >= 13:
+            return self.op("Unsqueeze", [x, self.ints(axes)])
+        return self.op("Unsqueeze", [x], axes=list(axes))
+
+    def reduce(self, op_type, x, axes, keepdims):
+        """``op_type`` (ReduceSum, ReduceMean, ...) over ``axes`` (None: all axes)."""
+        keep = int(bool(keepdims))
+        if axes is None:
+            return self.op(op_type, [x], keepdims=keep)
+        if self.opset >= _AXES_INPUT_SINCE.get(op_type, 18):
+            return self.op(op_type, [x, self.ints(axes)], keepdims=keep)
+        return self.op(op_type, [x], axes=list(axes), keepdims=keep)
+
+    def split(self, x, axis, sizes):
+        """Split along ``axis`` into parts of ``sizes``; returns the list of parts."""
+        if len(sizes) == 1:
+            return [self.op("Identity", [x])]
+        if self.opset >= 13:
+            return self.op("Split", [x, self.ints(sizes)], n_outputs=len(sizes), axis=axis)
+        return self.op("Split", [x], n_outputs=len(sizes), axis=axis, split=list(sizes))
+
+    def clip(self, x, low=None, high=None):
+        return self.op("Clip", [x, None if low is None else self.scalar(low),
+                                None if high is None else self.scalar(high)])
+
+    def slice(self, x, starts, ends, axes, steps=None):
+        inputs = [x, self.ints(starts), self.ints(ends), self.ints(axes)]
+        if steps is not None:
+            inputs.append(self.ints(steps))
+        return self.op("Slice", inputs)
+
+    def pad(self, x, pads, mode="constant", value=None):
+        """``pads``: all begins, then all ends (ONNX order)."""
+        inputs = [x, self.ints(pads)]
+        if mode == "constant" and value:
+            inputs.append(self.scalar(value))
+        return self.op("Pad", inputs, mode=mode)
+
+    def softmax(self, x, axis, ndim, log=False):
+        """Softmax along one axis; before opset 13 Softmax flattened the axes from ``axis``
+        on, so the axis is moved last first."""
+        op_type = "LogSoftmax" if log else "Softmax"
+        if self.opset >= 13 or axis == ndim - 1:
+            return self.op(op_type, [x], axis=axis)
+        perm = list(range(ndim))
+        perm[axis], perm[-1] = perm[-1], perm[axis]
+        y = self.op(op_type, [self.transpose(x, perm)], axis=ndim - 1)
+        return self.transpose(y, perm)
+
+    def resize(self, x, scales=None, sizes=None, roi=None, **attrs):
+        """Resize by ``scales`` or to ``sizes``; opsets 11 and 12 need the unused inputs as
+        empty tensors."""
+        empty = self.const(np.zeros(0, np.float32)) if self.opset < 13 else None
+        roi_input = self.const(np.asarray(roi, np.float32)) if roi else empty
+        scale_input = self.const(np.asarray(scales, np.float32)) if scales else empty
+        inputs = [x, roi_input, scale_input]
+        if sizes:
+            inputs.append(self.ints(sizes))
+        return self.op("Resize", inputs, **attrs)
+
+    def where(self, condition, a, b):
+        return self.op("Where", [self.as_bool(condition), a, b])

@@ -1,0 +1,171 @@
+"""Parameter files: nnabla's ``.h5`` and ``.protobuf`` layouts, both directions.
+
+- ``.h5``: one dataset per parameter path in nested groups (``fc1/affine/W``), with attributes
+  ``need_grad`` (bool) and ``index`` (the order parameters were saved in).
+- ``.protobuf``: ``NNablaProtoBuf.parameter``: ``variable_name``, ``shape``, float ``data``,
+  ``need_grad``.
+
+Loading (also from ``.nntxt`` and ``.nnp``) parses and checks the whole file first, then
+creates or overwrites the parameters of the current scope: a bad file changes nothing.
+"""
+import io
+from collections import namedtuple
+
+import numpy as np
+
+from ..parameter import get_parameter, get_parameters, set_parameter
+from ..variable import Variable
+from .files import FileFormatError, extension_of, write_bytes
+from .proto import nnabla_pb2
+
+__all__ = ["ParameterEntry", "save", "load", "entries_of", "h5_bytes", "read_h5_bytes",
+           "entries_from_proto", "add_entries_to_proto", "assign_to_scope"]
+
+#: One parameter as read from or written to a file.
+ParameterEntry = namedtuple("ParameterEntry", ["name", "data", "need_grad"])
+
+
+def entries_of(params):
+    """``ParameterEntry`` list of a dict path -> Variable."""
+    return [ParameterEntry(k, np.asarray(v.d), bool(v.need_grad)) for k, v in params.items()]
+
+
+# ------------------------------------------------------------------------------------ .h5
+def h5_bytes(entries):
+    """The ``.h5`` parameter file of ``entries`` as bytes."""
+    import h5py
+    buf = io.BytesIO()
+    with h5py.File(buf, "w") as f:
+        for i, e in enumerate(entries):
+            try:
+                f[e.name] = e.data
+            except (ValueError, TypeError) as err:
+                raise ValueError("save_parameters: cannot store parameter '{}' ({})".format(
+                    e.name, err)) from None
+            f[e.name].attrs["need_grad"] = bool(e.need_grad)
+            f[e.name].attrs["index"] = np.int64(i)
+    return buf.getvalue()
+
+
+def read_h5_bytes(data, source):
+    """``ParameterEntry`` list (saved order) from the bytes of an ``.h5`` parameter file."""
+    import h5py
+    try:
+        f = h5py.File(io.BytesIO(data), "r")
+    except (OSError, ValueError, RuntimeError) as e:
+        raise FileFormatError(source, "not a readable HDF5 file ({})".format(e)) from None
+    found = []
+    with f:
+        try:
+            names = []
+            f.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
+            for name in names:
+                ds = f[name]
+                if "need_grad" not in ds.attrs:
+                    raise FileFormatError(source, "dataset '{}' has no 'need_grad' attribute; not "
+                                          "an nnabla parameter file".format(name))
+                if ds.dtype.kind not in "fiub":
+                    raise FileFormatError(source, "dataset '{}' holds {} data, not numbers".format(
+                        name, ds.dtype))
+                index = ds.attrs.get("index", len(found))
+                found.append((int(index), name, ParameterEntry(name, np.array(ds[()]),
+                                                               bool(ds.attrs["need_grad"]))))
+        except FileFormatError:
+            raise
+        except (OSError, KeyError, TypeError, ValueError, RuntimeError) as e:
+            raise FileFormatError(source, "damaged HDF5 parameter file ({})".format(e)) from None
+    return [e for _, _, e in sorted(found, key=lambda t: (t[0], t[1]))]
+
+
+# ------------------------------------------------------------------------------------ protobuf
+def entries_from_proto(proto, source):
+    """``ParameterEntry`` list of ``proto.parameter`` (an NNablaProtoBuf)."""
+    entries = []
+    for p in proto.parameter:
+        shape = tuple(int(d) for d in p.shape.dim)
+        if any(d < 0 for d in shape) or int(np.prod(shape)) != len(p.data):
+            raise FileFormatError(source, "parameter '{}' has shape {} but {} values".format(
+                p.variable_name, shape, len(p.data)))
+        entries.append(ParameterEntry(p.variable_name,
+                                      np.array(p.data, np.float32).reshape(shape), p.need_grad))
+    return entries
+
+
+def add_entries_to_proto(proto, entries):
+    """Append ``entries`` to ``proto.parameter``."""
+    for e in entries:
+        p = proto.parameter.add(variable_name=e.name, need_grad=bool(e.need_grad))
+        p.shape.dim.extend(int(d) for d in e.data.shape)
+        p.data.extend(np.asarray(e.data, np.float32).ravel().tolist())
+
+
+# ------------------------------------------------------------------------------------ scope
+def _check_fits(entries, source):
+    """Raise before anything is assigned if an entry cannot go into the current scope."""
+    existing = set(get_parameters(grad_only=False))
+    incoming = {}
+    for e in entries:
+        if not e.name or any(not part for part in e.name.split("/")):
+            raise FileFormatError(source, "invalid parameter name {!r}".format(e.name))
+        incoming[e.name] = e
+    names = existing | set(incoming)
+    for name in incoming:
+        parts = name.split("/")
+        for k in range(1, len(parts)):
+            prefix = "/".join(parts[:k])
+            if prefix in names:
+                raise FileFormatError(source, "parameter '{}' would sit inside parameter '{}'"
+                                      .format(name, prefix))
+        current = get_parameter(name)
+        shape = incoming[name].data.shape
+        if current is not None and current.shape != shape:
+            raise FileFormatError(source, "parameter '{}' has shape {} in the file but {} in the "
+                                  "current scope (nn.clear_parameters() starts afresh)".format(
+                                      name, shape, current.shape))
+
+
+def assign_to_scope(entries, source):
+    """Create or overwrite the parameters of ``entries`` in the current scope (all or none)."""
+    _check_fits(entries, source)
+    for e in entries:
+        param = get_parameter(e.name)
+        if param is None:
+            set_parameter(e.name, Variable.from_numpy_array(e.data, need_grad=e.need_grad))
+        else:
+            param.need_grad = e.need_grad
+            param.d = e.data
+
+
+# ------------------------------------------------------------------------------------ API
+def save(path, params, extension=None):
+    """``nn.save_parameters``: write ``params`` (path -> Variable) as ``.h5`` or ``.protobuf``."""
+    ext = extension_of(path, extension, "save_parameters")
+    entries = entries_of(params)
+    if ext == ".h5":
+        data = h5_bytes(entries)
+    elif ext == ".protobuf":
+        proto = nnabla_pb2.NNablaProtoBuf()
+        add_entries_to_proto(proto, entries)
+        data = proto.SerializeToString()
+    else:
+        raise ValueError("save_parameters: unsupported extension '{}' for {}; use .h5 or "
+                         ".protobuf".format(ext, path))
+    write_bytes(path, data)
+
+
+def load(path, proto=None, needs_proto=False, extension=".nntxt"):
+    """``nn.load_parameters``: read ``.h5``, ``.protobuf``, ``.nntxt`` or ``.nnp`` into the
+    current scope. Returns the NNablaProtoBuf read (with the parameters of an ``.h5`` file added
+    when ``needs_proto``), merged into ``proto`` if given."""
+    from . import nnp       # nnp reads parameter files with this module: import it late
+    ext = extension_of(path, extension, "load_parameters")
+    if ext not in nnp.PARAMETER_EXTENSIONS:
+        raise ValueError("load_parameters: unsupported extension '{}' for {}; use .h5, .protobuf, "
+                         ".nntxt or .nnp".format(ext, path))
+    contents = nnp.read([path], extension=ext)
+    assign_to_scope(contents.parameters, path)
+    result = nnabla_pb2.NNablaProtoBuf() if proto is None else proto
+    result.MergeFrom(contents.proto)
+    if ext == ".h5" and needs_proto:
+        add_entries_to_proto(result, contents.parameters)
+    return result

@@ -1,0 +1,72 @@
+"""The ``nnabla_jit`` command (also ``python -m nnabla_jit``): nnabla_cli's subcommands.
+
+    nnabla_jit train -c config.nnp -o outdir          train from an NNP's optimizer settings
+    nnabla_jit forward -c model.nnp -d data.csv -o out run executors over a CSV dataset
+    nnabla_jit infer -c model.nnp -o out input.bin     run executors on raw binary inputs
+    nnabla_jit convert in.nnp out.nnp                  NNP <-> NNP/nntxt/protobuf/h5 (and ONNX)
+    nnabla_jit dump model.nnp                          executors, functions, variables
+    nnabla_jit function_info [-f NNB|ONNX] [model.nnp] supported function sets
+    nnabla_jit plot_series / plot_timer                 plot monitor files (PNG)
+    nnabla_jit draw_graph model.nnp                    draw networks (SVG or PNG)
+    nnabla_jit version
+
+Every subcommand has ``--help``. A failing command prints what went wrong and exits with 1.
+"""
+import argparse
+import sys
+
+__all__ = ["main", "version_string"]
+
+
+class CommandError(Exception):
+    """A user-facing failure of a subcommand (bad argument, missing file, ...)."""
+
+
+def version_string():
+    import nnabla_jit
+    return "Version:{}, Build:nnabla_jit".format(nnabla_jit.__version__)
+
+
+def _version_command(args):
+    print(version_string())
+    return True
+
+
+def build_parser():
+    from . import convert, draw_graph, forward, func_info, plot, train
+    parser = argparse.ArgumentParser(
+        prog="nnabla_jit",
+        description="Command line interface for nnabla_jit ({})".format(version_string()))
+    subparsers = parser.add_subparsers(title="subcommands", metavar="COMMAND", dest="command")
+    train.add_train_command(subparsers)
+    forward.add_infer_command(subparsers)
+    forward.add_forward_command(subparsers)
+    convert.add_convert_command(subparsers)
+    convert.add_dump_command(subparsers)
+    func_info.add_function_info_command(subparsers)
+    plot.add_plot_series_command(subparsers)
+    plot.add_plot_timer_command(subparsers)
+    draw_graph.add_draw_graph_command(subparsers)
+    sub = subparsers.add_parser("version", help="Print version and build number.",
+                                description="Print version and build number.")
+    sub.set_defaults(func=_version_command)
+    return parser
+
+
+def main(argv=None):
+    """Run the command line; returns the exit status (0 on success). The console script
+    exits with it."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if "func" not in args:
+        parser.print_help(sys.stderr)
+        return 2
+    from ...serialization.files import FileFormatError
+    try:
+        ok = args.func(args)
+    except (CommandError, FileFormatError, FileNotFoundError, NotImplementedError, ValueError,
+            KeyError) as e:
+        message = e.args[0] if isinstance(e, KeyError) and e.args else e
+        print("nnabla_jit {}: error: {}".format(args.command, message), file=sys.stderr)
+        return 1
+    return 0 if ok else 1

@@ -16,12 +16,12 @@ __all__ = ["parameter_scope", "get_current_parameter_scope", "get_parameters", "
            "load_parameters"]
 
 _root_scope = OrderedDict()
-_state = {"scope": _root_scope, "path": []}
+_state = {"scope": _root_scope}
 
 
 def get_current_parameter_scope():
-    """The current scope path, e.g. 'net/conv1' ('' at the root)."""
-    return "/".join(_state["path"])
+    """The current scope: the ordered dict of parameters and sub-scopes (as nnabla returns)."""
+    return _state["scope"]
 
 
 @contextmanager
@@ -30,9 +30,8 @@ def parameter_scope(name, scope=None):
     names = [n for n in str(name).strip("/").split("/")]
     if scope is not None and not isinstance(scope, dict):
         raise ValueError("parameter_scope: scope must be a dict, got {}".format(type(scope).__name__))
-    prev = (_state["scope"], list(_state["path"]))
-    current = _state["scope"] if scope is None else scope
-    path = list(_state["path"])
+    prev = _state["scope"]
+    current = prev if scope is None else scope
     for n in names:
         if not n:
             continue
@@ -42,12 +41,11 @@ def parameter_scope(name, scope=None):
         elif not isinstance(child, dict):
             raise ValueError("parameter_scope: '{}' is a parameter, not a scope".format(n))
         current = child
-        path.append(n)
-    _state["scope"], _state["path"] = current, path
+    _state["scope"] = current
     try:
         yield current
     finally:
-        _state["scope"], _state["path"] = prev
+        _state["scope"] = prev
 
 
 def get_parameters(params=None, path="", grad_only=True):

@@ -18,11 +18,15 @@ def test_scopes_nest_and_order_is_creation_order():
                                          "foo/bar/affine/W"]
     with nn.parameter_scope("foo"):
         assert list(nn.get_parameters()) == ["affine/W", "bar/affine/W"]
-        assert nn.get_current_parameter_scope() == "foo"
+        assert list(nn.get_current_parameter_scope()) == ["affine", "bar"]
         nn.clear_parameters()
     assert list(nn.get_parameters()) == ["affine1/affine/W", "affine1/affine/b"]
-    with nn.parameter_scope("a/b"):
-        assert nn.get_current_parameter_scope() == "a/b"
+    with nn.parameter_scope("a/b") as scope:
+        assert nn.get_current_parameter_scope() is scope
+    private = {}
+    with nn.parameter_scope("net", scope=private):
+        get_parameter_or_create("w", (1,))
+    assert list(private["net"]) == ["w"] and "net" not in nn.get_parameters()
 
 
 def test_get_parameter_or_create_returns_unlinked_twin():

@@ -1,1 +1,192 @@
-"""loss ops (being written)."""
+"""Loss functions.
+
+The elementwise losses are table lines (see ``elementwise.py``). The class-label losses see their
+input as (O, C, I) around the class ``axis`` and their labels as (O, 1, I); labels may be stored
+as integers or as floats holding integers. A negative label marks a sample to ignore (its loss and
+gradient are 0, as in nnabla); a label that is not an integer or not below the number of classes
+is an error.
+"""
+import numpy as np
+from numba import prange
+
+from ..backward_ops import loss as bw
+from ..backward_ops.loss import first_bad_label, label_of
+from .activation import normalize_axis, outer_axis_inner
+from .elementwise import elementwise
+from .kernels import parallel_kernel
+from .registry import Op, register
+
+_TINY = float(np.finfo(np.float32).tiny)   # nnabla clamps log arguments at the float minimum
+
+# nnabla documents 0/1 targets (and truncates others to integers); soft targets work here.
+elementwise("SigmoidCrossEntropy", "softplus(x0) - x0 * x1", dx0="dy * (sigmoid(x0) - x1)")
+elementwise("BinaryCrossEntropy",
+            "-(x1 * log(maximum(x0, {0})) + (1 - x1) * log(maximum(1 - x0, {0})))".format(_TINY),
+            dx0="dy * (x0 - x1) / (x0 * (1 - x0))", dx1="dy * (log(1 - x0) - log(x0))")
+elementwise("SquaredError", "(x0 - x1) ** 2", dx0="2 * dy * (x0 - x1)", dx1="-2 * dy * (x0 - x1)")
+elementwise("AbsoluteError", "abs(x0 - x1)", dx0="where(x0 > x1, dy, where(x0 < x1, -dy, 0.0))",
+            dx1="where(x0 > x1, -dy, where(x0 < x1, dy, 0.0))")
+elementwise("HuberLoss", "where(abs(x0 - x1) < delta, (x0 - x1) ** 2, delta * (2 * abs(x0 - x1) - delta))",
+            dx0="2 * dy * where(abs(x0 - x1) < delta, x0 - x1, where(x0 > x1, delta, -delta))",
+            dx1="-2 * dy * where(abs(x0 - x1) < delta, x0 - x1, where(x0 > x1, delta, -delta))")
+elementwise("EpsilonInsensitiveLoss", "maximum(abs(x0 - x1) - epsilon, 0.0)",
+            dx0="where(abs(x0 - x1) > epsilon, where(x0 > x1, dy, -dy), 0.0)",
+            dx1="where(abs(x0 - x1) > epsilon, where(x0 > x1, -dy, dy), 0.0)")
+
+
+@parallel_kernel
+def softmax_cross_entropy_kernel(x3, t3, prob3, y):
+    """y = logsumexp(x) - x[label] per (o, i), and the softmax into prob3 (what backward needs).
+    Returns the number of invalid labels. Rows o run in parallel; with the class axis not last
+    (I > 1) the inner loops run along i, where the memory is contiguous."""
+    O, C, I = x3.shape
+    bad = 0
+    for o in prange(O):
+        if I == 1:   # one sample per row: scalars
+            m = x3[o, 0, 0]
+            for c in range(1, C):
+                m = max(m, x3[o, c, 0])
+            total = 0.0
+            for c in range(C):
+                e = np.exp(x3[o, c, 0] - m)
+                prob3[o, c, 0] = e
+                total += e
+            inv = 1.0 / total
+            for c in range(C):
+                prob3[o, c, 0] *= inv
+            k = label_of(t3, o, 0, C)
+            bad += 1 if k == -2 else 0
+            y[o] = m + np.log(total) - x3[o, k, 0] if k >= 0 else 0.0
+            continue
+        m = x3[o, 0, :].copy()
+        for c in range(1, C):
+            for i in range(I):
+                m[i] = max(m[i], x3[o, c, i])
+        totals = np.zeros(I)
+        for c in range(C):
+            for i in range(I):
+                e = np.exp(x3[o, c, i] - m[i])
+                prob3[o, c, i] = e
+                totals[i] += e
+        inv = 1.0 / totals
+        for c in range(C):
+            for i in range(I):
+                prob3[o, c, i] *= inv[i]
+        for i in range(I):
+            k = label_of(t3, o, i, C)
+            bad += 1 if k == -2 else 0
+            y[o * I + i] = m[i] + np.log(totals[i]) - x3[o, k, i] if k >= 0 else 0.0
+    return bad
+
+
+@parallel_kernel
+def categorical_cross_entropy_kernel(x3, t3, y):
+    """y = -log(x[label]) per (o, i). Returns the number of invalid labels."""
+    O, C, I = x3.shape
+    bad = 0
+    for r in prange(O * I):
+        o = r // I
+        i = r - o * I
+        k = label_of(t3, o, i, C)
+        if k == -2:
+            bad += 1
+            y[r] = 0.0
+        else:
+            y[r] = -np.log(x3[o, k, i]) if k >= 0 else 0.0
+    return bad
+
+
+class LabelOp(Op):
+    """Scores x of any shape and class labels shaped like x with the class ``axis`` of size 1
+    (the label losses here, TopNError and ConfusionMatrix in ``validation.py``)."""
+    keep_input_dtypes = (1,)
+    no_grad_inputs = (1,)
+
+    def setup(self, x, t):
+        self.axis = normalize_axis(self, self.axis, len(x))
+        expected = tuple(1 if a == self.axis else s for a, s in enumerate(x))
+        if tuple(t) != expected:
+            self.fail("target of shape {} does not fit input of shape {} with axis {}: labels must "
+                      "have shape {}", tuple(t), tuple(x), self.axis, expected)
+        self.shape3 = outer_axis_inner(x, self.axis)
+        self.target_shape = expected
+        return [expected]
+
+    def check_labels(self, t3, n_bad):
+        """Raise on the first invalid label when a kernel reported any."""
+        if n_bad:
+            bad = first_bad_label(t3, self.shape3[1])
+            o, i = divmod(bad, self.shape3[2])
+            self.fail("label {!r} at position {} of the target is not a class index: labels must "
+                      "be integers below the number of classes {} (negative ones are ignored)",
+                      t3[o, 0, i].item(), tuple(int(k) for k in np.unravel_index(bad, self.target_shape)),
+                      self.shape3[1])
+
+    def views(self, inputs):
+        O, C, I = self.shape3
+        return inputs[0].reshape(O, C, I), inputs[1].reshape(O, 1, I)
+
+
+@register
+class SoftmaxCrossEntropy(LabelOp):
+    """-log softmax(x)[label] along ``axis``, fused and numerically stable. The softmax of the
+    last forward is kept on the op (as nnabla does) for backward, which then needs no x."""
+    saved_prob = None
+
+    def forward(self, inputs, outputs):
+        x3, t3 = self.views(inputs)
+        if self.saved_prob is None or self.saved_prob.shape != x3.shape or self.saved_prob.dtype != x3.dtype:
+            self.saved_prob = np.empty(x3.shape, x3.dtype)
+        kernel = softmax_cross_entropy_kernel.for_size(x3.size)
+        self.check_labels(t3, kernel(x3, t3, self.saved_prob, outputs[0].reshape(-1)))
+
+    backward = bw.softmax_cross_entropy_backward
+    grad = bw.softmax_cross_entropy_grad
+
+    def grad_depends_input_data(self, i, j):
+        return j == 1
+
+
+@register
+class CategoricalCrossEntropy(LabelOp):
+    """-log x[label] along ``axis`` (x holds probabilities)."""
+
+    def forward(self, inputs, outputs):
+        x3, t3 = self.views(inputs)
+        kernel = categorical_cross_entropy_kernel.for_size(x3.size)
+        self.check_labels(t3, kernel(x3, t3, outputs[0].reshape(-1)))
+
+    backward = bw.categorical_cross_entropy_backward
+    grad = bw.categorical_cross_entropy_grad
+
+
+@parallel_kernel
+def kl_multinomial_kernel(p2, q2, y):
+    """y[n] = sum over k of p log(p / q) (terms with p == 0 contribute 0)."""
+    for n in prange(p2.shape[0]):
+        s = 0.0
+        for k in range(p2.shape[1]):
+            pk = p2[n, k]
+            if pk != 0:
+                s += pk * (np.log(pk) - np.log(q2[n, k]))
+        y[n] = s
+
+
+@register
+class KLMultinomial(Op):
+    """KL divergence of multinomials p, q over the axes from ``base_axis`` on."""
+
+    def setup(self, p, q):
+        if tuple(p) != tuple(q):
+            self.fail("p of shape {} and q of shape {} must have the same shape", tuple(p), tuple(q))
+        self.base_axis = normalize_axis(self, self.base_axis, len(p), "base_axis")
+        rows = int(np.prod(p[:self.base_axis], dtype=np.int64))
+        self.shape2 = (rows, int(np.prod(p[self.base_axis:], dtype=np.int64)))
+        return [tuple(p[:self.base_axis]) + (1,)]
+
+    def forward(self, inputs, outputs):
+        kl_multinomial_kernel.for_size(inputs[0].size)(inputs[0].reshape(self.shape2), inputs[1].reshape(self.shape2),
+                              outputs[0].reshape(-1))
+
+    backward = bw.kl_multinomial_backward
+    grad = bw.kl_multinomial_grad

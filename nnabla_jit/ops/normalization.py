@@ -1,1 +1,583 @@
-"""normalization ops (being written)."""
+"""Normalization ops: batch / layer / instance / group / tensor normalization, weight
+standardization and normalization, spectral and p-norm normalization, mean subtraction and the
+gradient clippers.
+
+Every standardization sees its input as a 3-d array (O, C, I) whose statistics are taken per
+``c`` over ``o`` and ``i`` (``StatLayout``): batch normalization over axis 1 of NCHW is
+(N, C, HW), layer normalization of (N, ...) is (1, N, rest), group normalization is instance
+normalization of the input with its channel axis split into (groups, channels / groups). When the
+axes that keep their own statistics are not adjacent, the input is first transposed so that they
+are. Four kernels serve every op of the family: per-channel sums, a per-channel affine map (with
+BN's fused add and ReLU), and, in ``backward_ops/normalization.py``, the per-channel linear
+combination every input gradient of the family reduces to.
+
+Statistics are accumulated and kept in float64 whatever the compute type.
+"""
+import numpy as np
+from numba import njit, prange
+
+from ..backward_ops import normalization as bw
+from .activation import normalize_axis
+from .elementwise import elementwise
+from .kernels import parallel_kernel
+from .registry import Op, register
+
+_BLOCK = 64   # channels per thread when every channel is a single column (I == 1)
+
+
+@njit(inline="always")
+def _term(x, d, m, power):
+    """What channel_sums accumulates for one element besides d."""
+    xc = x - m
+    if power == 0:
+        return d * xc
+    if power == 2:
+        return xc * xc
+    return abs(xc) ** power
+
+
+@parallel_kernel
+def channel_sums(x3, d3, center, power, sum_d, sum_e):
+    """Per channel c of (O, C, I) arrays: sum_d[c] = sum of d, and
+    sum_e[c] = sum of d * (x - center[c])        when power == 0,
+               sum of |x - center[c]| ** power   otherwise.
+    Four partial sums per channel keep the additions independent (no fastmath reassociation)."""
+    O, C, I = x3.shape
+    if I == 1:   # (rows, channels): each thread walks the rows over a block of channels
+        for b in prange((C + _BLOCK - 1) // _BLOCK):
+            lo, hi = b * _BLOCK, min(C, (b + 1) * _BLOCK)
+            acc_d = np.zeros(hi - lo)
+            acc_e = np.zeros(hi - lo)
+            m = center[lo:hi]
+            for o in range(O):
+                for c in range(hi - lo):
+                    acc_d[c] += d3[o, lo + c, 0]
+                    acc_e[c] += _term(x3[o, lo + c, 0], d3[o, lo + c, 0], m[c], power)
+            sum_d[lo:hi] = acc_d
+            sum_e[lo:hi] = acc_e
+        return
+    for c in prange(C):
+        m = center[c]
+        d0 = d1 = d2 = d3_ = 0.0
+        e0 = e1 = e2 = e3 = 0.0
+        for o in range(O):
+            i = 0
+            while i + 4 <= I:
+                d0 += d3[o, c, i]
+                d1 += d3[o, c, i + 1]
+                d2 += d3[o, c, i + 2]
+                d3_ += d3[o, c, i + 3]
+                e0 += _term(x3[o, c, i], d3[o, c, i], m, power)
+                e1 += _term(x3[o, c, i + 1], d3[o, c, i + 1], m, power)
+                e2 += _term(x3[o, c, i + 2], d3[o, c, i + 2], m, power)
+                e3 += _term(x3[o, c, i + 3], d3[o, c, i + 3], m, power)
+                i += 4
+            while i < I:
+                d0 += d3[o, c, i]
+                e0 += _term(x3[o, c, i], d3[o, c, i], m, power)
+                i += 1
+        sum_d[c] = (d0 + d1) + (d2 + d3_)
+        sum_e[c] = (e0 + e1) + (e2 + e3)
+
+
+@njit(inline="always")
+def _affine(x, scale, shift, z, add_z, relu):
+    v = x * scale + shift
+    if add_z:
+        v += z
+    if relu and v < 0:
+        v = 0.0
+    return v
+
+
+@parallel_kernel
+def channel_affine(x3, scale, shift, z3, add_z, relu, y3):
+    """y = x * scale[c] + shift[c], plus z when ``add_z``, through a ReLU when ``relu``."""
+    O, C, I = x3.shape
+    if I == 1:   # (rows, channels): rows in parallel, channels in the inner loop
+        for o in prange(O):
+            for c in range(C):
+                y3[o, c, 0] = _affine(x3[o, c, 0], scale[c], shift[c], z3[o, c, 0] if add_z else 0.0,
+                                      add_z, relu)
+        return
+    for r in prange(O * C):
+        o = r // C
+        c = r - o * C
+        s = scale[c]
+        t = shift[c]
+        for i in range(I):
+            y3[o, c, i] = _affine(x3[o, c, i], s, t, z3[o, c, i] if add_z else 0.0, add_z, relu)
+
+
+def _prod(values):
+    return int(np.prod(values, dtype=np.int64))
+
+
+class StatLayout:
+    """How an input of ``shape`` (normalized as ``work_shape``, e.g. with its channels split
+    into groups) maps to (O, C, I) when the axes ``kept`` of ``work_shape`` keep their own
+    statistics."""
+
+    def __init__(self, shape, work_shape, kept):
+        self.shape = tuple(shape)
+        self.work_shape = tuple(work_shape)
+        kept = sorted(set(kept))
+        self.stat_shape = tuple(s if a in kept else 1 for a, s in enumerate(work_shape))
+        size = _prod(work_shape)
+        channels = _prod([work_shape[a] for a in kept])
+        if not kept or kept[-1] - kept[0] + 1 == len(kept):
+            self.perm = None
+            lo, hi = (kept[0], kept[-1] + 1) if kept else (0, 0)
+            self.shape3 = (_prod(work_shape[:lo]), channels, _prod(work_shape[hi:]))
+        else:
+            self.perm = tuple(kept) + tuple(a for a in range(len(work_shape)) if a not in kept)
+            self.inverse = tuple(np.argsort(self.perm))
+            self.shape3 = (1, channels, size // max(channels, 1))
+        self.count = self.shape3[0] * self.shape3[2]   # elements behind each statistic
+
+    @property
+    def channels(self):
+        return self.shape3[1]
+
+    def view(self, a):
+        """``a`` (shaped like the input) as the (O, C, I) array the kernels take."""
+        a = a.reshape(self.work_shape)
+        if self.perm is not None:
+            a = np.ascontiguousarray(a.transpose(self.perm))
+        return a.reshape(self.shape3)
+
+    def target(self, a):
+        """Where a kernel writes an (O, C, I) result destined for ``a`` (``a`` itself when no
+        transpose is involved); ``store`` then puts it into ``a``."""
+        return a.reshape(self.shape3) if self.perm is None else np.empty(self.shape3, a.dtype)
+
+    def store(self, r3, a, accum=False):
+        if self.perm is None:
+            return
+        permuted = tuple(self.work_shape[p] for p in self.perm)
+        back = r3.reshape(permuted).transpose(self.inverse).reshape(a.shape)
+        if accum:
+            a += back
+        else:
+            a[...] = back
+
+
+def batch_stats(layout, x3):
+    """Mean and (biased) variance per channel, in float64, in one pass over the data shifted
+    by one of its own values per channel (which keeps the variance free of cancellation)."""
+    C, n = layout.channels, layout.count
+    if n == 0:
+        return np.zeros(C), np.zeros(C)
+    shift = x3[0, :, 0].astype(np.float64)
+    s, ss = np.empty(C), np.empty(C)
+    channel_sums.for_size(x3.size)(x3, x3, shift, 2, s, ss)
+    mean = s / n
+    return mean, np.maximum(ss / n - (mean - shift) ** 2, 0.0)
+
+
+def _axes_list(op, axes, ndim, arg):
+    return sorted({normalize_axis(op, int(a), ndim, arg) for a in axes})
+
+
+# ------------------------------------------------------------------------ standardizations
+class Standardization(Op):
+    """y = (x - mean) / sqrt(var + eps) * gamma + beta with per-channel statistics.
+
+    Subclasses say which axes keep statistics (``layout_of``) and how gamma/beta are shaped:
+    per statistic (``channel_params``: folded into the kernel's scale and shift) or broadcast
+    over the input (applied in place after normalizing). With three outputs requested
+    (``output_stat``) the batch mean and variance are outputs too.
+    """
+    n_outputs = -1
+    channel_params = True   # gamma/beta shaped like the statistics
+    batch_stat = True
+    relu = False            # FusedBatchNormalization
+    eps = 1e-5
+
+    def layout_of(self, x):
+        raise NotImplementedError
+
+    def param_shape_ok(self, shape, x):
+        return tuple(shape) == self.layout.stat_shape
+
+    def setup(self, *shapes):
+        x = tuple(shapes[0])
+        self.layout = self.layout_of(x)
+        self.slot = {name: k for k, name in enumerate(self.input_names)}
+        missing = [i.name for i in self.spec.inputs[1:] if not i.optional and i.name not in self.slot]
+        if missing:
+            self.fail("missing input(s) {}", ", ".join(missing))
+        for name in ("beta", "gamma"):
+            flag = "no_bias" if name == "beta" else "no_scale"
+            present = name in self.slot
+            if flag in self.args and bool(self.args[flag]) == present:
+                self.fail("{}={} but {} is {}", flag, self.args[flag], name,
+                          "given" if present else "missing")
+            if present and not self.param_shape_ok(shapes[self.slot[name]], x):
+                self.fail("{} of shape {} does not fit input of shape {} (expected {})", name,
+                          tuple(shapes[self.slot[name]]), x, self.expected_param_shape(x))
+        for name in ("mean", "variance"):
+            if name in self.slot and tuple(shapes[self.slot[name]]) != self.layout.stat_shape:
+                self.fail("{} of shape {} does not fit input of shape {} (expected {})", name,
+                          tuple(shapes[self.slot[name]]), x, self.layout.stat_shape)
+        if "z" in self.slot and tuple(shapes[self.slot["z"]]) != x:
+            self.fail("z of shape {} must have the input's shape {}", tuple(shapes[self.slot["z"]]), x)
+        if not self.batch_stat and ("mean" not in self.slot or "variance" not in self.slot):
+            self.fail("batch_stat=False needs the running mean and variance inputs")
+        if self.n_outputs == 3 and not self.batch_stat:
+            self.fail("batch_stat=False cannot output the batch mean and variance")
+        self.with_stats = self.n_outputs == 3
+        return [x] + [self.layout.stat_shape] * (2 if self.with_stats else 0)
+
+    def expected_param_shape(self, x):
+        return self.layout.stat_shape
+
+    def _param(self, inputs, name):
+        return inputs[self.slot[name]] if name in self.slot else None
+
+    def forward(self, inputs, outputs):
+        lay = self.layout
+        x3 = lay.view(inputs[0])
+        if self.batch_stat:
+            mean, var = batch_stats(lay, x3)
+        else:
+            mean = self._param(inputs, "mean").reshape(-1).astype(np.float64)
+            var = self._param(inputs, "variance").reshape(-1).astype(np.float64)
+        inv_std = 1.0 / np.sqrt(var + self.eps)
+        self.saved_mean, self.saved_inv_std = mean, inv_std
+        scale, shift = inv_std, -mean * inv_std
+        beta, gamma = self._param(inputs, "beta"), self._param(inputs, "gamma")
+        if self.channel_params:
+            if gamma is not None:
+                scale = scale * gamma.reshape(-1)
+                shift = shift * gamma.reshape(-1)
+            if beta is not None:
+                shift = shift + beta.reshape(-1)
+        z = self._param(inputs, "z")
+        z3 = lay.view(z) if z is not None else x3
+        y = outputs[0]
+        y3 = lay.target(y)
+        channel_affine.for_size(x3.size)(x3, scale, shift, z3, z is not None, self.relu, y3)
+        lay.store(y3, y)
+        if not self.channel_params:
+            if gamma is not None:
+                y *= gamma
+            if beta is not None:
+                y += beta
+        if self.with_stats:
+            outputs[1].reshape(-1)[...] = mean
+            outputs[2].reshape(-1)[...] = var
+        if self.batch_stat:
+            self.update_running_stats(inputs, mean, var)
+
+    def update_running_stats(self, inputs, mean, var):
+        """Batch normalization's moving averages (the running variance is unbiased)."""
+
+    backward = bw.standardization_backward
+
+    def grad_depends_input_data(self, i, j):
+        if i == 0:   # dx: centred data (batch statistics) and gamma
+            return (j == 0 and self.batch_stat) or self.input_names[j] == "gamma"
+        return self.input_names[i] == "gamma" and j == 0   # dgamma: the normalized data
+
+    def grad_depends_output_data(self, i, o):
+        return self.relu and o == 0
+
+
+class _BatchNormalizationBase(Standardization):
+    """Statistics per ``axes`` over the other axes; running mean and variance updated in place."""
+    keep_input_dtypes = ()   # set per node: the running statistics are written in place
+    stateful = True
+
+    def layout_of(self, x):
+        kept = _axes_list(self, self.axes, len(x), "axes")
+        return StatLayout(x, x, kept)
+
+    def setup(self, *shapes):
+        out = super().setup(*shapes)
+        self.keep_input_dtypes = tuple(self.slot[n] for n in ("mean", "variance") if n in self.slot)
+        self.no_grad_inputs = self.keep_input_dtypes
+        return out
+
+    def update_running_stats(self, inputs, mean, var):
+        if "mean" not in self.slot:
+            return
+        n = self.layout.count
+        unbias = n / (n - 1.0) if n > 1 else np.inf
+        with np.errstate(invalid="ignore"):
+            rm = inputs[self.slot["mean"]].reshape(-1)
+            rv = inputs[self.slot["variance"]].reshape(-1)
+            rm[...] = self.decay_rate * rm + (1.0 - self.decay_rate) * mean
+            rv[...] = self.decay_rate * rv + (1.0 - self.decay_rate) * var * unbias
+
+
+@register
+class BatchNormalization(_BatchNormalizationBase):
+    grad = bw.batch_normalization_grad
+
+
+@register
+class SyncBatchNormalization(_BatchNormalizationBase):
+    """Batch normalization whose statistics would be all-reduced over ``comm``; in a single
+    process that is batch normalization itself."""
+    grad = bw.sync_batch_normalization_grad
+
+    def setup(self, *shapes):
+        if getattr(self.comm, "size", 1) > 1:
+            self.fail("synchronizing statistics across {} processes is not supported", self.comm.size)
+        return super().setup(*shapes)
+
+
+@register
+class FusedBatchNormalization(_BatchNormalizationBase):
+    """relu(batch_normalization(x) + z)."""
+    relu = True
+    grad = bw.fused_batch_normalization_grad
+
+
+@register
+class TensorNormalization(Standardization):
+    """Batch normalization's statistics without running averages."""
+    grad = bw.tensor_normalization_grad
+    layout_of = _BatchNormalizationBase.layout_of
+
+
+@register
+class LayerNormalization(Standardization):
+    """Statistics per sample (the ``batch_axis`` axes); gamma/beta shaped like one sample."""
+    channel_params = False
+    grad = bw.layer_normalization_grad
+
+    def layout_of(self, x):
+        self.batch_axis = _axes_list(self, self.batch_axis, len(x), "batch_axis")
+        return StatLayout(x, x, self.batch_axis)
+
+    def expected_param_shape(self, x):
+        return tuple(1 if a in self.batch_axis else s for a, s in enumerate(x))
+
+    def param_shape_ok(self, shape, x):
+        return tuple(shape) == self.expected_param_shape(x)
+
+
+@register
+class InstanceNormalization(Standardization):
+    """Statistics per sample and channel; gamma/beta have the channels (and may have the batch)."""
+    channel_params = False
+    grad = bw.instance_normalization_grad
+
+    def layout_of(self, x):
+        self.channel_axis = normalize_axis(self, self.channel_axis, len(x), "channel_axis")
+        self.batch_axis = _axes_list(self, self.batch_axis, len(x), "batch_axis")
+        return StatLayout(x, x, self.batch_axis + [self.channel_axis])
+
+    def expected_param_shape(self, x):
+        return tuple(s if a == self.channel_axis else 1 for a, s in enumerate(x))
+
+    def param_shape_ok(self, shape, x):
+        stat = self.layout.stat_shape
+        return (len(shape) == len(x) and shape[self.channel_axis] == x[self.channel_axis]
+                and all(s in (1, t) for s, t in zip(shape, stat)))
+
+
+@register
+class GroupNormalization(Standardization):
+    """Instance normalization over groups of ``channels / num_groups`` channels."""
+    channel_params = False
+    grad = bw.group_normalization_grad
+
+    def layout_of(self, x):
+        ca = self.channel_axis = normalize_axis(self, self.channel_axis, len(x), "channel_axis")
+        self.batch_axis = _axes_list(self, self.batch_axis, len(x), "batch_axis")
+        if self.num_groups < 1 or x[ca] % self.num_groups:
+            self.fail("the channel dimension {} of input shape {} is not a multiple of "
+                      "num_groups={}", x[ca], x, self.num_groups)
+        work = x[:ca] + (self.num_groups, x[ca] // self.num_groups) + x[ca + 1:]
+        kept = [a + (a > ca) for a in self.batch_axis] + [ca]
+        return StatLayout(x, work, kept)
+
+    expected_param_shape = InstanceNormalization.expected_param_shape
+
+    def param_shape_ok(self, shape, x):
+        return tuple(shape) == self.expected_param_shape(x)
+
+
+@register
+class WeightStandardization(Standardization):
+    """Standardize a weight per output channel (``output_stat`` gives mean and variance)."""
+    grad = bw.weight_standardization_grad
+
+    def layout_of(self, x):
+        self.channel_axis = normalize_axis(self, self.channel_axis, len(x), "channel_axis")
+        return StatLayout(x, x, [self.channel_axis])
+
+
+# ------------------------------------------------------------------------ norms
+@register
+class WeightNormalization(Op):
+    """w_wn = g * w / sqrt(sum over all axes but ``dim`` of w^2 + eps)."""
+
+    def setup(self, w, g):
+        self.dim = normalize_axis(self, self.dim, len(w), "dim")
+        if _prod(g) != w[self.dim]:
+            self.fail("g of shape {} must have {} elements (weight shape {}, dim {})", g, w[self.dim], w,
+                      self.dim)
+        self.layout = StatLayout(w, w, [self.dim])
+        return [w]
+
+    def forward(self, inputs, outputs):
+        lay = self.layout
+        w3 = lay.view(inputs[0])
+        C = lay.channels
+        junk, ss = np.empty(C), np.empty(C)
+        channel_sums.for_size(w3.size)(w3, w3, np.zeros(C), 2, junk, ss)
+        self.saved_inv_norm = 1.0 / np.sqrt(ss + self.eps)
+        y3 = lay.target(outputs[0])
+        channel_affine.for_size(w3.size)(w3, inputs[1].reshape(-1) * self.saved_inv_norm, np.zeros(C), w3, False,
+                                         False, y3)
+        lay.store(y3, outputs[0])
+
+    backward = bw.weight_normalization_backward
+    grad = bw.weight_normalization_grad
+
+    def grad_depends_input_data(self, i, j):
+        return j == 0 or i == 0
+
+
+@register
+class NormNormalization(Op):
+    """y = x / (sum over ``axes`` of |x|^p + eps)^(1/p)."""
+
+    def setup(self, x):
+        if self.p <= 0:
+            self.fail("p must be positive, got {}", self.p)
+        self.axes = _axes_list(self, self.axes, len(x), "axes") if self.axes else list(range(len(x)))
+        self.layout = StatLayout(x, x, [a for a in range(len(x)) if a not in self.axes])
+        return [x]
+
+    def forward(self, inputs, outputs):
+        lay = self.layout
+        x3 = lay.view(inputs[0])
+        C = lay.channels
+        junk, s = np.empty(C), np.empty(C)
+        channel_sums.for_size(x3.size)(x3, x3, np.zeros(C), self.p, junk, s)
+        self.saved_norm = (s + self.eps) ** (1.0 / self.p)
+        y3 = lay.target(outputs[0])
+        channel_affine.for_size(x3.size)(x3, 1.0 / self.saved_norm, np.zeros(C), x3, False, False, y3)
+        lay.store(y3, outputs[0])
+
+    backward = bw.norm_normalization_backward
+    grad = bw.norm_normalization_grad
+
+
+@register
+class SpectralNorm(Op):
+    """W / sigma(W), sigma estimated by ``itr`` power iterations from ``u`` (updated in place
+    unless ``test``). With ``output_u`` the second output is ``u`` as it was before."""
+    keep_input_dtypes = (1,)
+    no_grad_inputs = (1,)
+    stateful = True
+
+    def setup(self, w, u):
+        self.dim = normalize_axis(self, self.dim, len(w), "dim")
+        self.perm = (self.dim,) + tuple(a for a in range(len(w)) if a != self.dim)
+        self.matrix_shape = (w[self.dim], _prod(w) // max(w[self.dim], 1))
+        if tuple(u) != (w[self.dim],):
+            self.fail("u of shape {} must have shape ({},) (weight shape {}, dim {})", u, w[self.dim], w,
+                      self.dim)
+        if self.itr < 1:
+            self.fail("itr must be at least 1, got {}", self.itr)
+        return [w, u] if self.output_u else [w]
+
+    def matrix(self, w):
+        return np.ascontiguousarray(w.transpose(self.perm)).reshape(self.matrix_shape)
+
+    def unmatrix(self, m, shape):
+        permuted = tuple(shape[p] for p in self.perm)
+        return m.reshape(permuted).transpose(np.argsort(self.perm))
+
+    def forward(self, inputs, outputs):
+        w, u_in = inputs
+        if self.output_u:
+            outputs[1][...] = u_in
+        W = self.matrix(w).astype(np.float64)
+        u = u_in.astype(np.float64)
+        for _ in range(self.itr):
+            v = W.T @ u
+            v /= np.sqrt(v @ v + self.eps)
+            u = W @ v
+            u /= np.sqrt(u @ u + self.eps)
+        sigma = u @ (W @ v)
+        self.saved = (u, v, sigma)
+        outputs[0][...] = w / sigma
+        if not self.test:
+            u_in[...] = u
+
+    backward = bw.spectral_norm_backward
+    grad = bw.spectral_norm_grad
+
+    def grad_depends_input_data(self, i, j):
+        return j == 0
+
+
+@register
+class MeanSubtraction(Op):
+    """y = x - running mean, the running mean being the average of every batch mean seen so far
+    (``t`` counts the batches); both are updated in place when ``update_running_mean``."""
+    keep_input_dtypes = (1, 2)
+    no_grad_inputs = (1, 2)
+    stateful = True
+
+    def setup(self, x, rmean, t):
+        self.base_axis = normalize_axis(self, self.base_axis, len(x), "base_axis")
+        if tuple(rmean) != tuple(x[self.base_axis:]):
+            self.fail("running mean of shape {} must have shape {} (input shape {}, base_axis {})",
+                      rmean, tuple(x[self.base_axis:]), x, self.base_axis)
+        if _prod(t) != 1:
+            self.fail("t must hold one value, got shape {}", t)
+        self.layout = StatLayout(x, x, range(self.base_axis, len(x)))
+        return [x]
+
+    def forward(self, inputs, outputs):
+        x, rmean, t = inputs
+        lay = self.layout
+        x3 = lay.view(x)
+        flat = rmean.reshape(-1)
+        if self.update_running_mean:
+            mean, _ = batch_stats(lay, x3)
+            n = float(t.reshape(-1)[0])
+            flat[...] = (flat * n + mean) / (n + 1)
+            t.reshape(-1)[0] = n + 1
+            self.saved_scale = 1.0 - 1.0 / (lay.count * (n + 1))
+        C = lay.channels
+        channel_affine.for_size(x3.size)(x3, np.ones(C), -flat.astype(np.float64), x3, False, False,
+                                         lay.target(outputs[0]))
+
+    backward = bw.mean_subtraction_backward
+    grad = bw.mean_subtraction_grad
+
+    def grad_depends_input_data(self, i, j):
+        return False
+
+
+# ------------------------------------------------------------------------ gradient clipping
+elementwise("ClipGradByValue", "x0", dx0="minimum(maximum(dy, x1), x2)")
+
+
+@register
+class ClipGradByNorm(Op):
+    """Identity forward; backward rescales the gradient to norm ``clip_norm`` over ``axes``."""
+
+    def setup(self, x):
+        axes = _axes_list(self, self.axes, len(x), "axes") if self.axes else list(range(len(x)))
+        self.axes = axes
+        self.layout = StatLayout(x, x, [a for a in range(len(x)) if a not in axes])
+        return [x]
+
+    def forward(self, inputs, outputs):
+        outputs[0][...] = inputs[0]
+
+    backward = bw.clip_grad_by_norm_backward
+    grad = bw.clip_grad_by_norm_grad
+
+    def grad_depends_input_data(self, i, j):
+        return False

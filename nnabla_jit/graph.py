@@ -83,13 +83,15 @@ def _dead_output_shape(node, k):
     return tuple(node.output_shapes[k])
 
 
-def run_node_forward(node):
-    """Run one node's forward kernel (also used by imperative and auto-forward calls)."""
+def run_node_forward(node, on_host=False):
+    """Run one node's forward kernel (also used by imperative and auto-forward calls).
+    ``on_host``: the CPU kernels even under a CUDA context (the fallback of ops that have no
+    CUDA kernels)."""
     op = node.op
     if op.python_level:
         op.forward(node.inputs, node.outputs)
         return
-    if node.ctx.device == "cuda":
+    if node.ctx.device == "cuda" and not on_host:
         from .cuda_ops import run_node_forward_cuda
         run_node_forward_cuda(node)
         return
@@ -191,7 +193,8 @@ def _store_half(node, outs, out_dts):
     for r, a, odt in zip(node._outputs, outs, out_dts):
         v = r()
         if v is not None and odt == node.compute_dtype:
-            v._body.data._array = a.astype(node.storage_dtype)
+            with np.errstate(over="ignore"):   # beyond float16's range is inf, as in nnabla
+                v._body.data._array = a.astype(node.storage_dtype)
             v._body.data._dtype = v._body.data._array.dtype
 
 
@@ -404,7 +407,8 @@ def _grad_array(v, dtype, accum):
     return a
 
 
-def run_node_backward(step):
+def run_node_backward(step, on_host=False):
+    """Run one backward step (``on_host`` as in :func:`run_node_forward`)."""
     node = step.node
     op = node.op
     pd = step.propagate_down
@@ -418,7 +422,7 @@ def run_node_backward(step):
         op.backward(node.inputs, node.outputs, pd, step.accum)
         _store_half_grads(node, pd)
         return
-    if node.ctx.device == "cuda":
+    if node.ctx.device == "cuda" and not on_host:
         from .cuda_ops import run_node_backward_cuda
         run_node_backward_cuda(step)
         return
@@ -433,7 +437,10 @@ def run_node_backward(step):
             outs.append(None)
             douts.append(None)
             continue
-        outs.append(v._body.data._array if v._body.data._device is None else v._body.data._host())
+        out = v._body.data._array if v._body.data._device is None else v._body.data._host()
+        if out is not None and out.dtype == node.storage_dtype != dt:   # float16 under 'half'
+            out = out.astype(dt)
+        outs.append(out)
         d = _grad_array(v, dt, True)
         if step.zero_outputs[o]:
             d.fill(0)
@@ -566,6 +573,10 @@ def backward(root, grad=1, clear_buffer=False, communicator_callbacks=None,
     pass only; ``grad=None`` uses the gradient ``root`` already holds."""
     plan = _cached_plan(root, ("backward", bool(clear_buffer)), lambda: _BackwardPlan(root, clear_buffer))
     if not plan.any_grad:
+        if root._parent is not None and not root._parent.op.has_backward() and any(
+                v._need_grad for v in root._parent.inputs):
+            from .ops.registry import NoGradient
+            raise NoGradient("backward: {} has no gradient (as in nnabla)".format(root._parent.op.name))
         if root._parent is None:
             raise ValueError("backward: {} has no parent function; there is nothing to "
                              "back-propagate through".format(root))

@@ -411,8 +411,8 @@ def _grad_namespace():
         atan2=lift(math.atan2, F.atan2),
         where=where,
         sign=lift(lambda v, a: math.copysign(1.0, v) if v else a, F.sign),
-        minimum=lift(min, F.minimum2),
-        maximum=lift(max, F.maximum2),
+        minimum=lift(min, lambda a, b: _pairwise(a, b, F.minimum2, F.minimum_scalar)),
+        maximum=lift(max, lambda a, b: _pairwise(a, b, F.maximum2, F.maximum_scalar)),
         sigmoid=lift(lambda v: 1 / (1 + math.exp(-v)), F.sigmoid),
         softplus=lift(lambda v: math.log1p(math.exp(v)), F.softplus),
         isnan=lift(math.isnan, F.isnan),
@@ -422,6 +422,14 @@ def _grad_namespace():
         ne=lift(lambda a, b: a != b, lambda a, b: F.not_equal_scalar(a, b) if not hasattr(b, "shape") else F.not_equal(a, b)),
     )
     return ns
+
+
+def _pairwise(a, b, both, with_scalar):
+    """min/max of two Variables, or of a Variable and a number (either order)."""
+    from ..variable import Variable
+    if isinstance(a, Variable) and isinstance(b, Variable):
+        return both(a, b)
+    return with_scalar(a, float(b)) if isinstance(a, Variable) else with_scalar(b, float(a))
 
 
 def _make_grad_rule(line):

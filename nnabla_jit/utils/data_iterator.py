@@ -17,10 +17,13 @@ import threading
 import numpy
 
 from ..logger import logger
-from .data_source import DataSourceWithMemoryCache, SlicedDataSource
-from .data_source_implements import SimpleDataSource
+from .data_source import DataSourceWithFileCache, DataSourceWithMemoryCache, SlicedDataSource
+from .data_source_implements import CacheDataSource, ConcatDataSource, CsvDataSource, SimpleDataSource
 
-__all__ = ["DataIterator", "data_iterator", "data_iterator_simple"]
+__all__ = ["DataIterator", "data_iterator", "data_iterator_simple", "data_iterator_csv_dataset",
+           "data_iterator_cache", "data_iterator_concat_datasets", "CacheDataSource",
+           "ConcatDataSource", "CsvDataSource", "DataSourceWithFileCache",
+           "DataSourceWithMemoryCache", "SimpleDataSource", "SlicedDataSource"]
 
 
 class DataIterator(object):
@@ -200,7 +203,6 @@ class DataIterator(object):
                                   slice_start=slice_start, slice_end=slice_end)
         if use_cache:
             if cache_dir is not None:
-                from .data_source import DataSourceWithFileCache
                 sliced = DataSourceWithFileCache(
                     sliced, cache_dir=cache_dir,
                     cache_file_name_prefix="cache_sliced_{:08d}_{:08d}".format(slice_start, slice_end),
@@ -246,7 +248,6 @@ def data_iterator(data_source, batch_size, rng=None, use_thread=True, with_memor
     """A :class:`DataIterator` over ``data_source``, wrapped in a file cache (under
     ``cache_dir``, a temporary directory when None) and/or a memory cache, as asked."""
     if with_file_cache:
-        from .data_source import DataSourceWithFileCache
         data_source = DataSourceWithFileCache(data_source=data_source, cache_dir=cache_dir,
                                               shuffle=data_source.shuffle, rng=rng)
     if with_memory_cache:
@@ -272,6 +273,55 @@ def data_iterator_simple(load_func, num_examples, batch_size, shuffle=False, rng
     """
     return data_iterator(SimpleDataSource(load_func, num_examples, shuffle=shuffle, rng=rng),
                          batch_size=batch_size, use_thread=use_thread,
+                         with_memory_cache=with_memory_cache, with_file_cache=with_file_cache,
+                         cache_dir=cache_dir, epoch_begin_callbacks=epoch_begin_callbacks,
+                         epoch_end_callbacks=epoch_end_callbacks, stop_exhausted=stop_exhausted)
+
+
+def data_iterator_csv_dataset(uri, batch_size, shuffle=False, rng=None, use_thread=True,
+                              normalize=True, with_memory_cache=True, with_file_cache=True,
+                              cache_dir=None, epoch_begin_callbacks=[], epoch_end_callbacks=[],
+                              stop_exhausted=False):
+    """Batches of the CSV dataset file ``uri`` (see
+    :class:`~nnabla_jit.utils.data_source_implements.CsvDataSource`): the variables are the
+    header's, file cells (images, ...) are read relative to the CSV file, images divided by
+    255 with ``normalize``. By default the examples are copied into cache files first (under
+    ``cache_dir``, kept; a temporary folder when None) and kept in memory.
+
+        di = data_iterator_csv_dataset("train.csv", 64, shuffle=True)
+        x, y = di.next()
+    """
+    source = CsvDataSource(uri, shuffle=shuffle, rng=rng, normalize=normalize)
+    # As in nnabla, the caches draw from their own default generators, not from rng.
+    return data_iterator(source, batch_size=batch_size, use_thread=use_thread,
+                         with_memory_cache=with_memory_cache, with_file_cache=with_file_cache,
+                         cache_dir=cache_dir, epoch_begin_callbacks=epoch_begin_callbacks,
+                         epoch_end_callbacks=epoch_end_callbacks, stop_exhausted=stop_exhausted)
+
+
+def data_iterator_cache(uri, batch_size, shuffle=False, rng=None, use_thread=True, normalize=True,
+                        with_memory_cache=True, epoch_begin_callbacks=[], epoch_end_callbacks=[],
+                        stop_exhausted=False):
+    """Batches of the cache folder ``uri`` written by a file cache (``cache_dir`` of
+    ``data_iterator_csv_dataset``, of this library or of nnabla); uint8 / uint16 data is scaled
+    to [0, 1] with ``normalize``."""
+    source = CacheDataSource(uri, shuffle=shuffle, rng=rng, normalize=normalize)
+    # As in nnabla, the caches draw from their own default generators, not from rng.
+    return data_iterator(source, batch_size=batch_size, use_thread=use_thread,
+                         with_memory_cache=with_memory_cache,
+                         epoch_begin_callbacks=epoch_begin_callbacks,
+                         epoch_end_callbacks=epoch_end_callbacks, stop_exhausted=stop_exhausted)
+
+
+def data_iterator_concat_datasets(data_source_list, batch_size, shuffle=False, rng=None,
+                                  use_thread=True, with_memory_cache=True, with_file_cache=False,
+                                  cache_dir=None, epoch_begin_callbacks=[], epoch_end_callbacks=[],
+                                  stop_exhausted=False):
+    """Batches of several data sources read as one (see
+    :class:`~nnabla_jit.utils.data_source_implements.ConcatDataSource`)."""
+    source = ConcatDataSource(data_source_list, shuffle=shuffle, rng=rng)
+    # As in nnabla, the caches draw from their own default generators, not from rng.
+    return data_iterator(source, batch_size=batch_size, use_thread=use_thread,
                          with_memory_cache=with_memory_cache, with_file_cache=with_file_cache,
                          cache_dir=cache_dir, epoch_begin_callbacks=epoch_begin_callbacks,
                          epoch_end_callbacks=epoch_end_callbacks, stop_exhausted=stop_exhausted)

@@ -3,22 +3,31 @@
 A data source hands out one example (a tuple with one array per variable) at a time, at its
 ``position`` within the current epoch, in an *order* it may reshuffle between epochs. Orders are
 labelled with a *generation* (epoch number) so that several slices of one source (one per worker)
-read the same permutation in the same epoch. Wrappers add caching (``DataSourceWithMemoryCache``)
-or restrict a source to a range (``SlicedDataSource``). The random draws (one
+read the same permutation in the same epoch. Wrappers add caching (``DataSourceWithMemoryCache``,
+``DataSourceWithFileCache``) or restrict a source to a range (``SlicedDataSource``). The random draws (one
 ``rng.permutation(size)`` per reshuffle) are nnabla's, so a seeded iterator yields the same
 batches in both libraries.
 """
 import atexit
+import csv
+import io
+import os
+import shutil
+import tempfile
+import threading
 
 import numpy
 
 from ..logger import logger
 
-__all__ = ["DataSource", "DataSourceWithMemoryCache", "SlicedDataSource"]
+__all__ = ["DataSource", "DataSourceWithMemoryCache", "DataSourceWithFileCache",
+           "DataSourceWithFileCacheError", "SlicedDataSource", "read_cache_file"]
 
 # nnabla's default for [DATA_ITERATOR] data_source_buffer_max_size: a source whose examples
 # together take less memory than this is kept in memory by DataSourceWithMemoryCache.
 MEMORY_CACHE_MAX_BYTES = 1 << 30
+# nnabla's default for [DATA_ITERATOR] data_source_file_cache_size: examples per cache file.
+FILE_CACHE_SIZE = 100
 
 
 class DataSource(object):
@@ -207,3 +216,167 @@ class SlicedDataSource(DataSource):
     def _get_data(self, position):
         self._position = position
         return self._data_source._get_data_of_generation(self._slice_start + position, self._generation)
+
+
+def _is_rank_zero():
+    """Whether this process shows progress: the only one, or rank 0 of an MPI run."""
+    for name in ("OMPI_COMM_WORLD_RANK", "PMI_RANK"):
+        if name in os.environ:
+            return os.environ[name] == "0"
+    return True
+
+
+def _write_atomically(path, write):
+    """Call ``write(binary file)`` on a temporary file beside ``path``, then rename it."""
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def _write_csv_rows(path, rows):
+    text = io.StringIO()
+    csv.writer(text, lineterminator="\n").writerows(rows)
+    _write_atomically(path, lambda f: f.write(text.getvalue().encode("utf-8")))
+
+
+def read_cache_file(path, variables):
+    """{variable: array of the examples} of one cache file: nnabla's ``.npy`` layout (the
+    arrays of ``variables`` saved one after the other) or ``.h5`` (one dataset each)."""
+    if os.path.splitext(path)[1].lower() == ".h5":
+        import h5py
+        with h5py.File(path, "r") as h5:
+            return {name: h5[name][()] for name in h5.keys()}
+    arrays = {}
+    with open(path, "rb") as f:
+        for name in variables:
+            try:
+                arrays[name] = numpy.load(f, allow_pickle=False)
+            except (ValueError, EOFError, OSError) as e:
+                raise DataSourceWithFileCacheError("{}: cannot read the array of variable '{}' "
+                                                   "({})".format(path, name, e)) from None
+    return arrays
+
+
+class DataSourceWithFileCacheError(Exception):
+    """A data source cannot be written to, or read from, cache files."""
+
+
+class DataSourceWithFileCache(DataSource):
+    """Copies the examples of ``data_source`` into cache files and reads them from there.
+
+    The files, in ``cache_dir`` (a temporary folder removed by ``close()`` when None), are
+    nnabla's: ``<cache_file_name_prefix>_<first>_<last>.npy`` for each run of FILE_CACHE_SIZE
+    examples (the arrays of the variables saved one after the other, positions first..last),
+    ``cache_index.csv`` (file name and example count per line), ``cache_info.csv`` (the variable
+    names), and for a CSV source ``original.csv`` (a copy of it) and ``order.csv`` (row, position
+    pairs). :class:`~nnabla_jit.utils.data_source_implements.CacheDataSource` of either library
+    reads them. With ``shuffle`` each reset shuffles the order of the files and, within each,
+    the order of the examples (nnabla's random draws).
+    """
+
+    def __init__(self, data_source, cache_dir=None, cache_file_name_prefix="cache", shuffle=False,
+                 rng=None):
+        logger.info("Using DataSourceWithFileCache")
+        super(DataSourceWithFileCache, self).__init__(shuffle=shuffle, rng=rng)
+        self._data_source = data_source
+        self._size = data_source._size
+        self._variables = data_source.variables
+        self._cache_file_name_prefix = cache_file_name_prefix
+        self._tempdir_created = cache_dir is None
+        self._cache_dir = tempfile.mkdtemp() if cache_dir is None else cache_dir
+        os.makedirs(self._cache_dir, exist_ok=True)
+        logger.info("Cache Directory is {}".format(self._cache_dir))
+        self._lock = threading.Lock()
+        self._files = []               # (path, number of examples), in position order
+        self._loaded = (None, None)    # (file index, {variable: array}) read last
+        try:
+            self._create_cache()
+        except BaseException:
+            self.close()   # no half-made temporary folder is left behind
+            raise
+        self._file_order = list(range(len(self._files)))
+        self._row_orders = [list(range(count)) for _, count in self._files]
+        self._make_position_table()
+
+    def _create_cache(self):
+        from tqdm import tqdm
+        examples = []
+        for position in tqdm(range(self._size), desc="Create cache", unit="example",
+                             disable=not _is_rank_zero(), leave=False):
+            examples.append(self._data_source._get_data(position))
+            if len(examples) == FILE_CACHE_SIZE or position == self._size - 1:
+                self._write_cache_file(position - len(examples) + 1, position, examples)
+                examples = []
+        _write_csv_rows(os.path.join(self._cache_dir, "cache_index.csv"),
+                        [(os.path.basename(path), count) for path, count in self._files])
+        _write_csv_rows(os.path.join(self._cache_dir, "cache_info.csv"),
+                        [(name,) for name in self._variables])
+        source = self._data_source
+        if source._original_source_uri is not None:
+            with open(source._original_source_uri, "rb") as f:
+                original = f.read()
+            _write_atomically(os.path.join(self._cache_dir, "original.csv"), lambda f: f.write(original))
+        if source._order is not None and source._original_order is not None:
+            _write_csv_rows(os.path.join(self._cache_dir, "order.csv"),
+                            [[int(a), int(b)] for a, b in zip(source._original_order, source._order)])
+
+    def _write_cache_file(self, first, last, examples):
+        """Save the examples at positions first..last into one cache file."""
+        path = os.path.join(self._cache_dir, "{}_{:08d}_{:08d}.npy".format(
+            self._cache_file_name_prefix, first, last))
+        columns = []
+        for k, name in enumerate(self._variables):
+            # nnabla stores values that are not arrays (lists, numbers) as float32.
+            values = [e[k] if isinstance(e[k], numpy.ndarray) else numpy.array(e[k]).astype(numpy.float32)
+                      for e in examples]
+            for offset, value in enumerate(values):
+                if value.shape != values[0].shape:
+                    raise DataSourceWithFileCacheError(
+                        "cannot cache variable '{}': the example at position {} has shape {}, the "
+                        "one at position {} has shape {}".format(
+                            name, first, values[0].shape, first + offset, value.shape))
+            columns.append(numpy.stack(values))
+        logger.info("Creating cache file {}".format(path))
+
+        def write(f):
+            for column in columns:
+                numpy.save(f, column)
+        _write_atomically(path, write)
+        self._files.append((path, len(examples)))
+
+    def _make_position_table(self):
+        self._positions = [(f, row) for f in self._file_order for row in self._row_orders[f]]
+        self._order = [f * FILE_CACHE_SIZE + row for f, row in self._positions]
+
+    def _get_data(self, position):
+        with self._lock:
+            self._position = position
+            file_index, row = self._positions[position]
+            if self._loaded[0] != file_index:
+                self._loaded = (file_index, read_cache_file(self._files[file_index][0], self._variables))
+            arrays = self._loaded[1]
+            return [arrays[name][row] for name in self._variables]
+
+    def reset(self):
+        with self._lock:
+            if self._shuffle:
+                self._file_order = list(self._rng.permutation(self._file_order))
+                for k in range(len(self._row_orders)):
+                    self._row_orders[k] = list(self._rng.permutation(self._row_orders[k]))
+            self._make_position_table()
+            self._data_source.reset()
+            self._position = 0
+            self._generation += 1
+
+    def close(self):
+        if not self._closed:
+            atexit.unregister(self.close)
+            if self._tempdir_created:
+                shutil.rmtree(self._cache_dir, ignore_errors=True)
+            self._data_source.close()
+            self._closed = True

@@ -1,0 +1,149 @@
+"""Loading the files a CSV dataset names (nnabla's ``nnabla.utils.data_source_loader``).
+
+A CSV dataset cell that is not a number is the path of a file, relative to the CSV file; its
+extension picks the loader:
+
+* images (.png .jpg .jpeg .bmp .gif .tif .tiff): a (channel, height, width) array, uint8 as
+  stored or, with ``normalize``, float64 in [0, 1] (16-bit images: uint16, or / 65535);
+* .csv: a float64 array of its rows; .npy: the saved array; .wav: the samples, (length,
+  channels).
+
+Only local files are read (nnabla also reads http and S3 locations).
+"""
+import contextlib
+import csv
+import os
+
+import numpy
+
+from .image_utils import _pil, imread, imresize
+
+__all__ = ["FileReader", "load", "load_image", "load_image_imread", "load_csv", "load_npy",
+           "load_wav", "load_audio", "imread", "imresize"]
+
+
+class FileReader:
+    """Opens ``base_uri`` or files named relative to its folder."""
+
+    def __init__(self, base_uri):
+        base_uri = os.fspath(base_uri)
+        if "://" in base_uri:
+            raise ValueError("FileReader: {} is a URI; nnabla_jit reads datasets from local files "
+                             "only".format(base_uri))
+        self._base_uri = base_uri
+        self.base_ext = os.path.splitext(base_uri)[1].lower()
+
+    def path(self, filename=None):
+        """The absolute path of ``filename`` (relative to the base's folder; '\\' separators
+        work too), or of the base itself."""
+        if filename is None:
+            return os.path.abspath(self._base_uri)
+        return os.path.abspath(os.path.join(os.path.dirname(self._base_uri.replace("\\", "/")),
+                                            filename.replace("\\", "/")))
+
+    @contextlib.contextmanager
+    def open(self, filename=None, textmode=False, encoding="utf-8-sig"):
+        """Open ``filename`` (or the base) for reading; the file object carries ``ext``."""
+        path = self.path(filename)
+        f = open(path, "rt", encoding=encoding, newline="") if textmode else open(path, "rb")
+        with f:
+            f.ext = os.path.splitext(path)[1].lower()
+            yield f
+
+    def listdir(self):
+        """The ``.h5`` files in the base folder, sorted."""
+        return [f for f in sorted(os.listdir(self._base_uri)) if os.path.splitext(f)[1].lower() == ".h5"]
+
+
+def load_image_imread(file, shape=None, max_range=1.0):
+    """An image file as a (channel, height, width) array, resized to ``shape`` (channel,
+    height, width) if given. Values are scaled to [0, ``max_range``] (float64); a negative
+    ``max_range`` keeps the stored integers."""
+    image = imread(file, as_uint16=_is_16_bit(file))
+    if image.ndim == 2:
+        image = image[:, :, None]
+    height, width, channels = image.shape
+    if shape is not None:
+        out_channels, out_height, out_width = shape
+        if out_channels != channels:
+            raise ValueError("load_image: {} has {} channels, the dataset asks for {}"
+                             .format(getattr(file, "name", file), channels, out_channels))
+        if (out_height, out_width) != (height, width):
+            image = imresize(image, (out_width, out_height))
+            image = image.reshape(out_height, out_width, channels)
+    image = image.transpose(2, 0, 1)
+    if max_range < 0:
+        return image
+    full_scale = 65535.0 if image.dtype == numpy.uint16 else 255.0
+    return image * (max_range / full_scale)
+
+
+def _is_16_bit(file):
+    """Whether the image holds 16-bit values (read as uint16 to keep them)."""
+    Image = _pil("load_image")
+    position = file.tell() if hasattr(file, "tell") else None
+    with Image.open(file) as image:
+        deep = image.mode in ("I;16", "I;16B", "I;16L", "I")
+    if position is not None:
+        file.seek(position)
+    return deep
+
+
+def load_image(file, shape=None, normalize=False):
+    """An image as (channel, height, width): stored integers, or with ``normalize`` float64 in
+    [0, 1]."""
+    return load_image_imread(file, shape, 1.0 if normalize else -1)
+
+
+def load_csv(file, shape=None, normalize=False):
+    """The numbers of a CSV file (binary file object) as a float64 array of its rows, reshaped
+    to ``shape`` if given."""
+    name = getattr(file, "name", "the CSV file")
+    rows = []
+    text = file.read().decode("utf-8-sig").splitlines()
+    for number, row in enumerate(csv.reader(text), 1):
+        if not row:
+            continue
+        try:
+            rows.append([float(x) for x in row])
+        except ValueError:
+            raise ValueError("{}, line {}: expected numbers, got {}".format(name, number, row)) from None
+    try:
+        array = numpy.array(rows, numpy.float64)
+        return array if shape is None else array.reshape(shape)
+    except ValueError as e:
+        raise ValueError("{}: cannot make an array of its rows ({})".format(name, e)) from None
+
+
+def load_npy(path, shape=None, normalize=False):
+    """The array saved in a .npy file, reshaped to ``shape`` if given."""
+    array = numpy.load(path, allow_pickle=False)
+    return array if shape is None else array.reshape(shape)
+
+
+def load_wav(path, shape=None, normalize=False):
+    """The samples of a .wav file as (length, channels), reshaped to ``shape`` if given."""
+    import scipy.io.wavfile
+    samples = scipy.io.wavfile.read(path)[1]
+    if shape is not None:
+        return samples.reshape(shape)
+    return samples.reshape(-1, 1) if samples.ndim == 1 else samples
+
+
+load_audio = load_wav
+
+_LOADERS = {
+    ".bmp": load_image, ".jpg": load_image, ".jpeg": load_image, ".png": load_image,
+    ".gif": load_image, ".tif": load_image, ".tiff": load_image,
+    ".csv": load_csv, ".npy": load_npy, ".wav": load_wav,
+}
+
+
+def load(ext):
+    """The loader of files with extension ``ext`` (e.g. '.png'): ``loader(file, shape=None,
+    normalize=False)``."""
+    try:
+        return _LOADERS[ext.lower()]
+    except KeyError:
+        raise ValueError('File format with extension "{}" is not supported (supported: {})'
+                         .format(ext, " ".join(sorted(_LOADERS)))) from None

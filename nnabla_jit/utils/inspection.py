@@ -1,8 +1,22 @@
-"""What exists for each op: forward, backward kernel, grad rule, CUDA kernel, ONNX mapping.
+"""Looking inside: what exists for each op, and nnabla's graph debugging tools.
 
 ``show_registry()``, ``nnabla_jit function_info`` and the README's supported-ops table all come
-from :func:`op_status`.
+from :func:`op_status` (forward, backward kernel, grad rule, CUDA kernel, ONNX mapping).
+
+The debugging tools are those of ``nnabla.utils.inspection``: :func:`pprint` prints a graph
+function by function, :class:`NanInfTracer` finds the first function whose outputs (or input
+gradients) hold NaN or Inf, and :class:`TimeProfiler` times functions and scopes through the
+``function_pre_hook`` / ``function_post_hook`` arguments of ``forward`` and ``backward``.
 """
+import csv
+import io
+import os
+import time
+from collections import OrderedDict
+from contextlib import contextmanager
+
+import numpy as np
+
 from ..ops.registry import REGISTRY, TABLE
 
 
@@ -88,6 +102,395 @@ def readme_section(path):
         text = f.read()
     start, end = text.index(README_START), text.index(README_END)
     return text[start + len(README_START):end].strip()
+
+
+# ------------------------------------------------------------------------------ debugging tools
+def listed(value):
+    """An argument value as nnabla shows it (its arguments are lists where ours are tuples)."""
+    if isinstance(value, (tuple, list)):
+        return [listed(v) for v in value]
+    return value
+
+
+def parameter_names(params=None):
+    """``{parameter Variable: its name}`` over ``params`` (default: every registered
+    parameter); Variables hash by their buffers, so unlinked twins find their name too."""
+    if params is None:
+        from ..parameter import get_parameters
+        params = get_parameters(grad_only=False)
+    return {v: k for k, v in params.items()}
+
+
+def parameter_scope_of(f, names):
+    """The scope (``conv1/conv``) of the parameter a function takes as its second input, as
+    nnabla's tools label functions; None when that input is no named parameter."""
+    if len(f.inputs) < 2:
+        return None
+    key = names.get(f.inputs[1])
+    return os.path.dirname(key) if key else None
+
+
+def _outputs(f):
+    """The outputs of ``f`` still alive (an output nobody holds is gone)."""
+    return [o for o in f.outputs if o is not None]
+
+
+class PrettyPrinter:
+    """The callback :func:`pprint` visits a graph with: prints each function and, with
+    ``hidden``, keeps ``functions``: one dict per function (``name``, ``inputs``, ``outputs``)."""
+
+    def __init__(self, summary=False, hidden=False):
+        self._summary = summary
+        self._hidden = hidden
+        self._names = parameter_names()
+        self.functions = []
+
+    def __call__(self, f):
+        scope = parameter_scope_of(f, self._names)
+        name = "{}({})".format(f.name, f.info.type_name)
+        if scope:
+            name = scope + "/" + name
+        outputs = _outputs(f)
+        print(name)
+        print("\tDepth = {}".format(f.rank))
+        print("\tArgs:", ["{}={}".format(k, listed(v)) for k, v in f.info.args.items()])
+        print("\tInputs:", [v.shape for v in f.inputs])
+        print("\tOutputs:", [v.shape for v in outputs])
+        print("\tBackward Inputs:", [v.need_grad for v in f.inputs])
+        if self._summary:
+            for title, arrays in (("Input Data", [v.d for v in f.inputs]),
+                                  ("Output Data", [v.d for v in outputs]),
+                                  ("Input Grads", [v.g for v in f.inputs]),
+                                  ("Output Grads", [v.g for v in outputs])):
+                _print_statistics(title, arrays)
+        if self._hidden:
+            self.functions.append(dict(name=name, inputs=list(f.inputs), outputs=outputs))
+
+
+def _print_statistics(title, arrays):
+    print("\t{}:".format(title))
+    for label, stat in (("Med", np.median), ("Ave", np.mean), ("Std", np.std),
+                        ("Min", np.min), ("Max", np.max)):
+        # str() of a numpy scalar is its shortest form (repr adds "np.float32(...)").
+        print("\t\t{}: ".format(label), "[" + ", ".join(str(stat(a)) for a in arrays) + "]")
+
+
+def pprint(v, forward=False, backward=False, summary=False, hidden=False, printer=False):
+    """Print the functions a graph computes ``v`` with, in forward order: name (with the
+    parameter scope), depth, arguments, input and output shapes and which inputs take a
+    gradient. ``forward`` / ``backward`` run the graph first; ``summary`` adds the median,
+    mean, std, min and max of every input and output, data and gradient; ``hidden`` keeps the
+    inputs and outputs on the printer, returned when ``printer`` is True."""
+    if forward:
+        v.forward()
+    if backward:
+        v.backward()
+    pretty_printer = PrettyPrinter(summary, hidden)
+    v.visit(pretty_printer)
+    return pretty_printer if printer else None
+
+
+class FunctionHookCallbackBase:
+    """Base of the objects whose ``pre_hook`` / ``post_hook`` properties are callbacks for the
+    ``function_pre_hook`` / ``function_post_hook`` arguments of forward and backward."""
+
+    @property
+    def pre_hook(self):
+        raise NotImplementedError("{} has no pre_hook".format(type(self).__name__))
+
+    @property
+    def post_hook(self):
+        raise NotImplementedError("{} has no post_hook".format(type(self).__name__))
+
+
+def _ordinal(n):
+    suffix = "th" if 10 <= n % 100 < 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return "{}{}".format(n, suffix)
+
+
+class NanInfTracer(FunctionHookCallbackBase):
+    """Finds the first function whose outputs (forward) or input gradients (backward) hold
+    NaN or Inf.
+
+    ``forward_post_hook`` and ``backward_post_hook`` record, after each function, how many
+    NaN / Inf values it produced; :meth:`check` (run on leaving :meth:`trace`) raises a
+    ValueError naming the first function, in execution order, that produced any::
+
+        nit = NanInfTracer(trace_nan=True, trace_inf=True, need_details=True)
+        with nit.trace():
+            y.forward(function_post_hook=nit.forward_post_hook)
+            y.backward(function_post_hook=nit.backward_post_hook)
+    """
+
+    def __init__(self, trace_nan=True, trace_inf=True, need_details=True):
+        self.trace_nan = trace_nan
+        self.trace_inf = trace_inf
+        self.need_details = need_details
+        self.key_to_stat_fwd = OrderedDict()
+        self.key_to_stat_bwd = OrderedDict()
+
+    @property
+    def pre_hook(self):
+        return None   # nothing to do before a function runs
+
+    @property
+    def post_hook(self):
+        raise NotImplementedError("NanInfTracer has no post_hook: use forward_post_hook for forward() "
+                                  "and backward_post_hook for backward()")
+
+    def _record(self, key_to_stat, f, arrays):
+        stat = key_to_stat.setdefault(f, {})
+        stat["rank"] = f.rank
+        stat["nan"] = [int(np.isnan(a).sum()) for a in arrays] if self.trace_nan else []
+        stat["inf"] = [int(np.isinf(a).sum()) for a in arrays] if self.trace_inf else []
+
+    @property
+    def forward_post_hook(self):
+        """A ``function_post_hook`` for forward(): counts NaN / Inf in each function's outputs."""
+        if not (self.trace_nan or self.trace_inf):
+            return None
+        return lambda f: self._record(self.key_to_stat_fwd, f, [o.d for o in _outputs(f)])
+
+    @property
+    def backward_post_hook(self):
+        """A ``function_post_hook`` for backward(): counts NaN / Inf in the gradients each
+        function wrote into its inputs."""
+        if not (self.trace_nan or self.trace_inf):
+            return None
+        return lambda f: self._record(self.key_to_stat_bwd, f,
+                                      [v.g if v.need_grad else np.zeros(0) for v in f.inputs])
+
+    @contextmanager
+    def trace(self):
+        """``with nit.trace():`` runs :meth:`check` when the block ends."""
+        yield self
+        self.check()
+
+    def _check_impl(self, key_to_stat, exec_name):
+        what = "output" if exec_name == "forward" else "input gradient"
+        history = []
+        for f, stat in key_to_stat.items():
+            history.append(f)
+            for kind in ("nan", "inf"):
+                for k, count in enumerate(stat[kind]):
+                    if count:
+                        raise ValueError(self._report(f, stat, history, exec_name, what, kind, k, count))
+
+    def _report(self, f, stat, history, exec_name, what, kind, index, count):
+        lines = ["The {} {} of the function '{}' (rank: {}) has {} {} value(s).".format(
+            _ordinal(index + 1), what, f.name, stat["rank"], count, "NaN" if kind == "nan" else "Inf")]
+        if self.need_details:
+            lines += ["Function details:",
+                      "    function type: {}".format(f.info.type_name),
+                      "    shapes of inputs: {}".format([v.shape for v in f.inputs]),
+                      "    shapes of outputs: {}".format([v.shape for v in _outputs(f)]),
+                      "    function args: {}".format({k: listed(v) for k, v in f.info.args.items()})]
+        lines.append("Functions run during {} propagation, up to the error:".format(exec_name))
+        lines += ["    {}".format(g.name) for g in history[:-1]]
+        lines.append("    {} <-- ERROR".format(f.name))
+        return "\n".join(lines)
+
+    def check(self):
+        """Raise a ValueError naming the first function (forward first, then backward) that
+        produced NaN or Inf in the last traced run; return None if none did."""
+        self._check_impl(self.key_to_stat_fwd, "forward")
+        self._check_impl(self.key_to_stat_bwd, "backward")
+
+
+def _key_text(key):
+    """How a profiled key is shown: a Function by its name, anything else as text."""
+    return key.name if hasattr(key, "info") else str(key)
+
+
+class CpuTimerCallback(FunctionHookCallbackBase):
+    """Wall-clock timer for one scope of :class:`TimeProfiler`: ``pre_hook(key)`` starts the
+    clock for ``key``, ``post_hook(key)`` stops it (after waiting for the device), and
+    :meth:`calc_elapsed_time` stores each key's elapsed time as one sample."""
+
+    def __init__(self, ext_name, device_id):
+        from ..ext_utils import import_extension_module
+        self.results = OrderedDict()
+        self.device_id = str(device_id)
+        self.ext_module = import_extension_module(ext_name)
+        self.key_to_times = OrderedDict()
+
+    @staticmethod
+    def timer():
+        return time.perf_counter()
+
+    @property
+    def pre_hook(self):
+        def callback(key):
+            # Work queued on a device before the function is not the function's time.
+            self.ext_module.synchronize(device_id=self.device_id)
+            self.key_to_times.setdefault(key, [0.0, 0.0])[0] = self.timer()
+        return callback
+
+    @property
+    def post_hook(self):
+        def callback(key):
+            if key not in self.key_to_times:
+                raise ValueError("post_hook for {} without its pre_hook".format(_key_text(key)))
+            self.ext_module.synchronize(device_id=self.device_id)
+            self.key_to_times[key][1] = self.timer()
+        return callback
+
+    def calc_elapsed_time(self):
+        for key, (start, end) in self.key_to_times.items():
+            self.results.setdefault(key, []).append(end - start)
+
+    def average(self, start_index=0):
+        """``{key: {"time": mean in ms, "num": samples, "scale": "ms"}}`` over the samples from
+        ``start_index`` on (time is NaN for a key with no such sample)."""
+        out = OrderedDict()
+        for key, times in self.results.items():
+            kept = times[start_index:]
+            out[key] = {"time": float(np.mean(kept)) * 1e3 if kept else float("nan"),
+                        "num": len(kept), "scale": "ms"}
+        return out
+
+
+class TimeProfiler(FunctionHookCallbackBase):
+    """Times every function run under a named scope, and each scope as a whole::
+
+        tp = TimeProfiler(ext_name="cpu", device_id="0")
+        for i in range(n):
+            with tp.scope("forward"):
+                y.forward(function_pre_hook=tp.pre_hook, function_post_hook=tp.post_hook)
+            with tp.scope("backward"):
+                y.backward(function_pre_hook=tp.pre_hook, function_post_hook=tp.post_hook)
+            tp.calc_elapsed_time(["forward", "backward", "summary"])
+        tp()                   # print the averages (first iteration left out)
+        tp.to_csv("out_dir")   # profile_summary.csv and profile_detail.csv
+
+    Times are host wall-clock after waiting for the device, for 'cpu', 'cuda' and 'cudnn'.
+    """
+
+    def __init__(self, ext_name, device_id):
+        if ext_name not in ("cpu", "cuda", "cudnn"):
+            raise NotImplementedError("TimeProfiler: no profiler for the extension '{}' (cpu, cuda or "
+                                      "cudnn)".format(ext_name))
+        self.profiler = CpuTimerCallback
+        self.ext_name = ext_name
+        self.device_id = device_id
+        self._scope_name = ""
+        self.profilers = OrderedDict()
+        self.create_new_profiler("summary")
+
+    def create_new_profiler(self, scope_name):
+        self.profilers[scope_name] = self.profiler(ext_name=self.ext_name, device_id=self.device_id)
+
+    @contextmanager
+    def scope(self, scope_name):
+        """Label what runs inside with ``scope_name``; the block's own time goes to 'summary'."""
+        previous = self._scope_name
+        if scope_name not in self.profilers:
+            self.create_new_profiler(scope_name)
+        self.call_pre_hook("summary", scope_name)
+        self._scope_name = scope_name
+        try:
+            yield self
+        finally:
+            self._scope_name = previous
+            self.call_post_hook("summary", scope_name)
+
+    def _current(self):
+        if self._scope_name not in self.profilers:
+            raise ValueError("TimeProfiler: use the hooks inside `with tp.scope(name):`")
+        return self.profilers[self._scope_name]
+
+    @property
+    def pre_hook(self):
+        """A ``function_pre_hook`` timing functions in the current scope."""
+        return self._current().pre_hook
+
+    @property
+    def post_hook(self):
+        """A ``function_post_hook`` timing functions in the current scope."""
+        return self._current().post_hook
+
+    def call_pre_hook(self, scope_name, key):
+        if scope_name not in self.profilers:
+            self.create_new_profiler(scope_name)
+        self.profilers[scope_name].pre_hook(key)
+
+    def call_post_hook(self, scope_name, key):
+        if scope_name not in self.profilers:
+            raise ValueError("TimeProfiler: no profiler for the scope '{}'".format(scope_name))
+        self.profilers[scope_name].post_hook(key)
+
+    def calc_elapsed_time(self, names=None):
+        """Store this iteration's times of the scopes ``names`` (a name or a list; default:
+        all). Nothing is recorded for an iteration until this is called."""
+        if isinstance(names, str):
+            names = [names]
+        for name in (self.profilers if names is None else names):
+            if name not in self.profilers:
+                raise ValueError("TimeProfiler: no scope '{}' (scopes: {})".format(
+                    name, ", ".join(self.profilers)))
+            self.profilers[name].calc_elapsed_time()
+
+    def average(self, start_index=0):
+        return OrderedDict((name, p.average(start_index)) for name, p in self.profilers.items())
+
+    def get_all_results(self):
+        return OrderedDict((name, p.results) for name, p in self.profilers.items() if p.results)
+
+    def to_csv(self, out_dir="./", ignore_init=True):
+        """Write ``profile_summary.csv`` (one row per scope) and ``profile_detail.csv`` (one row
+        per function, times per scope) into ``out_dir``; ``ignore_init`` leaves out the first
+        iteration."""
+        os.makedirs(out_dir, exist_ok=True)
+        averages = self.average(start_index=1 if ignore_init else 0)
+        summary = io.StringIO()
+        writer = csv.writer(summary, lineterminator="\n")
+        writer.writerow(["scope", "time", "scale", "num"])
+        for scope, res in averages["summary"].items():
+            writer.writerow([scope, res["time"], res["scale"], res["num"]])
+        _write_atomic(os.path.join(out_dir, "profile_summary.csv"), summary.getvalue())
+
+        # One row per key (a function node), labelled name_k for the k-th key of that name.
+        scopes = [s for s in averages if s != "summary"]
+        rows, label_of, count = OrderedDict(), {}, {}
+        for scope in scopes:
+            for key, res in averages[scope].items():
+                if key not in label_of:
+                    text = _key_text(key)
+                    label_of[key] = "{}_{}".format(text, count.get(text, 0))
+                    count[text] = count.get(text, 0) + 1
+                    rows[key] = {"scope": label_of[key], "original_key": text}
+                for field in ("time", "scale", "num"):
+                    rows[key]["{}_{}".format(field, scope)] = res[field]
+        header = ["scope", "original_key"] + ["{}_{}".format(field, scope) for scope in scopes
+                                              for field in ("time", "scale", "num")]
+        detail = io.StringIO()
+        writer = csv.DictWriter(detail, header, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows.values())
+        _write_atomic(os.path.join(out_dir, "profile_detail.csv"), detail.getvalue())
+
+    def __call__(self, *args, **kwargs):
+        """Print the average times per scope and function, the first iteration left out."""
+        for name, results in self.average(start_index=1).items():
+            if not results:
+                continue
+            print("### {} ###".format(name))
+            for key, res in results.items():
+                print("{}: {} [{}]".format(_key_text(key), res["time"], res["scale"]))
+            print()
+
+
+def _write_atomic(path, text):
+    """Write ``text`` to ``path`` through a temporary file, so a crash never leaves half a file."""
+    tmp = "{}.tmp{}".format(path, os.getpid())
+    try:
+        with open(tmp, "w", newline="") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 if __name__ == "__main__":

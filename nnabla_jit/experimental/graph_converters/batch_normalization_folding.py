@@ -25,10 +25,17 @@ __all__ = ["AddBiasModifier", "BatchNormalizationFoldingModifier",
 _LAYERS = ("Affine", "Convolution", "Deconvolution")
 
 
+def constant(variables):
+    """Whether the values of ``variables`` are known when converting (no function computes
+    them), so they can be folded into new parameters."""
+    return all(v.parent is None for v in variables)
+
+
 def bn_affine(bn):
     """``(c0, c1)``, flat per channel, of a BatchNormalization-like function ``bn`` in
-    inference; None if it lacks running statistics or has more than one output."""
-    if len(bn.outputs) != 1:
+    inference; None if it lacks running statistics or constant parameters, or has more than
+    one output."""
+    if len(bn.outputs) != 1 or not constant(bn.inputs[1:]):
         return None
     given = {name: v.d.astype(np.float64).reshape(-1)
              for name, v in zip(bn.op.input_names, bn.inputs) if name != "x"}
@@ -128,7 +135,7 @@ class BatchNormalizationFoldingModifierInner(FunctionModifier):
     def modify(self, f, inputs):
         if f in self._folded:
             return inputs[0]   # the folded layer's output already is this function's
-        if f.info.type_name not in _LAYERS:
+        if f.info.type_name not in _LAYERS or not constant(inputs[1:]):
             return None
         after = self.consumers(f.outputs[0])
         if len(after) != 1 or after[0].info.type_name != "BatchNormalization":
@@ -172,6 +179,8 @@ class BatchNormalizationFoldingOppositeModifierInner(FunctionModifier):
         if len(after) != 1 or after[0].inputs[0] is not bn.outputs[0]:
             return None
         layer = after[0]
+        if not constant(layer.inputs[1:]):
+            return None
         kind, args = layer.info.type_name, layer.info.args
         if kind == "Convolution" and not any(args["pad"]) and _is_per_channel(bn, layer):
             return layer

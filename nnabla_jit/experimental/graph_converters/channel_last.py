@@ -89,7 +89,10 @@ class _ChannelLayoutModifier(FunctionModifier):
         return o
 
     def _param(self, v, name):
-        """A parameter holding ``v``'s values in the new layout, in ``v``'s scope."""
+        """``v`` in the new layout: a parameter holding its values (in ``v``'s scope), or a
+        transposition when the graph computes ``v``."""
+        if v.parent is not None:
+            return F.transpose(v, self._permutation(v.ndim))
         data = v.d.transpose(self._permutation(v.ndim))
         return self._new_parameter(self.get_parameter_scope(v), "{}_{}".format(name, self.suffix),
                                    data, v.need_grad, like=v)
@@ -128,7 +131,8 @@ class _ChannelLayoutModifier(FunctionModifier):
                 and all(v.ndim == ndim for v in inputs):
             new = [self._in_layout(v, True) for v in inputs]
             return self._converted_outputs(self._modify_as_same(f, new, axis=self._channel_axis(ndim, True)))
-        if first_converted and kind == "Affine" and args["base_axis"] == 1 and inputs[1].ndim == 2:
+        if first_converted and kind == "Affine" and args["base_axis"] == 1 and inputs[1].ndim == 2 \
+                and inputs[1].parent is None:
             return self._affine(f, inputs)
         if kind in _ELEMENTWISE and all(v.ndim == ndim for v in inputs):
             new = [self._in_layout(v, True) for v in inputs]

@@ -37,8 +37,8 @@ class PruningModifier(FunctionModifier):
 
     def modify(self, f, inputs):
         kind = f.info.type_name
-        if kind not in self._functions:
-            return None
+        if kind not in self._functions or any(v.parent is not None for v in inputs[1:]):
+            return None   # not a pruned layer, or weights computed by the graph
         w = inputs[1]
         axis = self.calculate_axis(f) % w.ndim
         others = tuple(a for a in range(w.ndim) if a != axis)

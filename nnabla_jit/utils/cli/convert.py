@@ -33,6 +33,7 @@ def _onnx(what):
     """The ONNX module, or a clear error if it is not there (yet)."""
     try:
         from ...serialization import onnx as onnx_io
+        onnx_io.require_onnx()
     except ImportError as e:
         raise CommandError("{}: ONNX support (nnabla_jit.serialization.onnx) is not available: {}"
                            .format(what, e)) from None
@@ -64,10 +65,7 @@ def convert_command(args):
             net.batch_size = args.batch_size
     export_format = _format_of(output, args.export_format, "export")
     if export_format == "ONNX":
-        onnx_io = _onnx("export")
-        if not hasattr(onnx_io, "export_nnp"):
-            raise CommandError("export: nnabla_jit.serialization.onnx has no export_nnp()")
-        onnx_io.export_nnp(contents, output, opset=args.define_version)
+        _onnx("export").export_nnp(contents, output, opset=args.define_version)
         print("Converted {} -> {}".format(", ".join(inputs), output))
         return True
     parameters = [] if args.nnp_exclude_parameter else contents.parameters
@@ -104,8 +102,8 @@ def add_convert_command(subparsers):
                      help="[export][NNP] store parameters inside network.nntxt")
     sub.add_argument("--nnp-exclude-parameter", action="store_true",
                      help="[export][NNP] write no parameters")
-    sub.add_argument("-d", "--define_version", default=None,
-                     help="[export][ONNX] opset version, e.g. opset_11")
+    sub.add_argument("-d", "--define_version", "--opset", default=None,
+                     help="[export][ONNX] opset version, 11 to 20, e.g. opset_11 or 11 (default 17)")
     sub.set_defaults(func=convert_command)
     return sub
 

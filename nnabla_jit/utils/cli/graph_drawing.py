@@ -8,7 +8,7 @@ uncrossed for the chain-like graphs neural networks are.
 """
 from xml.sax.saxutils import escape
 
-__all__ = ["Layout", "layout_network", "to_svg", "save_png"]
+__all__ = ["Node", "Layout", "layout_graph", "layout_network", "to_svg", "save_png"]
 
 _CHAR_W, _LINE_H, _PAD_X, _NODE_H = 7.0, 14.0, 14.0, 40.0
 _GAP_X, _GAP_Y, _MARGIN = 24.0, 44.0, 20.0
@@ -111,7 +111,12 @@ def _order_layers(nodes, preds, succs):
 
 def layout_network(network):
     """Lay out a ``Network`` message."""
-    nodes, edges = _graph(network)
+    return layout_graph(*_graph(network))
+
+
+def layout_graph(nodes, edges):
+    """Lay out ``nodes`` (``{key: Node}``) joined by ``edges`` (pairs of keys); also used by
+    ``nnabla_jit.experimental.viewers`` to draw graphs of Variables."""
     preds, succs = _assign_layers(nodes, edges)
     rows = _order_layers(nodes, preds, succs)
     widths = [sum(n.w for n in row) + _GAP_X * (len(row) - 1) for row in rows]

@@ -38,8 +38,11 @@ _BACKENDS = {
 
 
 def _cuda_available():
-    """Whether numba.cuda sees a GPU (or runs its simulator)."""
-    from numba import cuda
+    """Whether numba.cuda is installed and sees a GPU (or runs its simulator)."""
+    try:
+        from numba import cuda
+    except ImportError:
+        return False
     return cuda.is_available()
 
 

@@ -1,0 +1,88 @@
+"""CUDA kernels of SoftmaxCrossEntropy: one thread per sample forward (the softmax is kept on the
+op for backward, as on the CPU), one per element backward. Labels are decoded by the CPU's
+``label_of``, compiled as a device function; invalid ones are counted on the device and
+reported by the op's own check."""
+import math
+
+import numpy as np
+
+from ..backward_ops.loss import label_of as cpu_label_of
+from . import device
+from .registry import backward, device_function, forward, kernel
+
+cuda = None  # numba.cuda, bound by device.load()
+
+label_of = device_function(cpu_label_of.py_func)
+
+
+@kernel
+def softmax_cross_entropy_kernel(x3, t3, prob3, y, bad):
+    """y = logsumexp(x) - x[label] per sample (o, i); the softmax into prob3; bad[0] counts
+    invalid labels."""
+    r = cuda.grid(1)
+    n_outer, n_class, n_inner = x3.shape
+    if r < n_outer * n_inner:
+        o = r // n_inner
+        i = r - o * n_inner
+        m = x3[o, 0, i]
+        for c in range(1, n_class):
+            m = max(m, x3[o, c, i])
+        total = 0.0
+        for c in range(n_class):
+            e = math.exp(x3[o, c, i] - m)
+            prob3[o, c, i] = e
+            total += e
+        inv = 1.0 / total
+        for c in range(n_class):
+            prob3[o, c, i] *= inv
+        k = label_of(t3, o, i, n_class)
+        if k == -2:
+            cuda.atomic.add(bad, 0, 1)
+        y[r] = m + math.log(total) - x3[o, k, i] if k >= 0 else 0.0
+
+
+@kernel
+def softmax_cross_entropy_backward_kernel(prob3, t3, dy, dx3, accum):
+    """dx (+)= dy (softmax - onehot(label)); 0 for ignored samples."""
+    r = cuda.grid(1)
+    n_outer, n_class, n_inner = prob3.shape
+    if r < prob3.size:
+        o = r // (n_class * n_inner)
+        rest = r - o * n_class * n_inner
+        c = rest // n_inner
+        i = rest - c * n_inner
+        k = label_of(t3, o, i, n_class)
+        g = dy[o * n_inner + i] if k >= 0 else 0.0
+        v = g * (prob3[o, c, i] - (1.0 if c == k else 0.0))
+        if accum:
+            dx3[o, c, i] += v
+        else:
+            dx3[o, c, i] = v
+
+
+@forward("SoftmaxCrossEntropy")
+def softmax_cross_entropy_forward(op, inputs, outputs):
+    n_outer, n_class, n_inner = op.shape3
+    x3 = inputs[0].reshape(op.shape3)
+    t3 = inputs[1].reshape(n_outer, 1, n_inner)
+    prob = getattr(op, "saved_device_prob", None)
+    if prob is None or prob.shape != x3.shape or prob.dtype != x3.dtype:
+        prob = op.saved_device_prob = device.empty(x3.shape, x3.dtype)
+    bad = device.zeros((1,), np.int64)
+    device.launch(softmax_cross_entropy_kernel, n_outer * n_inner, x3, t3, prob,
+                  outputs[0].reshape(outputs[0].size), bad)
+    n_bad = int(bad.copy_to_host()[0])
+    if n_bad:
+        op.check_labels(t3.copy_to_host(), n_bad)
+
+
+@backward("SoftmaxCrossEntropy")
+def softmax_cross_entropy_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down,
+                                   accum):
+    if not propagate_down[0]:
+        return
+    n_outer, n_class, n_inner = op.shape3
+    dy = grad_outputs[0]
+    device.launch(softmax_cross_entropy_backward_kernel, n_outer * n_class * n_inner,
+                  op.saved_device_prob, inputs[1].reshape(n_outer, 1, n_inner),
+                  dy.reshape(dy.size), grad_inputs[0].reshape(op.shape3), accum[0])

@@ -1,0 +1,61 @@
+"""CUDA launchers of BatchMatmul: one tiled matrix product per batch, broadcast batches read
+through index maps; the gradient of a broadcast operand is summed over the batches it served."""
+import numpy as np
+
+from . import blas, device, reduction
+from .registry import backward, forward
+
+
+def _as3(a):
+    """A (..., r, c) device array as (batch, r, c)."""
+    *batch, rows, cols = a.shape
+    return a.reshape(int(np.prod(batch, dtype=np.int64)), rows, cols)
+
+
+def _maps(op_shapes, out_shape):
+    batch = tuple(out_shape[:-2])
+    n = int(np.prod(batch, dtype=np.int64))
+    return n, [blas.batch_map(n, tuple(s[:-2]), batch) for s in op_shapes]
+
+
+@forward("BatchMatmul")
+def batch_matmul_forward(op, inputs, outputs):
+    a, b = inputs
+    y = outputs[0]
+    n, (a_map, b_map) = _maps((a.shape, b.shape), y.shape)
+    blas.matmul(_as3(a), _as3(b), _as3(y), op.transpose_a, op.transpose_b, a_batch=a_map,
+                b_batch=b_map)
+
+
+def _into_gradient(dx, n, out_batch, accum, left, right, trans_left, trans_right, left_map,
+                   right_map):
+    """dx (+)= op(left) @ op(right), batch by batch: directly when dx has a batch per output
+    batch, else through a temporary summed over the batches dx is broadcast to."""
+    *_, rows, cols = dx.shape
+    if dx.size == n * rows * cols:
+        blas.matmul(left, right, dx.reshape(n, rows, cols), trans_left, trans_right, accum,
+                    left_map, right_map)
+        return
+    full = device.empty((n, rows, cols), dx.dtype)
+    blas.matmul(left, right, full, trans_left, trans_right, False, left_map, right_map)
+    reduction.sum_to_shape(full.reshape(tuple(out_batch) + (rows, cols)), dx, accum)
+
+
+@backward("BatchMatmul")
+def batch_matmul_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+    """Y = opA(A) opB(B): d opA(A) = dY opB(B)^T and d opB(B) = opA(A)^T dY (transposed back
+    for a transposed operand)."""
+    dy = grad_outputs[0]
+    out_batch = tuple(dy.shape[:-2])
+    n, (a_map, b_map) = _maps((inputs[0].shape, inputs[1].shape), dy.shape)
+    same = blas.batch_map(n, out_batch, out_batch)
+    dy3 = _as3(dy)
+    ta, tb = op.transpose_a, op.transpose_b
+    if propagate_down[0]:
+        b3 = _as3(inputs[1])
+        operands = (b3, dy3, tb, True, b_map, same) if ta else (dy3, b3, False, not tb, same, b_map)
+        _into_gradient(grad_inputs[0], n, out_batch, accum[0], *operands)
+    if propagate_down[1]:
+        a3 = _as3(inputs[0])
+        operands = (dy3, a3, True, ta, same, a_map) if tb else (a3, dy3, not ta, False, a_map, same)
+        _into_gradient(grad_inputs[1], n, out_batch, accum[1], *operands)

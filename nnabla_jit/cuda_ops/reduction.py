@@ -1,0 +1,194 @@
+"""CUDA kernels of the reductions: Sum, Mean, Max, Min, ReduceSum, ReduceMean.
+
+The input is seen as the CPU reduction sees it, (kept, reduced, kept) when the reduced axes are
+adjacent; other axis sets are read in place through their strides (no transposed copy). One
+block reduces one output element: its threads stride over the reduced elements, then combine in
+shared memory. Max / Min keep the first position of the extreme value, flat over the reduced
+axes in C order, as the CPU kernel does.
+"""
+import functools
+
+import numpy as np
+from numba import float64, int64
+
+from ..ops.reduction import MAX, SUM, ReductionLayout
+from . import device
+from .device import contiguous_strides, flat_offset
+from .registry import backward, forward, kernel
+
+cuda = None  # numba.cuda, bound by device.load()
+
+BLOCK = 256   # most threads per block (a power of two: the combine halves it)
+
+
+@kernel
+def reduce_kernel(x, y, index, kept_shape, kept_strides, red_shape, red_strides, red_size,
+                  kind, scale, accum):
+    """y[j] (+)= scale * (sum | max | min) of x over output j's reduced elements; index[j]
+    gets the position of the max / min."""
+    values = cuda.shared.array(BLOCK, float64)
+    positions = cuda.shared.array(BLOCK, int64)
+    j = cuda.blockIdx.x
+    t = cuda.threadIdx.x
+    n = cuda.blockDim.x
+    base = flat_offset(j, kept_shape, kept_strides)
+    acc = 0.0
+    best = -1
+    q = t
+    while q < red_size:
+        v = x[base + flat_offset(q, red_shape, red_strides)]
+        if kind == SUM:
+            acc += v
+        elif best < 0 or (v > acc if kind == MAX else v < acc):
+            acc = v
+            best = q
+        q += n
+    values[t] = acc
+    positions[t] = best
+    cuda.syncthreads()
+    step = n // 2
+    while step > 0:
+        if t < step:
+            o = t + step
+            if kind == SUM:
+                values[t] += values[o]
+            elif positions[o] >= 0 and (
+                    positions[t] < 0
+                    or (values[o] > values[t] if kind == MAX else values[o] < values[t])
+                    or (values[o] == values[t] and positions[o] < positions[t])):
+                values[t] = values[o]
+                positions[t] = positions[o]
+        cuda.syncthreads()
+        step //= 2
+    if t == 0:
+        r = values[0] * scale
+        if accum:
+            y[j] += r
+        else:
+            y[j] = r
+        if kind != SUM:
+            index[j] = positions[0]
+
+
+@kernel
+def broadcast_kernel(src, dst, shape, strides, scale, accum):
+    """dst[i] (+)= scale * src read through ``strides`` (0 along broadcast axes) at i."""
+    i = cuda.grid(1)
+    if i < dst.size:
+        v = scale * src[flat_offset(i, shape, strides)]
+        if accum:
+            dst[i] += v
+        else:
+            dst[i] = v
+
+
+@kernel
+def arg_backward_kernel(dy, index, dx, kept_shape, kept_strides, red_shape, red_strides):
+    """dx at output j's max / min position += dy[j]."""
+    j = cuda.grid(1)
+    if j < dy.size:
+        dx[flat_offset(j, kept_shape, kept_strides)
+           + flat_offset(index[j], red_shape, red_strides)] += dy[j]
+
+
+@functools.lru_cache(maxsize=1024)
+def reduction_layout(shape, axes):
+    """(kept shape, kept strides, reduced shape, reduced strides) of ``shape`` reduced over
+    ``axes``: the CPU's (A, B, C) when the axes are adjacent, else the axes themselves."""
+    lay = ReductionLayout(shape, axes)
+    if lay.perm is None:
+        a, b, c = lay.shape3
+        return (a, c), (b * c, 1), (b,), (c,)
+    strides = contiguous_strides(shape)
+    kept = [ax for ax in range(len(shape)) if ax not in axes]
+    return (tuple(shape[ax] for ax in kept) or (1,), tuple(strides[ax] for ax in kept) or (0,),
+            tuple(shape[ax] for ax in axes), tuple(strides[ax] for ax in axes))
+
+
+def reduce(x, y, axes, kind=SUM, scale=1.0, accum=False, index=None):
+    """y (+)= scale * reduction of device array x over ``axes`` (y flat over the kept axes)."""
+    kept_shape, kept_strides, red_shape, red_strides = reduction_layout(x.shape, axes)
+    red_size = int(np.prod(red_shape))
+    if y.size == 0:
+        return
+    threads = min(BLOCK, 1 << max(red_size - 1, 0).bit_length())
+    if index is None:
+        index = _no_index()
+    reduce_kernel[y.size, threads](x.reshape(x.size), y.reshape(y.size), index, kept_shape,
+                                   kept_strides, red_shape, red_strides, red_size, kind, scale,
+                                   accum)
+
+
+@functools.cache
+def _no_index():
+    return device.empty((1,), np.int64)
+
+
+def sum_to_shape(full, dst, accum):
+    """dst (+)= full summed over the axes along which dst's shape broadcasts to full's."""
+    pad = full.ndim - dst.ndim
+    padded = (1,) * pad + tuple(dst.shape)
+    axes = tuple(ax for ax in range(full.ndim) if padded[ax] == 1 and full.shape[ax] != 1)
+    reduce(full, dst, axes, accum=accum)
+
+
+@functools.lru_cache(maxsize=1024)
+def _broadcast_back_strides(shape, axes):
+    """Strides reading the reduced output (flat over the kept axes) at each input position."""
+    kept = tuple(s for ax, s in enumerate(shape) if ax not in axes)
+    kept_strides = iter(contiguous_strides(kept))
+    return tuple(0 if ax in axes else next(kept_strides) for ax in range(len(shape)))
+
+
+def _sum_scale(op):
+    return 1.0 / max(op.layout.size_reduced, 1) if op.mean else 1.0
+
+
+def broadcast_into(src, dst, strides, scale=1.0, accum=False):
+    """dst (+)= scale * src, src read through ``strides`` over dst's shape (0 where it is
+    broadcast)."""
+    shape = tuple(dst.shape) or (1,)
+    device.launch(broadcast_kernel, dst.size, src.reshape(src.size), dst.reshape(dst.size), shape,
+                  strides or (0,), scale, accum)
+
+
+@forward("Sum", "Mean", "ReduceSum", "ReduceMean")
+def sum_forward(op, inputs, outputs):
+    reduce(inputs[0], outputs[0], op.axes, SUM, _sum_scale(op))
+
+
+@backward("Sum", "Mean", "ReduceSum", "ReduceMean")
+def sum_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+    if not propagate_down[0]:
+        return
+    dx = grad_inputs[0]
+    broadcast_into(grad_outputs[0], dx, _broadcast_back_strides(tuple(dx.shape), op.axes),
+                   _sum_scale(op), accum[0])
+
+
+@forward("Max", "Min")
+def arg_reduction_forward(op, inputs, outputs):
+    x = inputs[0]
+    n_out = outputs[0].size
+    values = device.empty((n_out,), x.dtype) if op.only_index else outputs[0]
+    index = device.empty((n_out,), np.int64)
+    reduce(x, values, op.axes, op.kind, index=index)
+    op.saved_device_index = index   # backward routes dy through it
+    if op.only_index:
+        device.copy(index, outputs[0])
+    elif op.with_index:
+        device.copy(index, outputs[1])
+
+
+@backward("Max", "Min")
+def arg_reduction_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+    if not propagate_down[0]:
+        return
+    if op.only_index:
+        raise NotImplementedError("{}: only_index=True has no gradient".format(op.name))
+    dx, dy = grad_inputs[0], grad_outputs[0]
+    if not accum[0]:
+        device.fill(dx, 0)
+    layout = reduction_layout(dx.shape, op.axes)
+    device.launch(arg_backward_kernel, dy.size, dy.reshape(dy.size), op.saved_device_index,
+                  dx.reshape(dx.size), *layout)

@@ -1,0 +1,79 @@
+"""The CUDA launchers of each op, and kernels compiled on first use.
+
+A family module registers, per op name, a forward launcher ``fn(op, inputs, outputs)`` and a
+backward launcher ``fn(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum)``:
+the CPU kernels' signatures, over numba.cuda device arrays. ``CUDA_OPS`` is the set of names
+with a forward launcher.
+
+numba.cuda is optional, so a family module must be importable without it (``show_registry``
+reads ``CUDA_OPS``). Kernels are therefore written as plain module-level functions marked with
+:func:`kernel` or :func:`device_function`, and the module declares ``cuda = None``. On the first
+launch :func:`bind_kernels` imports numba.cuda, binds ``cuda`` in each such module and replaces
+every marked function by its ``cuda.jit`` dispatcher, so the kernels read as ordinary numba.cuda
+code (``cuda.grid(1)``, ``cuda.shared.array``) and refer to each other by name. ``cuda`` has to
+be a module global: numba's simulator swaps module globals to run the kernels.
+"""
+import sys
+
+__all__ = ["FORWARD", "BACKWARD", "forward", "backward", "kernel", "device_function",
+           "bind_kernels"]
+
+FORWARD = {}    # op name -> forward launcher
+BACKWARD = {}   # op name -> backward launcher
+
+_bound = [False]
+
+
+def forward(*names):
+    """Decorator: ``fn`` launches the forward of the ops ``names``."""
+    def deco(fn):
+        for name in names:
+            FORWARD[name] = fn
+        return fn
+    return deco
+
+
+def backward(*names):
+    """Decorator: ``fn`` launches the backward of the ops ``names``."""
+    def deco(fn):
+        for name in names:
+            BACKWARD[name] = fn
+        return fn
+    return deco
+
+
+class _Unbound:
+    """A kernel waiting for numba.cuda (see the module docstring)."""
+
+    def __init__(self, fn, device):
+        self.fn = fn
+        self.device = device
+
+
+def kernel(fn):
+    """Mark ``fn`` as a CUDA kernel of its module (compiled with ``cuda.jit`` when bound)."""
+    return _Unbound(fn, device=False)
+
+
+def device_function(fn):
+    """Mark ``fn`` as a CUDA device function (``cuda.jit(device=True)`` when bound). ``fn``
+    may be defined elsewhere, e.g. the ``py_func`` of a CPU helper, so both share one source."""
+    return _Unbound(fn, device=True)
+
+
+def bind_kernels(cuda):
+    """Give every module of this package that marks kernels compile-on-demand dispatchers for
+    them (``cuda`` is numba.cuda). Runs once."""
+    if _bound[0]:
+        return
+    prefix = __name__.rpartition(".")[0] + "."
+    for mod_name, module in list(sys.modules.items()):
+        if not mod_name.startswith(prefix) or module is None:
+            continue
+        namespace = module.__dict__
+        marked = [(k, v) for k, v in namespace.items() if isinstance(v, _Unbound)]
+        if marked:
+            namespace["cuda"] = cuda
+        for name, value in marked:
+            namespace[name] = cuda.jit(device=value.device)(value.fn)
+    _bound[0] = True

@@ -1,0 +1,58 @@
+"""The CUDA path. Graphs under a CUDA context are tested in tests/cuda/, run here in a
+subprocess under numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1 must be set before numba is
+imported, and this process runs the CPU path). The tests below need no simulator."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import nnabla_jit as nn
+import nnabla_jit.functions as F
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_cuda_graphs_under_the_simulator():
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         os.path.join("tests", "cuda")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    summary = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
+    assert result.returncode == 0 and "passed" in summary and "skipped" not in summary, \
+        result.stdout[-8000:] + result.stderr[-4000:]
+
+
+def test_importing_does_not_import_numba_cuda():
+    code = ("import sys, nnabla_jit, nnabla_jit.cuda_ops as c; "
+            "print('numba.cuda' in sys.modules, len(c.CUDA_OPS) > 0)")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.stdout.split() == ["False", "True"], out.stderr
+
+
+def test_registry_cuda_column_comes_from_the_launchers():
+    from nnabla_jit.cuda_ops import CUDA_OPS, registry
+    from nnabla_jit.utils.inspection import op_status
+    status = {r["name"]: r["cuda"] for r in op_status()}
+    assert CUDA_OPS == set(registry.FORWARD)
+    for name in ("Affine", "BatchMatmul", "Tanh", "Add2", "Sum", "Mean", "Max", "Min", "Softmax",
+                 "LogSoftmax", "SoftmaxCrossEntropy"):
+        assert status[name], name
+    assert not status["Convolution"]
+    assert {n for n, has in status.items() if has} == set(CUDA_OPS)
+
+
+def test_a_cuda_context_without_cuda_fails_clearly_when_run(monkeypatch):
+    from nnabla_jit.cuda_ops import device
+    if device.cuda is not None:
+        pytest.skip("numba.cuda is already loaded in this process")
+    from numba import cuda
+    monkeypatch.setattr(cuda, "is_available", lambda: False)
+    with nn.context_scope(nn.Context(["cuda:float", "cpu:float"])):
+        y = F.tanh(nn.Variable.from_numpy_array(np.ones(3, np.float32)))
+    with pytest.raises(ImportError, match="NUMBA_ENABLE_CUDASIM"):
+        y.forward()

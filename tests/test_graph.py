@@ -189,3 +189,11 @@ def test_double_context_computes_in_float64():
     z = x + 1.0
     z.forward()
     assert z.d.dtype == np.float32
+
+
+def test_broadcast_with_many_alternating_axes():
+    """More alternating broadcast axes than the strided kernel takes: a materialized path."""
+    from nnabla_jit.testing import check_function
+    rng = np.random.RandomState(0)
+    check_function(lambda x, y: x * y, [rng.randn(2, 1, 2, 1, 2), rng.randn(1, 2, 1, 2, 1)],
+                   lambda x, y: x * y)

@@ -30,6 +30,7 @@ import tempfile
 
 import numpy as np
 
+from ..backward_ops.reduction_utils import sum_to_shape
 from .kernels import PARALLEL_THRESHOLD
 from .registry import Op, register
 
@@ -292,7 +293,8 @@ def _strided_views(arrays, out_shape):
     """4-d (zero-stride where broadcast) views of ``arrays`` over the output shape."""
     collapsed = _collapse(out_shape, [a.shape for a in arrays])
     if collapsed is None:   # too many alternating axes: materialize the broadcast instead
-        full = [np.ascontiguousarray(np.broadcast_to(a, out_shape)).reshape(-1) for a in arrays]
+        full = [(a if a.shape == tuple(out_shape) else np.ascontiguousarray(np.broadcast_to(a, out_shape)))
+                .reshape(-1) for a in arrays]
         return [f.reshape(1, 1, 1, -1) for f in full], (1, 1, 1, int(np.prod(out_shape)))
     shape, strides = collapsed
     views = [np.lib.stride_tricks.as_strided(a, shape, [s * a.itemsize for s in st])
@@ -346,8 +348,15 @@ class ElementwiseOp(Op):
             else:
                 if not accum[k]:
                     dx.fill(0)
-                views, shape4 = _strided_views(ins + [dx], dy.shape)
+                target = dx
+                if _collapse(dy.shape, [x.shape for x in ins] + [dx.shape]) is None:
+                    # too many alternating axes for the strided kernel: the full-size gradient,
+                    # then summed down to dx
+                    target = np.zeros(dy.shape, dx.dtype)
+                views, shape4 = _strided_views(ins + [target], dy.shape)
                 kernel(*views[:-1], y.reshape(shape4), dy.reshape(shape4), views[-1], *self._scalars)
+                if target is not dx:
+                    sum_to_shape(target, dx, True)
 
     def grad_depends_input_data(self, i, j):
         d = self.line.derivatives[i]

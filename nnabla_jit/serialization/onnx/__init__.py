@@ -15,7 +15,7 @@ from .builder import Unsupported
 from .dependencies import OnnxUnavailableError, require_onnx
 from .export import (DEFAULT_OPSET, OPSETS, OnnxExportError, check_exportable, export, export_nnp,
                      exportable_ops, nnp_to_model, parse_opset, to_model)
-# TEMP from .importer import OnnxImportError, OnnxNetwork, import_onnx, importable_ops, nnp_from_onnx
+from .importer import OnnxImportError, OnnxNetwork, import_onnx, importable_ops, nnp_from_onnx
 
 __all__ = ["DEFAULT_OPSET", "OPSETS", "OnnxExportError", "OnnxImportError", "OnnxNetwork",
            "OnnxUnavailableError", "Unsupported", "check_exportable", "export", "export_nnp",

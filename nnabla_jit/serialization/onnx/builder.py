@@ -14,7 +14,8 @@ import numpy as np
 
 from .dependencies import BOOL, DOUBLE, FLOAT, INT32, INT64, INT8, UINT8, require_onnx
 
-__all__ = ["GraphBuilder", "Unsupported", "INT64_MIN"]
+__all__ = ["GraphBuilder", "Unsupported", "INT64_MIN", "OUTPUT_TYPE", "TYPE_FROM_INPUT", "RANDOM_OPS",
+           "elem_type_of"]
 
 INT64_MIN = int(np.iinfo(np.int64).min)
 
@@ -22,16 +23,19 @@ _NUMPY_OF = {FLOAT: np.float32, DOUBLE: np.float64, INT64: np.int64, INT32: np.i
              BOOL: np.bool_, UINT8: np.uint8, INT8: np.int8}
 
 # Nodes whose outputs change from run to run: never folded into constants.
-_RANDOM = {"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike",
+RANDOM_OPS = {"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike",
            "Multinomial", "Bernoulli"}
 
 # Ops whose outputs have a fixed element type (others take their first input's).
-_OUTPUT_TYPE = dict([(t, BOOL) for t in ("Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual",
+OUTPUT_TYPE = dict([(t, BOOL) for t in ("Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual",
                                          "And", "Or", "Xor", "Not", "IsNaN", "IsInf")]
                     + [(t, INT64) for t in ("Shape", "Size", "ArgMax", "ArgMin", "NonZero")])
 
 # Ops whose outputs take the type of another input than the first.
-_TYPE_FROM_INPUT = {"Where": 1, "OneHot": 2}
+TYPE_FROM_INPUT = {"Where": 1, "OneHot": 2}
+
+# Folding these keeps the data and changes only the shape.
+_RESHAPES = {"Reshape", "Squeeze", "Unsqueeze", "Flatten"}
 
 # Reductions whose axes became an input in opset 13 (ReduceSum) or 18 (the others).
 _AXES_INPUT_SINCE = {"ReduceSum": 13}
@@ -41,7 +45,8 @@ class Unsupported(Exception):
     """A node whose arguments (or the target opset) the ONNX mapping cannot express."""
 
 
-def _elem_type(dtype):
+def elem_type_of(dtype):
+    """The ONNX element type a numpy dtype is written as: float, int64 or bool."""
     dtype = np.dtype(dtype)
     if dtype.kind == "f":
         return FLOAT
@@ -68,6 +73,7 @@ class GraphBuilder:
         self.dtypes = {}                     # value name -> ONNX element type
         self._taken = set()
         self._small = {}                     # (type, shape, bytes) -> name of a small constant
+        self._reshaped_from = {}             # folded reshape -> the initializer it reshapes
 
     # --- names and constants -----------------------------------------------------------
     def unique(self, base):
@@ -80,16 +86,17 @@ class GraphBuilder:
         self._taken.add(name)
         return name
 
-    def add_input(self, name, elem=FLOAT):
+    def reserve(self, name):
+        """Keep ``name`` (a graph input or output) from being handed out; graph inputs are
+        float."""
         self._taken.add(name)
-        self.dtypes[name] = elem
-        return name
+        self.dtypes[name] = FLOAT
 
     def const(self, value, elem=None, name=None):
         """An initializer holding ``value`` (floats as float32, integers as int64 unless
         ``elem`` says otherwise); small ones are shared."""
         array = np.asarray(value)
-        elem = elem or _elem_type(array.dtype)
+        elem = elem or elem_type_of(array.dtype)
         array = _as_stored(array, elem)
         key = None
         if name is None and array.size <= 64:
@@ -110,14 +117,11 @@ class GraphBuilder:
     def scalar(self, value, elem=FLOAT):
         return self.const(np.asarray(value), elem)
 
-    def is_const(self, name):
-        return name in self.initializers
-
     def dtype(self, name):
         return self.dtypes.get(name, FLOAT)
 
     # --- nodes -------------------------------------------------------------------------
-    def op(self, op_type, inputs, n_outputs=1, elem=None, fold=True, **attrs):
+    def op(self, op_type, inputs, n_outputs=1, elem=None, **attrs):
         """Add a node; returns its output name (a list when ``n_outputs`` > 1).
 
         ``elem`` is the element type of the outputs (one, or one per output); by default
@@ -125,19 +129,20 @@ class GraphBuilder:
         """
         names = ["" if i is None else i for i in inputs]
         present = [i for i in names if i]
-        folded = (fold and present and op_type not in _RANDOM
-                  and all(i in self.initializers for i in present))
+        folded = bool(present) and op_type not in RANDOM_OPS and all(i in self.initializers for i in present)
         # A folded tensor is named after the first tensor it is computed from.
         base = "{}_{}".format(present[0], op_type) if folded else op_type
         outs = [self.unique(base) for _ in range(n_outputs)]
         elems = elem if isinstance(elem, (list, tuple)) else [elem] * n_outputs
-        source = names[_TYPE_FROM_INPUT.get(op_type, 0)] if names else None
+        source = names[TYPE_FROM_INPUT.get(op_type, 0)] if names else None
         for o, e in zip(outs, elems):
-            self.dtypes[o] = e or _OUTPUT_TYPE.get(op_type) or (self.dtype(source) if source else FLOAT)
+            self.dtypes[o] = e or OUTPUT_TYPE.get(op_type) or self.dtype(source)
         attrs = {k: v for k, v in attrs.items() if v is not None}
         node = self.onnx.helper.make_node(op_type, names, outs, **attrs)
         if folded:
             self._fold(node, outs)
+            if op_type in _RESHAPES:
+                self._reshaped_from[outs[0]] = present[0]
         else:
             self.nodes.append(node)
         return outs[0] if n_outputs == 1 else outs
@@ -149,6 +154,33 @@ class GraphBuilder:
         results = ReferenceEvaluator(node, opsets={"": self.opset}).run(None, feeds)
         for name, value in zip(outs, results):
             self.initializers[name] = _as_stored(value, self.dtypes[name])
+
+    def adopt_source_names(self):
+        """Give a reshaped initializer the name of the one it was made from when that one is
+        no longer read (a parameter keeps its path in the model)."""
+        used = {i for node in self.nodes for i in node.input}
+
+        def root(name):
+            while name in self._reshaped_from and name not in used:
+                name = self._reshaped_from[name]
+            return name
+        roots = {}
+        for name in self._reshaped_from:
+            if name in used:
+                source = root(self._reshaped_from[name])
+                if source not in used:
+                    roots.setdefault(source, []).append(name)
+        for source, names in roots.items():
+            if len(names) == 1:
+                self._rename(names[0], source)
+
+    def _rename(self, old, new):
+        self.initializers[new] = self.initializers.pop(old)
+        self.dtypes[new] = self.dtypes[old]
+        for node in self.nodes:
+            for k, name in enumerate(node.input):
+                if name == old:
+                    node.input[k] = new
 
     # --- casts ---------------------------------------------------------------------------
     def cast(self, x, elem):
@@ -165,6 +197,8 @@ class GraphBuilder:
 
     # --- helpers over opset differences ------------------------------------------------
     def reshape(self, x, shape):
+        if x in self.initializers and self.initializers[x].shape == tuple(shape):
+            return x
         return self.op("Reshape", [x, self.ints(shape)])
 
     def transpose(self, x, perm):

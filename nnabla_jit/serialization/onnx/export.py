@@ -4,7 +4,7 @@ The walk visits the functions the outputs depend on, producers first, and hands 
 converter in ``exporters/`` (keyed by the nnabla function name), which adds ONNX nodes to a
 :class:`~.builder.GraphBuilder`. Leaves become graph inputs (those asked for, or by default
 every leaf that is not a parameter) or initializers (parameters, under their scope path, and
-other leaves' current data). Everything that cannot be exported, function types without a
+other leaves' current data), all float, as nnabla keeps labels and indices. Everything that cannot be exported, function types without a
 mapping and arguments a mapping cannot express, is collected first and reported in one
 :class:`OnnxExportError`.
 
@@ -107,7 +107,6 @@ class NodeView:
     """
 
     def __init__(self, session, node, inputs):
-        self.node = node
         self.op = node.op
         self.type = node.op.name
         self.args = dict(node.op.args)
@@ -152,11 +151,18 @@ class _Session:
 
     def convert(self, nodes):
         for node in nodes:
-            view = NodeView(self, node, [self.values[v] for v in node.inputs])
+            view = NodeView(self, node, self._inputs_of(node))
             outs = self._convert_one(view)
             for v, name in zip(node.outputs, outs):
                 if v is not None:
                     self.values[v] = name
+
+    def _inputs_of(self, node):
+        """The ONNX names of a node's inputs, cast to float unless the op reads them as stored
+        (indices, labels), as the executor casts them to the compute type."""
+        keep = node.op.keep_input_dtypes
+        return [name if k in keep else self.g.as_float(name)
+                for k, name in enumerate(self.values[v] for v in node.inputs)]
 
     def _convert_one(self, view):
         converter = EXPORTERS.get(view.type)
@@ -178,12 +184,44 @@ class _Session:
         return OnnxExportError("cannot export to ONNX opset {}: {}".format(self.g.opset, "; ".join(parts)))
 
 
-def _value_info(onnx, name, elem, shape):
-    return onnx.helper.make_tensor_value_info(name, elem, list(shape))
+def _leaf_values(session, nodes, outs, ins, inputs_given, params):
+    """Name every leaf: graph inputs (``ins``, extended with unlisted leaves when no inputs
+    were given), parameters as initializers under their paths, other leaves as constants."""
+    g = session.g
+    param_names = {v: k for k, v in params.items()}
+    for k, v in ins.items():
+        session.values[v] = k
+    leaves = [v for node in nodes for v in node.inputs if v.parent is None]
+    leaves += [v for v in outs.values() if v.parent is None]
+    for v in leaves:
+        if v in session.values:
+            continue
+        if v in param_names:
+            session.values[v] = g.const(np.asarray(v.d), FLOAT, name=param_names[v])
+        elif not inputs_given:
+            key = g.unique("x{}".format(len(ins)))
+            ins[key] = v
+            session.values[v] = key
+        else:
+            session.values[v] = g.const(np.asarray(v.d), FLOAT, name="constant")
+
+
+def _graph_outputs(onnx, session, outs):
+    """Identity nodes giving the outputs their names, and their value infos (data-dependent
+    shapes, NonZero's, symbolic)."""
+    g = session.g
+    infos = []
+    for k, v in outs.items():
+        g.nodes.append(onnx.helper.make_node("Identity", [session.values[v]], [k]))
+        g.dtypes[k] = g.dtype(session.values[v])
+        dynamic = v.parent is not None and getattr(v.parent.op, "data_dependent", False)
+        shape = ["{}_dim{}".format(k, d) for d in range(v.ndim)] if dynamic else list(v.shape)
+        infos.append(onnx.helper.make_tensor_value_info(k, g.dtypes[k], shape))
+    return infos
 
 
 def to_model(outputs, inputs=None, opset=DEFAULT_OPSET, parameters=None, name="nnabla_jit"):
-    """The ONNX ``ModelProto`` of the graph computing ``outputs``.
+    """The ONNX ``ModelProto`` of the graph computing ``outputs`` (checked by onnx.checker).
 
     Args:
         outputs: a Variable, a list of them (named ``y0``, ``y1``, ...) or a dict name -> Variable.
@@ -201,39 +239,18 @@ def to_model(outputs, inputs=None, opset=DEFAULT_OPSET, parameters=None, name="n
         raise ValueError("ONNX export: no outputs given")
     ins = _named(inputs, "x")
     params = parameters if parameters is not None else get_parameters(grad_only=False)
-    param_names = {v: k for k, v in params.items()}
     session = _Session(opset)
     g = session.g
-    nodes = upstream_functions(list(outs.values()))
     for n in list(ins) + list(outs):
-        g.add_input(n)      # reserve the names
-    for k, v in ins.items():
-        session.values[v] = k
-    leaves = [v for node in nodes for v in node.inputs if v.parent is None]
-    leaves += [v for v in outs.values() if v.parent is None]
-    for v in leaves:
-        if v in session.values:
-            continue
-        if v in param_names:
-            session.values[v] = g.const(np.asarray(v.d), FLOAT if v.d.dtype.kind == "f" else None,
-                                        name=param_names[v])
-        elif inputs is None:
-            key = g.unique("x{}".format(len(ins)))
-            ins[key] = v
-            session.values[v] = key
-        else:
-            session.values[v] = g.const(np.asarray(v.d), name="constant")
+        g.reserve(n)
+    nodes = upstream_functions(list(outs.values()))
+    _leaf_values(session, nodes, outs, ins, inputs is not None, params)
     session.convert(nodes)
     if session.gaps or session.problems:
         raise session.error()
-    g_inputs = [_value_info(onnx, k, FLOAT, v.shape) for k, v in ins.items()]
-    g_outputs = []
-    for k, v in outs.items():
-        g.nodes.append(onnx.helper.make_node("Identity", [session.values[v]], [k]))
-        g.dtypes[k] = g.dtype(session.values[v])
-        dynamic = v.parent is not None and getattr(v.parent.op, "data_dependent", False)
-        shape = ["{}_dim{}".format(k, d) for d in range(v.ndim)] if dynamic else v.shape
-        g_outputs.append(_value_info(onnx, k, g.dtypes[k], shape))
+    g_outputs = _graph_outputs(onnx, session, outs)
+    g.adopt_source_names()
+    g_inputs = [onnx.helper.make_tensor_value_info(k, FLOAT, list(v.shape)) for k, v in ins.items()]
     used = {i for node in g.nodes for i in node.input}
     initializers = [onnx.numpy_helper.from_array(a, n) for n, a in g.initializers.items() if n in used]
     graph = onnx.helper.make_graph(g.nodes, name, g_inputs, g_outputs, initializer=initializers)

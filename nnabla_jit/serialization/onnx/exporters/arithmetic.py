@@ -72,13 +72,13 @@ def _logical(g, n):
     return g.as_float(g.op(op_type, [g.as_bool(n.x), other]))
 
 
-for _name in SAME_OP:
-    exports(_name)(_same_op)
 @exports(*IDENTITY_IN_FORWARD)
 def identity_in_forward(g, n):
     return g.op("Identity", [n.x])
 
 
+for _name in SAME_OP:
+    exports(_name)(_same_op)
 for _name in SCALAR_OP:
     exports(_name)(_scalar_op)
 for _name in REVERSED_SCALAR_OP:
@@ -107,11 +107,15 @@ def sign(g, n):
     return g.where(g.op("Equal", [n.x, g.scalar(0.0)]), g.scalar(alpha), y)
 
 
-@exports("Round")
-def round_half_away(g, n):
+def round_half_away(g, x):
     """nnabla rounds halves away from zero (ONNX Round rounds them to even)."""
-    magnitude = g.op("Floor", [g.op("Add", [g.op("Abs", [n.x]), g.scalar(0.5)])])
-    return g.op("Mul", [g.op("Sign", [n.x]), magnitude])
+    magnitude = g.op("Floor", [g.op("Add", [g.op("Abs", [x]), g.scalar(0.5)])])
+    return g.op("Mul", [g.op("Sign", [x]), magnitude])
+
+
+@exports("Round")
+def round_(g, n):
+    return round_half_away(g, n.x)
 
 
 @exports("ATan2")

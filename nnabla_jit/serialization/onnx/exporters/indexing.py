@@ -5,6 +5,7 @@ import numpy as np
 
 from ..builder import Unsupported
 from ..dependencies import INT64
+from .arithmetic import compare
 from .table import exports
 
 
@@ -78,6 +79,28 @@ def bool_scatter(g, n):
 @exports("NonZero")
 def nonzero(g, n):
     return g.op("NonZero", [g.as_bool(n.x)])
+
+
+@exports("SearchSorted")
+def search_sorted(g, n):
+    """The insertion index is the number of sorted elements below the value (left) or not
+    above it (right)."""
+    sequence, values = n.inputs
+    last = len(n.in_shapes[0]) - 1
+    below = compare(g, "LessOrEqual" if n.args["right"] else "Less", g.unsqueeze(sequence, [last]),
+                    g.unsqueeze(values, [last + 1]))
+    return g.reduce("ReduceSum", g.as_float(below), [last + 1], False)
+
+
+@exports("Unique")
+def unique(g, n):
+    """ONNX Unique gives all four outputs; the node keeps those its flags ask for."""
+    args = n.args
+    axis = None if args["flatten"] else n.op.axis
+    y, first, inverse, counts = g.op("Unique", [n.x], n_outputs=4, elem=[None, INT64, INT64, INT64],
+                                     sorted=int(args["sorted"]), axis=axis)
+    flags = (args["with_index"], args["with_inverse"], args["with_counts"])
+    return [y] + [out for out, on in zip([first, inverse, counts], flags) if on]
 
 
 @exports("TopKData")

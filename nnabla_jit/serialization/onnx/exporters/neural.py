@@ -10,6 +10,7 @@ import numpy as np
 
 from ....ops.pooling import HI, LO, SIZE, _windows
 from ....backward_ops.convolution import fused_convolution_graph
+from ..builder import Unsupported
 from .table import exports
 
 
@@ -148,7 +149,31 @@ def binary_connect_convolution(g, n):
 
 @exports("BinaryWeightConvolution")
 def binary_weight_convolution(g, n):
-    return conv(g, n, "Conv", binarized(g, n), n.args["group"], scale=_mean_abs(g, n, list(range(1, len(n.shape("weight"))))))
+    alpha = _mean_abs(g, n, list(range(1, len(n.shape("weight")))))
+    return conv(g, n, "Conv", binarized(g, n), n.args["group"], scale=alpha)
+
+
+@exports("DeformableConvolution")
+def deformable_convolution(g, n):
+    """ONNX DeformConv (opset 19): offsets as (dy, dx) per tap and group, as nnabla's, but one
+    per output position (nnabla reads them at o * stride of input-sized maps)."""
+    if g.opset < 19:
+        raise Unsupported("ONNX DeformConv needs opset 19 or later")
+    args = n.args
+    pad = [int(p) for p in args["pad"]]
+    stride = [int(s) for s in args["stride"]]
+    out_size = list(n.out_shapes[0][-2:])
+
+    def per_output(name):
+        if name is None:
+            return None
+        ends = [o * s for o, s in zip(out_size, stride)]
+        return g.slice(name, [0, 0], ends, [n.ndim - 2, n.ndim - 1], stride)
+    return g.op("DeformConv", [n.x, n.input("weight"), per_output(n.input("offset")), n.input("bias"),
+                               per_output(n.input("mask"))],
+                pads=pad + pad, strides=[int(s) for s in args["stride"]],
+                dilations=[int(d) for d in args["dilation"]], group=int(args["group"]),
+                offset_group=int(args["deformable_group"]))
 
 
 @exports("FusedConvolution")
@@ -199,7 +224,8 @@ def _pool_attrs(n):
     if n.args["ignore_border"]:
         end = pad
     else:
-        end = [max(0, (o - 1) * s + k - size - p) for size, o, k, s, p in zip(sizes, outs, kernel, stride, pad)]
+        end = [max(0, (o - 1) * s + k - size - p)
+               for size, o, k, s, p in zip(sizes, outs, kernel, stride, pad)]
     return dict(kernel_shape=kernel, strides=stride, pads=pad + end)
 
 

@@ -1,4 +1,7 @@
-"""Reductions (with keep_dims), Max/Min with their flat indices, norms and cumulative sums."""
+"""Reductions (with keep_dims), Max/Min with their flat indices, norms, cumulative sums and
+products."""
+import numpy as np
+
 from ..dependencies import INT64
 from .table import exports
 
@@ -62,3 +65,26 @@ def cumsum(g, n):
     axis = g.const(n.args["axis"] % n.ndim, INT64)
     return g.op("CumSum", [n.x, axis], exclusive=int(n.args["exclusive"]),
                 reverse=int(n.args["reverse"]))
+
+
+@exports("CumProd")
+def cumprod(g, n):
+    """ONNX has no cumulative product: the running products of the slices along the axis,
+    concatenated (one Mul per element of the axis)."""
+    axis = n.args["axis"] % n.ndim
+    size = n.in_shapes[0][axis]
+    parts = g.split(n.x, axis, [1] * size)
+    if n.args["reverse"]:
+        parts = parts[::-1]
+    ones = list(n.in_shapes[0])
+    ones[axis] = 1
+    running = [g.const(np.ones(ones, np.float32))] if n.args["exclusive"] else []
+    product = parts[0]
+    running.append(product)
+    for part in parts[1:]:
+        product = g.op("Mul", [product, part])
+        running.append(product)
+    running = running[:size]
+    if n.args["reverse"]:
+        running = running[::-1]
+    return g.op("Concat", running, axis=axis) if size > 1 else g.op("Identity", running)

@@ -1,1 +1,937 @@
-"""convolution ops (being written)."""
+"""Convolutions: Convolution, Deconvolution, DepthwiseConvolution, DepthwiseDeconvolution, the
+internal ConvolutionFilterGrad their grad rules use, and the special ones built on them:
+DeformableConvolution, FusedConvolution, AdaptiveSeparableConvolution, PatchCorrelation.
+
+The first four are one computation seen from two sides. A convolution relates an *image*
+(``(batch, C, *spatial)``, or ``(batch, *spatial, C)`` with ``channel_last``) to a *map*
+(``(batch, M, *out_spatial)``) through a filter ``W`` of shape ``(M, C / group, *kernel)``
+(``(M, *kernel, C / group)`` channel-last). Convolution goes image -> map, Deconvolution
+map -> image with the same filter layout (its x is the map), and the filter gradient correlates
+the two. The depthwise ops are the grouped ones with one group per channel.
+
+:class:`ConvGeometry` does the work with im2col: the image of a batch chunk is unrolled into
+``col`` of shape ``(C * K, chunk * O)`` (K kernel taps, O map positions per sample; rows in the
+filter's column order, group by group), so that per group
+
+    map rows (M/g, chunk*O) = W_g (M/g, C/g*K) @ col_g        (image -> map)
+    col_g                   = W_g^T @ map rows                (map -> image, then col2im)
+    dW_g                   += map rows @ col_g^T              (filter gradient)
+
+are single BLAS GEMMs. The kernels handle any number of spatial dimensions (a 1-d convolution
+is 1 x W): the last two are loops, the ones before them are decoded once per plane.
+DeformableConvolution is the same with a col that samples the image at offset positions.
+"""
+import threading
+import weakref
+
+import numpy as np
+from numba import njit, prange, uint64
+
+from ..backward_ops import convolution as bw
+from .activation import normalize_axis
+from .blas import gemm
+from .kernels import parallel_kernel
+from .registry import Op, register
+
+# How a kernel starts the array it writes: add into it, from zero, or from the bias.
+INIT_ADD, INIT_ZERO, INIT_BIAS = 0, 1, 2
+
+# Upper bound on the elements of one im2col buffer; a batch is processed in chunks below it.
+COL_ELEMENTS = 1 << 22
+# A node keeps its own col (for its backward to reuse) only up to this size; bigger ones and
+# all other work arrays come from one per-thread scratch pool, so that memory does not grow
+# with the number of convolutions in a network.
+KEPT_COL_ELEMENTS = 1 << 21
+_scratch = threading.local()
+
+
+def scratch(name, size, dtype):
+    """A flat work array of at least ``size`` elements, shared by every convolution of this
+    thread (valid until the next call with the same name)."""
+    pool = _scratch.__dict__.setdefault("pool", {})
+    key = (name, np.dtype(dtype))
+    buf = pool.get(key)
+    if buf is None or buf.size < size:
+        buf = pool[key] = np.empty(size, dtype)
+    return buf
+
+
+# ------------------------------------------------------------------------------ kernels
+# Arrays reach the kernels flattened per sample: an image is (nb, C * S) with element (c, s) at
+# c * S + s, or s * C + c channel-last; a map likewise. Inner loops index with uint64: numba
+# skips its negative-index wraparound for unsigned ints, which lets LLVM vectorize the copies.
+@njit(cache=True, inline="always")
+def _strides(channels, size, channel_last):
+    """(channel stride, position stride) of a flattened sample."""
+    return (1, channels) if channel_last else (size, 1)
+
+
+@njit(cache=True, inline="always")
+def _row_of(c, k, K, Cg, channel_last):
+    """The col row of image channel ``c`` and kernel tap ``k`` (the filter's column order)."""
+    if channel_last:
+        g = c // Cg
+        return g * K * Cg + k * Cg + (c - g * Cg)
+    return c * K + k
+
+
+@njit(cache=True, inline="always")
+def _plane_base(p, k, map_sp, img_sp, stride, koff):
+    """Image position (flat, in H x W planes) of map plane ``p`` -- a position over the spatial
+    dims before the last two -- at tap ``k``, and whether it lies in the image."""
+    D = map_sp.shape[0]
+    flat = 0
+    mult = 1
+    valid = True
+    for d in range(D - 3, -1, -1):
+        o_d = p % map_sp[d]
+        p //= map_sp[d]
+        i_d = o_d * stride[d] + koff[k, d]
+        if i_d < 0 or i_d >= img_sp[d]:
+            valid = False
+        flat += i_d * mult
+        mult *= img_sp[d]
+    return flat, valid
+
+
+@njit(cache=True, inline="always")
+def _valid_range(W, OW, sw, off):
+    """The map positions ow in [lo, hi) whose image position ow * sw + off lies in [0, W)."""
+    lo = 0 if off >= 0 else (-off + sw - 1) // sw
+    hi = 0 if W - 1 - off < 0 else (W - 1 - off) // sw + 1
+    hi = min(hi, OW)
+    return min(lo, hi), hi
+
+
+@parallel_kernel
+def im2col(img, col, img_sp, map_sp, stride, koff, group, channel_last):
+    """col[row(c, k), b * O + o] = the image value under tap k of map position o (0 in the
+    padding). Spatial dims are (..., H, W), at least two; ``koff[k, d]`` = tap offset - pad."""
+    nb = img.shape[0]
+    K, D = koff.shape
+    H, W, OH, OW = img_sp[D - 2], img_sp[D - 1], map_sp[D - 2], map_sp[D - 1]
+    sh, sw = stride[D - 2], stride[D - 1]
+    O = col.shape[1] // nb if nb > 0 else 0
+    S = 1
+    for d in range(D):
+        S *= img_sp[d]
+    C = img.shape[1] // S
+    cs, ss = _strides(C, S, channel_last)
+    Cg = C // group
+    step = sw * ss
+    for task in prange(C * K * nb):
+        ck = task // nb
+        b = task - ck * nb
+        c = ck // K
+        k = ck - c * K
+        sample, out = img[b], col[_row_of(c, k, K, Cg, channel_last)]
+        offh, offw = koff[k, D - 2], koff[k, D - 1]
+        hlo, hhi = _valid_range(H, OH, sh, offh)
+        wlo, whi = _valid_range(W, OW, sw, offw)
+        for p in range(O // (OH * OW)):
+            plane, valid = _plane_base(p, k, map_sp, img_sp, stride, koff)
+            base = b * O + p * OH * OW
+            for oh in range(OH):
+                dst = base + oh * OW
+                if not valid or oh < hlo or oh >= hhi:
+                    for ow in range(OW):
+                        out[uint64(dst + ow)] = 0.0
+                    continue
+                for ow in range(wlo):
+                    out[uint64(dst + ow)] = 0.0
+                src = c * cs + ((plane * H + oh * sh + offh) * W + wlo * sw + offw) * ss
+                d0 = dst + wlo
+                if step == 1:
+                    for i in range(whi - wlo):
+                        out[uint64(d0 + i)] = sample[uint64(src + i)]
+                else:
+                    for i in range(whi - wlo):
+                        out[uint64(d0 + i)] = sample[uint64(src + i * step)]
+                for ow in range(whi, OW):
+                    out[uint64(dst + ow)] = 0.0
+
+
+@parallel_kernel
+def col2im(col, img, bias, init, img_sp, map_sp, stride, koff, group, channel_last):
+    """The adjoint of im2col: every image position gets the sum of its col entries, added to
+    its contents (INIT_ADD), to zero or to bias[c]."""
+    nb = img.shape[0]
+    K, D = koff.shape
+    H, W, OH, OW = img_sp[D - 2], img_sp[D - 1], map_sp[D - 2], map_sp[D - 1]
+    sh, sw = stride[D - 2], stride[D - 1]
+    O = col.shape[1] // nb if nb > 0 else 0
+    S = 1
+    for d in range(D):
+        S *= img_sp[d]
+    C = img.shape[1] // S
+    cs, ss = _strides(C, S, channel_last)
+    Cg = C // group
+    step = sw * ss
+    for task in prange(nb * C):
+        b = task // C
+        c = task - b * C
+        sample = img[b]
+        if init != INIT_ADD:
+            v0 = bias[c] if init == INIT_BIAS else 0.0
+            for s in range(S):
+                sample[uint64(c * cs + s * ss)] = v0
+        for k in range(K):
+            row = col[_row_of(c, k, K, Cg, channel_last)]
+            offh, offw = koff[k, D - 2], koff[k, D - 1]
+            hlo, hhi = _valid_range(H, OH, sh, offh)
+            wlo, whi = _valid_range(W, OW, sw, offw)
+            for p in range(O // (OH * OW)):
+                plane, valid = _plane_base(p, k, map_sp, img_sp, stride, koff)
+                if not valid:
+                    continue
+                for oh in range(hlo, hhi):
+                    src = b * O + (p * OH + oh) * OW + wlo
+                    dst = c * cs + ((plane * H + oh * sh + offh) * W + wlo * sw + offw) * ss
+                    if step == 1:
+                        for i in range(whi - wlo):
+                            sample[uint64(dst + i)] += row[uint64(src + i)]
+                    else:
+                        for i in range(whi - wlo):
+                            sample[uint64(dst + i * step)] += row[uint64(src + i)]
+
+
+@parallel_kernel
+def rows_to_map(rows, mp, bias, init, channel_last):
+    """mp (+)= rows (M, nb * O) laid out as a map (nb, M * O), or (nb, O * M) channel-last."""
+    nb = mp.shape[0]
+    M = rows.shape[0]
+    O = rows.shape[1] // nb if nb > 0 else 0
+    ms, os_ = _strides(M, O, channel_last)
+    for task in prange(nb * M):
+        b = task // M
+        m = task - b * M
+        src, dst = rows[m], mp[b]
+        v0 = bias[m] if init == INIT_BIAS else 0.0
+        for o in range(O):
+            i = uint64(m * ms + o * os_)
+            v = src[uint64(b * O + o)] + v0
+            dst[i] = dst[i] + v if init == INIT_ADD else v
+
+
+@parallel_kernel
+def map_to_rows(mp, rows, channel_last):
+    """rows[m, b * O + o] = the map's element (m, o) of sample b."""
+    nb = mp.shape[0]
+    M = rows.shape[0]
+    O = rows.shape[1] // nb if nb > 0 else 0
+    ms, os_ = _strides(M, O, channel_last)
+    for task in prange(nb * M):
+        b = task // M
+        m = task - b * M
+        src, dst = mp[b], rows[m]
+        for o in range(O):
+            dst[uint64(b * O + o)] = src[uint64(m * ms + o * os_)]
+
+
+# ------------------------------------------------------------------------------ geometry
+def split_layout(op, shape, base_axis, channel_last, what="input"):
+    """(leading batch dims, channels, spatial dims) of an image or map shape."""
+    shape = tuple(shape)
+    if len(shape) < 2:
+        op.fail("{} of shape {} needs a channel axis and at least one spatial axis", what, shape)
+    base_axis = normalize_axis(op, base_axis, len(shape), "base_axis")
+    spatial = shape[base_axis:-1] if channel_last else shape[base_axis + 1:]
+    if not spatial:
+        op.fail("{} of shape {} with base_axis {} has no spatial dimension", what, shape, base_axis)
+    channels = shape[-1] if channel_last else shape[base_axis]
+    return shape[:base_axis], channels, tuple(spatial)
+
+
+def join_layout(lead, channels, spatial, channel_last):
+    if channel_last:
+        return tuple(lead) + tuple(spatial) + (channels,)
+    return tuple(lead) + (channels,) + tuple(spatial)
+
+
+def check_spatial_args(op, n_spatial, **args):
+    """pad / stride / dilation / ... have one entry per spatial dimension and sane values."""
+    for name, value in args.items():
+        if len(value) != n_spatial:
+            op.fail("{} {} must have {} entries, one per spatial dimension", name, tuple(value), n_spatial)
+        low = 0 if name in ("pad", "output_padding") else 1
+        if value and min(value) < low:
+            op.fail("{} {} must be {}", name, tuple(value), "non-negative" if low == 0 else "positive")
+
+
+def check_bias(op, b, channels, w):
+    if b is not None and tuple(b) != (channels,):
+        op.fail("bias of shape {} must have shape ({},) (weight shape {})", tuple(b), channels, tuple(w))
+
+
+class ConvGeometry:
+    """One convolution's shapes and the products of the module docstring.
+
+    Built from the image shape and the filter shape (``(M, C / group, *kernel)``, or
+    ``(M, *kernel, C / group)`` channel-last); the map shape follows. The instance belongs to
+    one graph node; when the whole batch's col is small it keeps it, so that the col of a
+    forward serves the filter gradient of the following backward.
+    """
+
+    def __init__(self, op, img_shape, w_shape, pad, stride, dilation, group, channel_last, base_axis):
+        lead, C, img_sp = split_layout(op, img_shape, base_axis, channel_last)
+        D = len(img_sp)
+        check_spatial_args(op, D, pad=pad, stride=stride, dilation=dilation)
+        if min(img_sp) < 1:
+            op.fail("spatial dims {} of input shape {} must not be empty", img_sp, tuple(img_shape))
+        w_shape = tuple(w_shape)
+        if len(w_shape) != D + 2:
+            op.fail("weight of shape {} must have {} dimensions for an input of shape {} ({} spatial)",
+                    w_shape, D + 2, tuple(img_shape), D)
+        kernel = w_shape[1:-1] if channel_last else w_shape[2:]
+        if min(w_shape) < 1:
+            op.fail("weight of shape {} has an empty dimension", w_shape)
+        if group < 1 or C % group or w_shape[0] % group:
+            op.fail("input channels {} and output channels {} (weight shape {}) must be divisible by "
+                    "group {}", C, w_shape[0], w_shape, group)
+        if (w_shape[-1] if channel_last else w_shape[1]) != C // group:
+            op.fail("weight of shape {} does not fit input of shape {}: it needs {} input channels per "
+                    "group (input channels {} / group {})", w_shape, tuple(img_shape), C // group, C, group)
+        map_sp = []
+        for d in range(D):
+            reach = dilation[d] * (kernel[d] - 1) + 1
+            if img_sp[d] + 2 * pad[d] < reach:
+                op.fail("kernel {} (dilation {}) is larger than the padded input: spatial dimension {} of "
+                        "input shape {} is {} + 2 * pad {}", tuple(kernel), tuple(dilation), d,
+                        tuple(img_shape), img_sp[d], pad[d])
+            map_sp.append((img_sp[d] + 2 * pad[d] - reach) // stride[d] + 1)
+        self.img_sp, self.map_sp, self.kernel = img_sp, tuple(map_sp), tuple(kernel)
+        self.C, self.M, self.group, self.channel_last = C, w_shape[0], group, channel_last
+        self.B = int(np.prod(lead, dtype=np.int64))
+        self.K = int(np.prod(kernel, dtype=np.int64))
+        self.S = int(np.prod(img_sp, dtype=np.int64))
+        self.O = int(np.prod(map_sp, dtype=np.int64))
+        self.img_shape = tuple(img_shape)
+        self.map_shape = join_layout(lead, self.M, map_sp, channel_last)
+        # The kernels' view: at least two spatial dims (a 1-d convolution is 1 x W).
+        fill = (1,) * max(0, 2 - D)
+        taps = np.array(list(np.ndindex(*(fill + tuple(kernel)))), np.int64).reshape(self.K, -1)
+        self.koff = taps * np.array(fill + tuple(dilation), np.int64) - np.array((0,) * len(fill) + tuple(pad),
+                                                                                np.int64)
+        self.img_sp_a = np.array(fill + tuple(img_sp), np.int64)
+        self.map_sp_a = np.array(fill + tuple(map_sp), np.int64)
+        self.stride_a = np.array(fill + tuple(stride), np.int64)
+        self.chunk = max(1, min(self.B, COL_ELEMENTS // max(1, C * self.K * self.O)))
+        self.keeps_col = self.chunk == self.B and self.B * C * self.K * self.O <= KEPT_COL_ELEMENTS
+        self.kept_col = None
+        self.col_of = None   # weak references to the arrays the whole-batch col in "col" came from
+
+    # --- views and buffers ---------------------------------------------------------------
+    def img2(self, a):
+        return a.reshape(self.B, self.C * self.S)
+
+    def map2(self, a):
+        return a.reshape(self.B, self.M * self.O)
+
+    def _buffer(self, name, rows, nb, dtype):
+        """A (rows, nb * O) C-contiguous work array (this node's own col, if it keeps one)."""
+        size = rows * nb * self.O
+        if name == "col" and self.keeps_col:
+            if self.kept_col is None or self.kept_col.dtype != dtype:
+                self.kept_col = np.empty(size, dtype)
+            buf = self.kept_col
+        else:
+            buf = scratch(name, size, dtype)
+        return buf[:size].reshape(rows, nb * self.O)
+
+    def _chunks(self):
+        for b0 in range(0, self.B, self.chunk):
+            yield b0, min(self.B, b0 + self.chunk)
+
+    def _col(self, img, img2, b0, b1, reuse):
+        """The col of image samples [b0, b1); not recomputed when ``reuse`` and already there."""
+        col = self._buffer("col", self.C * self.K, b1 - b0, img2.dtype)
+        sources = self._col_sources(img)
+        if reuse and self.keeps_col and self.col_of is not None and all(
+                r() is a for r, a in zip(self.col_of, sources)):
+            return col
+        self._fill_col(img2, b0, b1, col)
+        self.col_of = [weakref.ref(a) for a in sources] if self.keeps_col else None
+        return col
+
+    def _col_sources(self, img):
+        """The arrays a col is computed from (it is reused only while they are the same)."""
+        return (img,)
+
+    def _fill_col(self, img2, b0, b1, col):
+        im2col.for_size(col.size)(img2[b0:b1], col, self.img_sp_a, self.map_sp_a, self.stride_a,
+                                  self.koff, self.group, self.channel_last)
+
+    def _groups(self, w2, a, rows):
+        """Per group: the filter rows, the col row block of ``a`` and the map row block."""
+        G = self.group
+        Mg, Cg = self.M // G, a.shape[0] // G
+        return [(w2[g * Mg:(g + 1) * Mg], a[g * Cg:(g + 1) * Cg], rows[g * Mg:(g + 1) * Mg]) for g in range(G)]
+
+    # --- the products ----------------------------------------------------------------------
+    def image_to_map(self, img, w, out_map, bias=None, init=INIT_ZERO, reuse_col=False):
+        """out_map = conv(img, w) (+ bias), or += with INIT_ADD."""
+        img2, map2, w2 = self.img2(img), self.map2(out_map), w.reshape(self.M, -1)
+        bias_a = bias if bias is not None else np.zeros(0, img2.dtype)
+        for b0, b1 in self._chunks():
+            col = self._col(img, img2, b0, b1, reuse_col)
+            rows = self._buffer("rows", self.M, b1 - b0, img2.dtype)
+            for wg, cg, rg in self._groups(w2, col, rows):
+                gemm(wg, cg, rg)
+            rows_to_map.for_size(rows.size)(rows, map2[b0:b1], bias_a, init, self.channel_last)
+
+    def map_to_cols(self, mp, w):
+        """Per batch chunk: (b0, b1, dcol) with dcol = W^T @ map rows, the col of conv^T(mp, w)."""
+        map2, w2 = self.map2(mp), w.reshape(self.M, -1)
+        for b0, b1 in self._chunks():
+            rows = self._buffer("rows", self.M, b1 - b0, map2.dtype)
+            map_to_rows.for_size(rows.size)(map2[b0:b1], rows, self.channel_last)
+            dcol = self._buffer("dcol", self.C * self.K, b1 - b0, map2.dtype)
+            for wg, cg, rg in self._groups(w2, dcol, rows):
+                gemm(wg, rg, cg, trans_a=True)
+            yield b0, b1, dcol
+
+    def map_to_image(self, mp, w, out_img, bias=None, init=INIT_ZERO):
+        """out_img = conv^T(mp, w) (+ bias), or += with INIT_ADD."""
+        img2 = self.img2(out_img)
+        bias_a = bias if bias is not None else np.zeros(0, img2.dtype)
+        for b0, b1, dcol in self.map_to_cols(mp, w):
+            col2im.for_size(dcol.size)(dcol, img2[b0:b1], bias_a, init, self.img_sp_a, self.map_sp_a,
+                                       self.stride_a, self.koff, self.group, self.channel_last)
+
+    def filter_grad(self, img, mp, out_w, accumulate=False, reuse_col=False, out_b=None, b_accumulate=False):
+        """out_w (+)= the correlation of img and mp: the filter gradient when mp is dL/dmap; and
+        out_b (+)= the per-channel sums of mp (the bias gradient), when given."""
+        img2, map2, dw2 = self.img2(img), self.map2(mp), out_w.reshape(self.M, -1)
+        for i, (b0, b1) in enumerate(self._chunks()):
+            col = self._col(img, img2, b0, b1, reuse_col)
+            rows = self._buffer("rows", self.M, b1 - b0, map2.dtype)
+            map_to_rows.for_size(rows.size)(map2[b0:b1], rows, self.channel_last)
+            for dwg, cg, rg in self._groups(dw2, col, rows):
+                gemm(rg, cg, dwg, trans_b=True, accumulate=accumulate or i > 0)
+            if out_b is not None:   # rows @ ones: BLAS sums the rows
+                gemm(rows, self._ones(rows.shape[1], rows.dtype), out_b.reshape(-1, 1),
+                     accumulate=b_accumulate or i > 0)
+        if self.B == 0:
+            for out, acc in ((out_w, accumulate), (out_b, b_accumulate)):
+                if out is not None and not acc:
+                    out.fill(0)
+
+    def _ones(self, n, dtype):
+        """An (n, 1) column of ones (shared, like the scratch arrays)."""
+        pool = _scratch.__dict__.setdefault("ones", {})
+        ones = pool.get(np.dtype(dtype))
+        if ones is None or ones.size < n:
+            ones = pool[np.dtype(dtype)] = np.ones(n, dtype)
+        return ones[:n].reshape(n, 1)
+
+
+# ------------------------------------------------------------------------------ ops
+def _init(bias):
+    return INIT_BIAS if bias is not None else INIT_ZERO
+
+
+class _ImageToMap(Op):
+    """Ops whose input is the image and output the map (Convolution, DepthwiseConvolution)."""
+
+    def forward(self, inputs, outputs):
+        bias = inputs[2] if len(inputs) > 2 else None
+        self.geo.image_to_map(inputs[0], inputs[1], outputs[0], bias, _init(bias))
+
+    def grad_depends_input_data(self, i, j):
+        return (i == 0 and j == 1) or (i == 1 and j == 0)
+
+
+@register
+class Convolution(_ImageToMap):
+    """y = x * W (+ b) over the spatial dims after the channel axis."""
+
+    def setup(self, x, w, b=None):
+        self.geo = ConvGeometry(self, x, w, self.pad, self.stride, self.dilation, self.group,
+                                self.channel_last, self.base_axis)
+        check_bias(self, b, self.geo.M, w)
+        return [self.geo.map_shape]
+
+    backward = bw.convolution_backward
+    grad = bw.convolution_grad
+
+
+@register
+class DepthwiseConvolution(_ImageToMap):
+    """Each input channel convolved with ``multiplier`` filters of its own: W (C * multiplier,
+    *kernel); output channel c * multiplier + j comes from input channel c."""
+
+    def setup(self, x, w, b=None):
+        _, C, spatial = split_layout(self, x, self.base_axis, False)
+        if self.multiplier < 1 or len(w) != len(spatial) + 1 or w[0] != C * self.multiplier:
+            self.fail("weight of shape {} must be ({}, *kernel) with {} kernel dims for input of shape "
+                      "{} and multiplier {}", tuple(w), C * self.multiplier, len(spatial), tuple(x),
+                      self.multiplier)
+        self.geo = ConvGeometry(self, x, (w[0], 1) + tuple(w[1:]), self.pad, self.stride, self.dilation,
+                                C, False, self.base_axis)
+        check_bias(self, b, self.geo.M, w)
+        return [self.geo.map_shape]
+
+    backward = bw.convolution_backward
+    grad = bw.depthwise_convolution_grad
+
+
+class _MapToImage(Op):
+    """Ops whose input is the map and output the image (Deconvolution and its depthwise twin)."""
+
+    def forward(self, inputs, outputs):
+        bias = inputs[2] if len(inputs) > 2 else None
+        self.geo.map_to_image(inputs[0], inputs[1], outputs[0], bias, _init(bias))
+
+    def grad_depends_input_data(self, i, j):
+        return (i == 0 and j == 1) or (i == 1 and j == 0)
+
+    def _geometry(self, x, w_view, group, channel_last, output_padding):
+        """The geometry whose map is x; the image (output) shape comes from the arguments."""
+        lead, IC, spatial = split_layout(self, x, self.base_axis, channel_last)
+        D = len(spatial)
+        check_spatial_args(self, D, pad=self.pad, stride=self.stride, dilation=self.dilation,
+                           output_padding=output_padding)
+        if min(spatial) < 1:
+            self.fail("spatial dims {} of input shape {} must not be empty", spatial, tuple(x))
+        if len(w_view) != D + 2 or w_view[0] != IC:
+            self.fail("weight of shape {} does not fit input of shape {}: it must have {} dimensions "
+                      "and {} rows (the input channels)", tuple(w_view), tuple(x), D + 2, IC)
+        if group < 1 or IC % group:
+            self.fail("input channels {} must be divisible by group {}", IC, group)
+        for d in range(D):
+            if output_padding[d] >= self.stride[d]:
+                self.fail("output_padding {} must be smaller than stride {}", tuple(output_padding),
+                          tuple(self.stride))
+        kernel = w_view[1:-1] if channel_last else w_view[2:]
+        OC = (w_view[-1] if channel_last else w_view[1]) * group
+        out_sp = tuple(self.stride[d] * (spatial[d] - 1) - 2 * self.pad[d] + self.dilation[d] * (kernel[d] - 1)
+                       + 1 + output_padding[d] for d in range(D))
+        if min(out_sp) < 1:
+            self.fail("no output: input {} with kernel {}, pad {}, stride {}, dilation {} gives spatial "
+                      "size {}", tuple(x), tuple(kernel), tuple(self.pad), tuple(self.stride),
+                      tuple(self.dilation), out_sp)
+        return ConvGeometry(self, join_layout(lead, OC, out_sp, channel_last), w_view, self.pad, self.stride,
+                            self.dilation, group, channel_last, self.base_axis)
+
+
+@register
+class Deconvolution(_MapToImage):
+    """The transpose of Convolution: W (C_in, C_out / group, *kernel)."""
+
+    def setup(self, x, w, b=None):
+        self.geo = self._geometry(x, tuple(w), self.group, self.channel_last, self.output_padding)
+        check_bias(self, b, self.geo.C, w)
+        return [self.geo.img_shape]
+
+    backward = bw.deconvolution_backward
+    grad = bw.deconvolution_grad
+
+
+@register
+class DepthwiseDeconvolution(_MapToImage):
+    """The transpose of DepthwiseConvolution: W (C, *kernel); output channel c sums the
+    input channels c * divisor ... (c + 1) * divisor - 1."""
+
+    def setup(self, x, w, b=None):
+        _, C, spatial = split_layout(self, x, self.base_axis, False)
+        if self.divisor < 1 or C % self.divisor:
+            self.fail("input channels {} (input shape {}) must be divisible by divisor {}", C, tuple(x),
+                      self.divisor)
+        if len(w) != len(spatial) + 1 or w[0] != C:
+            self.fail("weight of shape {} must be ({}, *kernel) with {} kernel dims for input of shape {}",
+                      tuple(w), C, len(spatial), tuple(x))
+        zeros = (0,) * len(spatial)
+        self.geo = self._geometry(x, (C, 1) + tuple(w[1:]), C // self.divisor, False, zeros)
+        check_bias(self, b, self.geo.C, w)
+        return [self.geo.img_shape]
+
+    backward = bw.deconvolution_backward
+    grad = bw.depthwise_deconvolution_grad
+
+
+@register(name="ConvolutionFilterGrad")
+class ConvolutionFilterGrad(Op):
+    """Internal: the filter gradient of a convolution, corr(image, map gradient), as a graph
+    node, so that nn.grad can differentiate it again (its grads are a Deconvolution and a
+    Convolution with the incoming gradient as filter)."""
+
+    def __init__(self, input_names=(), w_shape=(), base_axis=1, pad=(), stride=(), dilation=(), group=1,
+                 channel_last=False):
+        super().__init__(input_names, w_shape=tuple(w_shape), base_axis=base_axis, pad=tuple(pad),
+                         stride=tuple(stride), dilation=tuple(dilation), group=group,
+                         channel_last=channel_last)
+
+    def setup(self, img, mp):
+        self.geo = ConvGeometry(self, img, self.w_shape, self.pad, self.stride, self.dilation, self.group,
+                                self.channel_last, self.base_axis)
+        if tuple(mp) != self.geo.map_shape:
+            self.fail("map gradient of shape {} does not match the convolution output shape {}",
+                      tuple(mp), self.geo.map_shape)
+        return [self.w_shape]
+
+    def forward(self, inputs, outputs):
+        self.geo.filter_grad(inputs[0], inputs[1], outputs[0])
+
+    backward = bw.filter_grad_backward
+    grad = bw.filter_grad_grad
+
+    def grad_depends_input_data(self, i, j):
+        return i != j
+
+
+# ============================================================================== deformable
+@njit(cache=True, inline="always")
+def _corners(y, x, H, W):
+    """Bilinear corners of (y, x): (y0, x0, ly, lx, inside); a point outside (-1, H) x (-1, W)
+    reads as 0 (corners outside the image count as 0 too)."""
+    if y <= -1.0 or y >= H or x <= -1.0 or x >= W:
+        return 0, 0, 0.0, 0.0, False
+    y0 = int(np.floor(y))
+    x0 = int(np.floor(x))
+    return y0, x0, y - y0, x - x0, True
+
+
+@njit(cache=True, inline="always")
+def _bilinear(plane, H, W, y, x):
+    """plane (a flattened H x W image) interpolated at (y, x)."""
+    y0, x0, ly, lx, inside = _corners(y, x, H, W)
+    v = 0.0
+    if inside:
+        if y0 >= 0 and x0 >= 0:
+            v += (1 - ly) * (1 - lx) * plane[y0 * W + x0]
+        if y0 >= 0 and x0 + 1 < W:
+            v += (1 - ly) * lx * plane[y0 * W + x0 + 1]
+        if y0 + 1 < H and x0 >= 0:
+            v += ly * (1 - lx) * plane[(y0 + 1) * W + x0]
+        if y0 + 1 < H and x0 + 1 < W:
+            v += ly * lx * plane[(y0 + 1) * W + x0 + 1]
+    return v
+
+
+@parallel_kernel
+def deformable_im2col(x, offset, mask, col, geom, dg, use_mask):
+    """col[c * K + k, b * O + o] = x[b, c] sampled at tap k of map position o moved by its
+    offset (times its mask). ``geom`` = (H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw); the
+    offsets and masks of map position (oh, ow) sit at (oh * sh, ow * sw) of their H x W maps."""
+    H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw = geom
+    nb = x.shape[0]
+    HW, K, O = H * W, KH * KW, OH * OW
+    C = x.shape[1] // HW
+    Cdg = C // dg
+    for task in prange(C * K * nb):
+        r = task // nb
+        b = task - r * nb
+        c, k = r // K, r % K
+        g = c // Cdg
+        plane = x[b, c * HW:(c + 1) * HW]
+        oy = offset[b, (g * 2 * K + 2 * k) * HW:(g * 2 * K + 2 * k + 1) * HW]
+        ox = offset[b, (g * 2 * K + 2 * k + 1) * HW:(g * 2 * K + 2 * k + 2) * HW]
+        out = col[r, b * O:(b + 1) * O]
+        for oh in range(OH):
+            for ow in range(OW):
+                pos = oh * sh * W + ow * sw
+                v = _bilinear(plane, H, W, oh * sh - ph + (k // KW) * dh + oy[pos],
+                              ow * sw - pw + (k % KW) * dw + ox[pos])
+                if use_mask:
+                    v *= mask[b, (g * K + k) * HW + pos]
+                out[oh * OW + ow] = v
+
+
+@parallel_kernel
+def deformable_col2im(dcol, x, offset, mask, dx, doffset, dmask, geom, dg, use_mask, want_x, want_offset,
+                      want_mask):
+    """The gradients of deformable_im2col from the col gradient ``dcol``, added into dx (the
+    bilinear weights), doffset (their derivatives) and dmask (the sampled values)."""
+    H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw = geom
+    nb = x.shape[0]
+    HW, K, O = H * W, KH * KW, OH * OW
+    C = x.shape[1] // HW
+    Cdg = C // dg
+    for task in prange(nb * dg):   # one task writes one sample's deformable group: no races
+        b = task // dg
+        g = task - b * dg
+        for c in range(g * Cdg, (g + 1) * Cdg):
+            plane = x[b, c * HW:(c + 1) * HW]
+            for k in range(K):
+                oyb = (g * 2 * K + 2 * k) * HW
+                oxb = oyb + HW
+                mb = (g * K + k) * HW
+                grow = dcol[c * K + k, b * O:(b + 1) * O]
+                for oh in range(OH):
+                    for ow in range(OW):
+                        pos = oh * sh * W + ow * sw
+                        y = oh * sh - ph + (k // KW) * dh + offset[b, oyb + pos]
+                        xx = ow * sw - pw + (k % KW) * dw + offset[b, oxb + pos]
+                        y0, x0, ly, lx, inside = _corners(y, xx, H, W)
+                        if not inside:
+                            continue
+                        m = mask[b, mb + pos] if use_mask else 1.0
+                        gm = grow[oh * OW + ow] * m
+                        v = vy = vx = 0.0
+                        for corner in range(4):
+                            cy, cx = y0 + corner // 2, x0 + corner % 2
+                            if cy < 0 or cy >= H or cx < 0 or cx >= W:
+                                continue
+                            wy = ly if corner // 2 else 1 - ly
+                            wx = lx if corner % 2 else 1 - lx
+                            val = plane[cy * W + cx]
+                            v += wy * wx * val
+                            vy += (1.0 if corner // 2 else -1.0) * wx * val
+                            vx += wy * (1.0 if corner % 2 else -1.0) * val
+                            if want_x:
+                                dx[b, c * HW + cy * W + cx] += gm * wy * wx
+                        if want_offset:
+                            doffset[b, oyb + pos] += gm * vy
+                            doffset[b, oxb + pos] += gm * vx
+                        if want_mask:
+                            dmask[b, mb + pos] += grow[oh * OW + ow] * v
+
+
+class DeformableGeometry(ConvGeometry):
+    """A 2-d channel-first convolution whose col samples the image at offset positions."""
+
+    def __init__(self, op, x, w, offset, mask, pad, stride, dilation, group, deformable_group, base_axis):
+        super().__init__(op, x, w, pad, stride, dilation, group, False, base_axis)
+        if len(self.img_sp) != 2:
+            op.fail("only 2-d inputs are supported, got input of shape {}", tuple(x))
+        dg = deformable_group
+        if dg < 1 or self.C % dg:
+            op.fail("input channels {} must be divisible by deformable_group {}", self.C, dg)
+        lead = tuple(x)[:len(x) - 3]
+        for name, shape, per_tap in (("offset", offset, 2), ("mask", mask, 1)):
+            want = lead + (per_tap * self.K * dg,) + self.img_sp
+            if shape is not None and tuple(shape) != want:
+                op.fail("{} of shape {} must have shape {} (input {}, weight {}, deformable_group {})", name,
+                        tuple(shape), want, tuple(x), tuple(w), dg)
+        for d in range(2):
+            if (self.map_sp[d] - 1) * stride[d] >= self.img_sp[d]:
+                op.fail("pad {} leaves output positions without an offset: the offsets of output position o "
+                        "are read at o * stride {} of the input-sized offset map {}", tuple(pad), tuple(stride),
+                        self.img_sp)
+        self.dg = dg
+        (H, W), (OH, OW), (KH, KW) = self.img_sp, self.map_sp, self.kernel
+        self.geom = np.array([H, W, OH, OW, KH, KW, stride[0], stride[1], pad[0], pad[1], dilation[0], dilation[1]],
+                             np.int64)
+        self.sources = ()
+
+    def sample_with(self, offset, mask):
+        """Set the offsets (and masks) the next products use."""
+        self.sources = (offset,) if mask is None else (offset, mask)
+        self.offset = offset.reshape(self.B, -1)
+        self.mask = mask.reshape(self.B, -1) if mask is not None else np.zeros((self.B, 0), offset.dtype)
+
+    def _col_sources(self, img):
+        return (img,) + self.sources
+
+    def _fill_col(self, img2, b0, b1, col):
+        deformable_im2col.for_size(col.size)(img2[b0:b1], self.offset[b0:b1], self.mask[b0:b1], col, self.geom,
+                                             self.dg, len(self.sources) > 1)
+
+    def sampling_grads(self, dy, w, x, dx=None, doffset=None, dmask=None):
+        """Add into dx, doffset and dmask (each when given) their gradients from the map
+        gradient dy: the bilinear sampling run backwards from the col gradient W^T dy."""
+        x2 = self.img2(x)
+        empty = np.zeros((self.B, 0), x2.dtype)
+        dx2, doff2, dmask2 = [a.reshape(self.B, -1) if a is not None else empty for a in (dx, doffset, dmask)]
+        for b0, b1, dcol in self.map_to_cols(dy, w):
+            deformable_col2im.for_size(dcol.size)(
+                dcol, x2[b0:b1], self.offset[b0:b1], self.mask[b0:b1], dx2[b0:b1], doff2[b0:b1], dmask2[b0:b1],
+                self.geom, self.dg, len(self.sources) > 1, dx is not None, doffset is not None, dmask is not None)
+
+
+def _named(op, values):
+    """Inputs (shapes or arrays) by name; absent optional inputs are None."""
+    return {name: v for name, v in zip(op.input_names, values)}
+
+
+@register
+class DeformableConvolution(Op):
+    """Convolution sampling the input at learned offsets (bilinear), optionally modulated by a
+    mask (DCNv2). Offsets (N, 2 * K * deformable_group, H, W) hold (dy, dx) per tap."""
+
+    def setup(self, *shapes):
+        s = _named(self, shapes)
+        if self.channel_last:
+            self.fail("channel_last=True is not supported (neither is it by nnabla on CPU)")
+        self.geo = DeformableGeometry(self, s["x"], s["weight"], s["offset"], s.get("mask"), self.pad, self.stride,
+                                      self.dilation, self.group, self.deformable_group, self.base_axis)
+        check_bias(self, s.get("bias"), self.geo.M, s["weight"])
+        return [self.geo.map_shape]
+
+    def forward(self, inputs, outputs):
+        a = _named(self, inputs)
+        self.geo.sample_with(a["offset"], a.get("mask"))
+        bias = a.get("bias")
+        self.geo.image_to_map(a["x"], a["weight"], outputs[0], bias, _init(bias))
+
+    backward = bw.deformable_convolution_backward
+
+    def grad_depends_input_data(self, i, j):
+        return "bias" not in (self.input_names[i], self.input_names[j])
+
+
+# ============================================================================== adaptive separable
+@parallel_kernel
+def adaptive_separable_kernel(x, kv, kh, y):
+    """y[n, c, h, w] = sum_ij x[n, c, h + i, w + j] * kv[n, i, h, w] * kh[n, j, h, w]."""
+    N, C, H, W = x.shape
+    _, Kv, Ho, Wo = kv.shape
+    Kh = kh.shape[1]
+    for task in prange(N * C):
+        n, c = task // C, task % C
+        for h in range(Ho):
+            for w in range(Wo):
+                acc = 0.0
+                for i in range(Kv):
+                    row = 0.0
+                    for j in range(Kh):
+                        row += x[n, c, h + i, w + j] * kh[n, j, h, w]
+                    acc += row * kv[n, i, h, w]
+                y[n, c, h, w] = acc
+
+
+@register
+class AdaptiveSeparableConvolution(Op):
+    """Per-pixel separable filters: a vertical (N, Kv, Ho, Wo) and a horizontal (N, Kh, Ho, Wo)
+    kernel for every output pixel of x (N, C, H, W); Ho = H - Kv + 1, Wo = W - Kh + 1."""
+
+    def setup(self, x, kv, kh):
+        x, kv, kh = tuple(x), tuple(kv), tuple(kh)
+        if len(x) != 4 or len(kv) != 4 or len(kh) != 4:
+            self.fail("x {}, vertical_kernel {} and horizontal_kernel {} must be 4-d", x, kv, kh)
+        out = (x[2] - kv[1] + 1, x[3] - kh[1] + 1)
+        if min(out) < 1 or min(kv[1], kh[1]) < 1:
+            self.fail("kernel sizes {} x {} do not fit input of shape {}", kv[1], kh[1], x)
+        if kv != (x[0], kv[1]) + out or kh != (x[0], kh[1]) + out:
+            self.fail("vertical_kernel {} and horizontal_kernel {} must be (N, K, {}, {}) for input {}", kv, kh,
+                      out[0], out[1], x)
+        return [x[:2] + out]
+
+    def forward(self, inputs, outputs):
+        adaptive_separable_kernel.for_size(outputs[0].size * inputs[1].shape[1] * inputs[2].shape[1])(
+            *inputs, outputs[0])
+
+    backward = bw.adaptive_separable_convolution_backward
+
+    def grad_depends_input_data(self, i, j):
+        return i != j
+
+
+# ============================================================================== patch correlation
+@parallel_kernel
+def patch_correlation_kernel(x1, x2, y, patch, shift, patch_step, shift_step, top, left):
+    """y[n, ho, wo, iy, ix] = sum over the patch at (ho, wo) and the channels of x1 times x2
+    moved by shift (iy, ix); x1, x2 (N, H, W, C), zero outside."""
+    N, H, W, C = x1.shape
+    _, Ho, Wo, Cy, Cx = y.shape
+    for task in prange(N * Ho):
+        n, ho = task // Ho, task % Ho
+        for wo in range(Wo):
+            for iy in range(Cy):
+                dy = iy * shift_step[0] - shift[0]
+                for ix in range(Cx):
+                    dx = ix * shift_step[1] - shift[1]
+                    acc = 0.0
+                    for kh in range(patch[0]):
+                        h1 = ho * patch_step[0] + kh - top
+                        h2 = h1 + dy
+                        if h1 < 0 or h1 >= H or h2 < 0 or h2 >= H:
+                            continue
+                        for kw in range(patch[1]):
+                            w1 = wo * patch_step[1] + kw - left
+                            w2 = w1 + dx
+                            if w1 < 0 or w1 >= W or w2 < 0 or w2 >= W:
+                                continue
+                            for c in range(C):
+                                acc += x1[n, h1, w1, c] * x2[n, h2, w2, c]
+                    y[n, ho, wo, iy, ix] = acc
+
+
+@register
+class PatchCorrelation(Op):
+    """FlowNet's correlation of NHWC x1 and x2: (N, Ho, Wo, Cy, Cx), Ho = (H + top + bottom -
+    patch_h) // patch_step_h + 1, Cy = 2 * shift_h // shift_step_h + 1 (likewise W and x)."""
+
+    def setup(self, x1, x2):
+        x1, x2 = tuple(x1), tuple(x2)
+        if len(x1) != 4 or x1 != x2:
+            self.fail("x1 {} and x2 {} must be 4-d (N, H, W, C) and of equal shape", x1, x2)
+        for name, n, low in (("patch", 2, 1), ("shift", 2, 0), ("patch_step", 2, 1), ("shift_step", 2, 1),
+                             ("padding", 4, 0)):
+            value = tuple(getattr(self, name))
+            if len(value) != n or min(value) < low:
+                self.fail("{} {} must have {} entries of at least {}", name, value, n, low)
+        top, bottom, left, right = self.padding
+        out = ((x1[1] + top + bottom - self.patch[0]) // self.patch_step[0] + 1,
+               (x1[2] + left + right - self.patch[1]) // self.patch_step[1] + 1,
+               2 * self.shift[0] // self.shift_step[0] + 1, 2 * self.shift[1] // self.shift_step[1] + 1)
+        if min(out[:2]) < 1:
+            self.fail("patch {} is larger than the padded input {} (padding {})", tuple(self.patch), x1,
+                      tuple(self.padding))
+        self.args_a = [np.array(getattr(self, n), np.int64) for n in ("patch", "shift", "patch_step", "shift_step")]
+        return [(x1[0],) + out]
+
+    def forward(self, inputs, outputs):
+        patch_correlation_kernel.for_size(outputs[0].size * int(np.prod(self.patch)) * inputs[0].shape[3])(
+            inputs[0], inputs[1], outputs[0], *self.args_a, self.padding[0], self.padding[2])
+
+    backward = bw.patch_correlation_backward
+
+    def grad_depends_input_data(self, i, j):
+        return i != j
+
+
+# ============================================================================== fused
+@register
+class FusedConvolution(Op):
+    """Convolution (+ bias) -> batch normalization -> + z -> nonlinearity, as nnabla's (with
+    pad_mode 'reflect' / 'repeat' or a constant_value, x is padded first). It runs as a small
+    graph of exactly those ops on this node's inputs, built at the first forward."""
+    python_level = True
+
+    def setup(self, *shapes):
+        from ..context import get_current_context
+        from ..variable import Variable
+        s = _named(self, shapes)
+        bn = [n for n in ("beta", "gamma", "mean", "variance") if n in s]
+        if 0 < len(bn) < 4:
+            self.fail("batch normalization needs all of beta, gamma, mean and variance, got only {}", bn)
+        need = bw.NONLINEARITY_ARGS.get(self.nonlinearity, 0)
+        if len(self.nonlinearity_args) != need:
+            self.fail("nonlinearity '{}' takes {} nonlinearity_args, got {}", self.nonlinearity, need,
+                      list(self.nonlinearity_args))
+        self.ctx = get_current_context()
+        try:
+            probe = self._graph({n: Variable(shape) for n, shape in s.items()})
+        except ValueError as e:
+            self.fail("{}", e)
+        self.sub = None   # (proxies of the inputs, output) of the graph that runs
+        return [probe.shape]
+
+    def _graph(self, variables, keep_running_stats=False):
+        from ..context import context_scope
+        from ..function import auto_forward, no_grad
+        with context_scope(self.ctx), no_grad(False), auto_forward(False):
+            return bw.fused_convolution_graph(variables, **self.args)
+
+    def _subgraph(self, inputs):
+        """The graph on unlinked twins of the inputs (same buffers, grads included)."""
+        if self.sub is None or any(p._body is not v._body for p, v in zip(self.sub[0], inputs)):
+            proxies = [v.get_unlinked_variable(need_grad=True) for v in inputs]
+            self.sub = (proxies, self._graph(dict(zip(self.input_names, proxies))))
+        return self.sub
+
+    def forward(self, inputs, outputs):
+        _, out = self._subgraph(inputs)
+        out.forward()
+        outputs[0].d = out.d
+
+    def backward(self, inputs, outputs, propagate_down, accum):
+        proxies, out = self._subgraph(inputs)
+        for p, v, down, acc in zip(proxies, inputs, propagate_down, accum):
+            p.need_grad = down
+            if down and not acc:
+                v.grad.zero()
+        out.backward(outputs[0].grad)   # leaf twins accumulate into the inputs' grads
+
+    grad = bw.fused_convolution_grad

@@ -1,1 +1,470 @@
-"""pooling ops (being written)."""
+"""Pooling: MaxPooling, AveragePooling, SumPooling, GlobalAveragePooling, Unpooling,
+MaxPoolingBackward, RoiAlign, and the internal ops their grad rules use.
+
+The pooled axes are the last ``len(kernel)`` (1 to 3) axes, or the ones before the last with
+``channel_last``; everything before them is batch. Kernels see a sample as ``(D, H, W, C)``
+flattened -- kernel dims padded with 1 in front, C = 1 unless channel-last -- so one loop nest
+serves every layout.
+
+Windows follow nnabla: output o covers [o * stride - pad, o * stride - pad + kernel) clipped to
+the input; ``ignore_border=False`` adds the partial windows at the end (ceil((n + pad) / stride)
+outputs). AveragePooling with ``including_pad`` divides by the window clipped to the padded input,
+otherwise by the clipped window's size (0 / 0 for a window wholly in the padding, as nnabla). A
+max window wholly in the padding takes the input element nearest to its start, as nnabla's does.
+"""
+import weakref
+
+import numpy as np
+from numba import prange, uint64
+
+from ..backward_ops import pooling as bw
+from ..backward_ops.pooling import roi_corners, roi_grid
+from .kernels import parallel_kernel
+from .registry import Op, register
+
+MAX, AVERAGE, SUM = 0, 1, 2
+
+# Rows of the window-bound arrays (one (4, outputs) array per pooled dim): the window clipped to
+# the input [LO, HI), its SIZE clipped to the padded input, and the NEAR-est element to its start.
+LO, HI, SIZE, NEAR = 0, 1, 2, 3
+
+
+# ------------------------------------------------------------------------------ kernels
+# Samples arrive flattened, (N, D * H * W * C). Inner loops index with uint64: numba skips its
+# negative-index wraparound for unsigned ints, which keeps the loops tight.
+@parallel_kernel
+def pool_forward(x, y, index, wd, wh, ww, H, W, C, mode, including_pad, accum):
+    """y[n, o, c] (+)= max / mean / sum of x over window o; for MAX, ``index`` gets the flat
+    (d, h, w) position of the winner (ties: the first)."""
+    N = x.shape[0]
+    OD, OH, OW = wd.shape[1], wh.shape[1], ww.shape[1]
+    for n in prange(N):
+        xs, ys, ix = x[n], y[n], index[n]
+        for c in range(C):
+            out = c
+            for od in range(OD):
+                d_lo, d_hi, d_size, d_near = wd[LO, od], wd[HI, od], wd[SIZE, od], wd[NEAR, od]
+                for oh in range(OH):
+                    h_lo, h_hi, h_size, h_near = wh[LO, oh], wh[HI, oh], wh[SIZE, oh], wh[NEAR, oh]
+                    for ow in range(OW):
+                        w_lo, w_hi = ww[LO, ow], ww[HI, ow]
+                        if mode == MAX:
+                            best_pos = (d_near * H + h_near) * W + ww[NEAR, ow]
+                            best = xs[uint64(best_pos * C + c)]
+                            for d in range(d_lo, d_hi):
+                                for h in range(h_lo, h_hi):
+                                    row = (d * H + h) * W
+                                    for w in range(w_lo, w_hi):
+                                        v = xs[uint64((row + w) * C + c)]
+                                        if v > best:
+                                            best = v
+                                            best_pos = row + w
+                            ys[uint64(out)] = best
+                            ix[uint64(out)] = best_pos
+                        else:
+                            acc = 0.0
+                            for d in range(d_lo, d_hi):
+                                for h in range(h_lo, h_hi):
+                                    row = (d * H + h) * W
+                                    for w in range(w_lo, w_hi):
+                                        acc += xs[uint64((row + w) * C + c)]
+                            if mode == AVERAGE:
+                                if including_pad:
+                                    count = d_size * h_size * ww[SIZE, ow]
+                                else:
+                                    count = (d_hi - d_lo) * (h_hi - h_lo) * (w_hi - w_lo)
+                                acc = acc / count if count > 0 else np.nan
+                            ys[uint64(out)] = ys[uint64(out)] + acc if accum else acc
+                        out += C
+
+
+@parallel_kernel
+def gather_at(src, index, out, C, accum):
+    """out[n, o, c] (+)= src[n, index[n, o, c], c]: values at the max positions."""
+    N, L = out.shape
+    for n in prange(N):
+        s, ix, dst = src[n], index[n], out[n]
+        for o in range(L // C):
+            for c in range(C):
+                i = uint64(o * C + c)
+                v = s[uint64(ix[i] * C + c)]
+                dst[i] = dst[i] + v if accum else v
+
+
+@parallel_kernel
+def copy_from_source(x, source, y, C):
+    """y[n, o, c] = x[n, source[o], c] (Unpooling's repeat, as an index map)."""
+    N = y.shape[0]
+    O = source.shape[0]
+    for n in prange(N):
+        xs, ys = x[n], y[n]
+        for o in range(O):
+            for c in range(C):
+                ys[uint64(o * C + c)] = xs[uint64(source[o] * C + c)]
+
+
+@parallel_kernel
+def row_means(x, y):
+    """y[r] = mean of x[r, :]."""
+    R, S = x.shape
+    for r in prange(R):
+        row = x[r]
+        acc = 0.0
+        for s in range(S):
+            acc += row[uint64(s)]
+        y[r] = acc / S
+
+
+# ------------------------------------------------------------------------------ geometry
+def _windows(n, k, s, p, out):
+    """The (4, out) window-bound array of one pooled dim."""
+    start = np.arange(out, dtype=np.int64) * s - p
+    end = np.minimum(start + k, n + p)
+    return np.stack([np.maximum(start, 0), np.minimum(end, n), end - start, np.clip(start, 0, n - 1)])
+
+
+class PoolGeometry:
+    """Where the pooled axes are, the flattened views, the output shape and the windows."""
+
+    def __init__(self, op, x, kernel, stride, pad, ignore_border, channel_last):
+        x, kernel = tuple(x), tuple(kernel)
+        nk = len(kernel)
+        if not 1 <= nk <= 3:
+            op.fail("kernel {} must have 1, 2 or 3 dimensions", kernel)
+        if len(x) < nk + (1 if channel_last else 0):
+            op.fail("kernel {} has more dimensions than input of shape {} can pool{}", kernel, x,
+                    " (channel_last)" if channel_last else "")
+        if len(stride) != nk or len(pad) != nk:
+            op.fail("stride {} and pad {} must have one entry per kernel dimension of {}", tuple(stride),
+                    tuple(pad), kernel)
+        if min(kernel) < 1 or min(stride) < 1 or min(pad) < 0:
+            op.fail("kernel {} and stride {} must be positive and pad {} non-negative", kernel,
+                    tuple(stride), tuple(pad))
+        end = len(x) - 1 if channel_last else len(x)
+        pooled = x[end - nk:end]
+        if min(pooled) < 1:
+            op.fail("pooled dims {} of input shape {} must not be empty", pooled, x)
+        out = []
+        for n, k, s, p in zip(pooled, kernel, stride, pad):
+            if ignore_border:
+                if n + 2 * p < k:
+                    op.fail("kernel {} is larger than the padded input: pooled dims {} of input shape {} "
+                            "with pad {}", kernel, pooled, x, tuple(pad))
+                out.append((n + 2 * p - k) // s + 1)
+            else:
+                out.append((n + p + s - 1) // s)
+        fill = (1,) * (3 - nk)
+        sizes = fill + pooled
+        self.C = x[-1] if channel_last else 1
+        self.N = int(np.prod(x[:end - nk], dtype=np.int64))
+        self.H, self.W = sizes[1], sizes[2]
+        self.x2 = (self.N, int(np.prod(pooled, dtype=np.int64)) * self.C)
+        self.y2 = (self.N, int(np.prod(out, dtype=np.int64)) * self.C)
+        self.out_shape = x[:end - nk] + tuple(out) + x[end:]
+        self.windows = [_windows(n, k, s, p, o) for n, k, s, p, o in zip(
+            sizes, fill + kernel, fill + tuple(stride), (0,) * (3 - nk) + tuple(pad), fill + tuple(out))]
+
+    def run(self, x, y, index, mode, including_pad=True, accum=False):
+        """y (+)= the pooling of x (index: the max positions, for MAX)."""
+        wd, wh, ww = self.windows
+        pool_forward.for_size(x.size)(x.reshape(self.x2), y.reshape(self.y2), index, wd, wh, ww, self.H, self.W,
+                                      self.C, mode, including_pad, accum)
+
+    def no_index(self):
+        """The index argument of the poolings that keep none."""
+        return np.empty((self.N, 0), np.int64)
+
+    def scratch(self, dtype):
+        """An output-shaped work array (for maxima nobody reads)."""
+        buf = getattr(self, "_scratch", None)
+        if buf is None or buf.dtype != dtype:
+            buf = self._scratch = np.empty(self.y2, dtype)
+        return buf
+
+    def argmax(self, x):
+        """The max positions of x's windows."""
+        index = np.empty(self.y2, np.int64)
+        self.run(x, self.scratch(x.dtype), index, MAX)
+        return index
+
+
+# ------------------------------------------------------------------------------ ops
+class _KeepsWinners:
+    """Ops that find the max positions in forward and keep them for their backward."""
+
+    def find_winners(self, x, y):
+        """Pool x into y (a scratch array when None), keeping the max positions."""
+        index = getattr(self, "index", None)
+        if index is None:
+            index = self.index = np.empty(self.geo.y2, np.int64)
+        self.geo.run(x, self.geo.scratch(x.dtype) if y is None else y, index, MAX)
+        self.index_of = weakref.ref(x)
+        return index
+
+    def winners(self, x):
+        """The forward's max positions when they were found in this x, else recomputed."""
+        kept = getattr(self, "index_of", None)
+        if kept is not None and kept() is x:
+            return self.index
+        return self.geo.argmax(x)
+
+    def gather(self, g, index, out, accum):
+        """out (+)= g (shaped like x) read at the max positions ``index``."""
+        geo = self.geo
+        gather_at.for_size(out.size)(g.reshape(geo.x2), index, out.reshape(geo.y2), geo.C, accum)
+
+
+class _Pooling(Op):
+    mode = SUM
+    including_pad = True
+
+    def setup(self, x):
+        self.geo = PoolGeometry(self, x, self.kernel, self.stride, self.pad, self.ignore_border,
+                                self.channel_last)
+        return [self.geo.out_shape]
+
+    def forward(self, inputs, outputs):
+        self.geo.run(inputs[0], outputs[0], self.geo.no_index(), self.mode, self.including_pad)
+
+    backward = bw.window_pooling_backward
+
+    def grad_depends_input_data(self, i, j):
+        return False
+
+
+@register
+class MaxPooling(_KeepsWinners, _Pooling):
+    """Max over each window. The forward keeps the winners' positions (on this node's op) for
+    the backward, which scatters dy there."""
+
+    def forward(self, inputs, outputs):
+        self.find_winners(inputs[0], outputs[0])
+
+    backward = bw.max_pooling_backward
+    grad = bw.max_pooling_grad
+
+    def grad_depends_input_data(self, i, j):
+        return True
+
+
+@register
+class AveragePooling(_Pooling):
+    mode = AVERAGE
+    grad = bw.average_pooling_grad
+
+
+@register
+class SumPooling(_Pooling):
+    mode = SUM
+    grad = bw.sum_pooling_grad
+
+
+@register
+class MaxPoolingBackward(_KeepsWinners, Op):
+    """dx of MaxPooling from (dy, x): dy scattered to the max positions of x's windows."""
+    no_grad_inputs = (1,)
+
+    def setup(self, dy, x):
+        self.geo = PoolGeometry(self, x, self.kernel, self.stride, self.pad, self.ignore_border,
+                                self.channel_last)
+        if tuple(dy) != self.geo.out_shape:
+            self.fail("dy of shape {} must have the pooled shape {} of x {}", tuple(dy), self.geo.out_shape,
+                      tuple(x))
+        return [tuple(x)]
+
+    def forward(self, inputs, outputs):
+        dy, x = inputs
+        bw.scatter_to_max(self.geo, dy, self.find_winners(x, None), outputs[0], False)
+
+    backward = bw.max_pooling_backward_backward
+    grad = bw.max_pooling_backward_grad
+
+    def grad_depends_input_data(self, i, j):
+        return j == 1
+
+
+@register(name="MaxPoolingGather")
+class MaxPoolingGather(_KeepsWinners, Op):
+    """Internal: g (shaped like x) read at the max positions of x's windows; the gradient of
+    MaxPoolingBackward with respect to dy (and its own gradient is MaxPoolingBackward)."""
+    no_grad_inputs = (1,)
+
+    def __init__(self, input_names=(), kernel=(), stride=(), ignore_border=True, pad=(), channel_last=False):
+        super().__init__(input_names, kernel=tuple(kernel), stride=tuple(stride), ignore_border=ignore_border,
+                         pad=tuple(pad), channel_last=channel_last)
+
+    def setup(self, g, x):
+        if tuple(g) != tuple(x):
+            self.fail("g of shape {} must have the shape of x {}", tuple(g), tuple(x))
+        self.geo = PoolGeometry(self, x, self.kernel, self.stride, self.pad, self.ignore_border,
+                                self.channel_last)
+        return [self.geo.out_shape]
+
+    def forward(self, inputs, outputs):
+        g, x = inputs
+        self.gather(g, self.find_winners(x, None), outputs[0], False)
+
+    backward = bw.max_pooling_gather_backward
+    grad = bw.max_pooling_gather_grad
+
+    def grad_depends_input_data(self, i, j):
+        return j == 1
+
+
+@register(name="PoolingAdjoint")
+class PoolingAdjoint(Op):
+    """Internal: the transpose of AveragePooling / SumPooling (``mode``), mapping a pooled
+    gradient back to the input shape ``x_shape``; its own gradient is the pooling again."""
+
+    def __init__(self, input_names=(), x_shape=(), mode="sum", kernel=(), stride=(), ignore_border=True, pad=(),
+                 channel_last=False, including_pad=True):
+        super().__init__(input_names, x_shape=tuple(x_shape), mode=mode, kernel=tuple(kernel),
+                         stride=tuple(stride), ignore_border=ignore_border, pad=tuple(pad),
+                         channel_last=channel_last, including_pad=including_pad)
+        self.kind = AVERAGE if mode == "average" else SUM
+
+    def setup(self, dy):
+        self.geo = PoolGeometry(self, self.x_shape, self.kernel, self.stride, self.pad, self.ignore_border,
+                                self.channel_last)
+        if tuple(dy) != self.geo.out_shape:
+            self.fail("gradient of shape {} must have the pooled shape {}", tuple(dy), self.geo.out_shape)
+        return [self.x_shape]
+
+    def forward(self, inputs, outputs):
+        bw.spread_over_windows(self.geo, inputs[0], outputs[0], self.kind, self.including_pad, False)
+
+    backward = bw.pooling_adjoint_backward
+    grad = bw.pooling_adjoint_grad
+
+    def grad_depends_input_data(self, i, j):
+        return False
+
+
+@register
+class GlobalAveragePooling(Op):
+    """(N, C, *spatial) -> (N, C, 1, 1): the mean over everything after the channel axis."""
+
+    def setup(self, x):
+        if len(x) < 2:
+            self.fail("input of shape {} needs at least 2 dimensions (batch, channel)", tuple(x))
+        self.rows = int(x[0] * x[1])
+        self.size = int(np.prod(x[2:], dtype=np.int64))
+        if self.size == 0:
+            self.fail("input of shape {} has no spatial elements to average", tuple(x))
+        return [(x[0], x[1], 1, 1)]
+
+    def forward(self, inputs, outputs):
+        row_means.for_size(inputs[0].size)(inputs[0].reshape(self.rows, self.size), outputs[0].reshape(self.rows))
+
+    backward = bw.global_average_pooling_backward
+    grad = bw.global_average_pooling_grad
+
+    def grad_depends_input_data(self, i, j):
+        return False
+
+
+@register
+class Unpooling(Op):
+    """Each element repeated ``kernel`` times along the last len(kernel) axes (the ones before
+    the last with channel_last)."""
+
+    def setup(self, x):
+        x, kernel = tuple(x), tuple(self.kernel)
+        nk = len(kernel)
+        end = len(x) - 1 if self.channel_last else len(x)
+        if nk < 1 or end - nk < 0:
+            self.fail("kernel {} must have between 1 and {} dimensions for input of shape {}", kernel, end, x)
+        if min(kernel) < 1:
+            self.fail("kernel {} must be positive", kernel)
+        pooled = x[end - nk:end]
+        out = tuple(n * k for n, k in zip(pooled, kernel))
+        # For every output position (flat over the repeated axes), the input position it copies.
+        grids = np.meshgrid(*[np.arange(o) // k for o, k in zip(out, kernel)], indexing="ij")
+        self.source = np.ravel_multi_index(grids, pooled).reshape(-1).astype(np.int64)
+        self.C = x[-1] if self.channel_last else 1
+        N = int(np.prod(x[:end - nk], dtype=np.int64))
+        self.x2 = (N, int(np.prod(pooled, dtype=np.int64)) * self.C)
+        self.y2 = (N, int(np.prod(out, dtype=np.int64)) * self.C)
+        return [x[:end - nk] + out + x[end:]]
+
+    def forward(self, inputs, outputs):
+        copy_from_source.for_size(outputs[0].size)(inputs[0].reshape(self.x2), self.source,
+                                                   outputs[0].reshape(self.y2), self.C)
+
+    backward = bw.unpooling_backward
+    grad = bw.unpooling_grad
+
+    def grad_depends_input_data(self, i, j):
+        return False
+
+
+# ============================================================================== RoiAlign
+@parallel_kernel
+def roi_align_kernel(x, boxes, y, H, W, C, OH, OW, scale_y, scale_x, sampling_ratio, channel_last):
+    """y[r, c, oh, ow] = mean of the bilinear samples of bin (oh, ow) of box r (flattened
+    (N, C*H*W) input and (R, C*OH*OW) output, channel-last when asked)."""
+    R = boxes.shape[0]
+    cs, ss = (1, C) if channel_last else (H * W, 1)
+    ocs, oss = (1, C) if channel_last else (OH * OW, 1)
+    for task in prange(R * C):
+        r, c = task // C, task % C
+        img, out = x[int(boxes[r, 0])], y[r]
+        y1, x1, bin_h, bin_w, gh, gw = roi_grid(boxes[r], OH, OW, scale_y, scale_x, sampling_ratio)
+        count = gh * gw
+        for oh in range(OH):
+            for ow in range(OW):
+                acc = 0.0
+                for iy in range(gh):
+                    sy = y1 + oh * bin_h + (iy + 0.5) * bin_h / gh
+                    for ix in range(gw):
+                        sx = x1 + ow * bin_w + (ix + 0.5) * bin_w / gw
+                        ya, xa, yb, xb, ly, lx, inside = roi_corners(sy, sx, H, W)
+                        if inside:
+                            acc += ((1 - ly) * (1 - lx) * img[c * cs + (ya * W + xa) * ss]
+                                    + (1 - ly) * lx * img[c * cs + (ya * W + xb) * ss]
+                                    + ly * (1 - lx) * img[c * cs + (yb * W + xa) * ss]
+                                    + ly * lx * img[c * cs + (yb * W + xb) * ss])
+                out[c * ocs + (oh * OW + ow) * oss] = acc / count if count != 0 else np.nan
+
+
+@register
+class RoiAlign(Op):
+    """Mask R-CNN's RoiAlign: (K, 5) boxes (batch index, x1, y1, x2, y2) of a 4-d input, each
+    averaged into output_size bins of bilinear samples; spatial_scale scales (y, x)."""
+    no_grad_inputs = (1,)
+
+    def setup(self, x, boxes):
+        x, boxes = tuple(x), tuple(boxes)
+        if len(x) != 4 or min(x[1:]) < 1:
+            self.fail("input of shape {} must be 4-d with non-empty channel and spatial dims", x)
+        if len(boxes) != 2 or boxes[1] != 5:
+            self.fail("boxes of shape {} must be (K, 5)", boxes)
+        if len(self.output_size) != 2 or min(self.output_size) < 1:
+            self.fail("output_size {} must be a positive (height, width)", tuple(self.output_size))
+        if len(self.spatial_scale) != 2:
+            self.fail("spatial_scale {} must have 2 entries", tuple(self.spatial_scale))
+        self.N = x[0]
+        self.C, self.H, self.W = (x[3], x[1], x[2]) if self.channel_last else x[1:]
+        OH, OW = self.output_size
+        return [(boxes[0], OH, OW, self.C) if self.channel_last else (boxes[0], self.C, OH, OW)]
+
+    def check_boxes(self, boxes):
+        index = boxes[:, 0]
+        if index.size and (index.min() < 0 or index.max() >= self.N):
+            self.fail("box batch indices {} must lie in [0, {})", index.astype(np.int64), self.N)
+
+    def kernel_args(self):
+        return (self.H, self.W, self.C, self.output_size[0], self.output_size[1], self.spatial_scale[0],
+                self.spatial_scale[1], self.sampling_ratio, self.channel_last)
+
+    def forward(self, inputs, outputs):
+        x, boxes = inputs
+        self.check_boxes(boxes)
+        y = outputs[0]
+        roi_align_kernel.for_size(y.size * 4)(x.reshape(self.N, -1), boxes, y.reshape(y.shape[0], -1),
+                                             *self.kernel_args())
+
+    backward = bw.roi_align_backward
+
+    def grad_depends_input_data(self, i, j):
+        return j == 1

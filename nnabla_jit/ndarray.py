@@ -6,6 +6,8 @@ buffer; the executor uses it to free intermediates under ``clear_buffer``.
 """
 import numpy as np
 
+from .operators import Operators
+
 __all__ = ["NdArray"]
 
 
@@ -15,8 +17,9 @@ def _as_shape(shape):
     return tuple(int(s) for s in shape)
 
 
-class NdArray:
-    """nnabla's ``NdArray(shape)``. The type is float32 until something else is stored."""
+class NdArray(Operators):
+    """nnabla's ``NdArray(shape)``. The type is float32 until something else is stored.
+    Operators (``+``, ``*``, ...) compute at once and return NdArrays."""
 
     __slots__ = ("_array", "_shape", "_dtype", "_device", "__weakref__")
 
@@ -148,47 +151,7 @@ class NdArray:
     def __repr__(self):
         return "<NdArray({}) at {}>".format(self._shape, hex(id(self)))
 
-    # ----------------------------------------------------------------- operators
-    # Each operator runs the nnabla function at once (imperative mode) and returns an NdArray.
-    def __neg__(self):
-        return _F().mul_scalar(self, -1.0)
-
-    def __pos__(self):
-        return self
-
-    def __add__(self, other):
-        return _F()._add(self, other)
-
-    def __radd__(self, other):
-        return _F()._add(self, other)
-
-    def __sub__(self, other):
-        return _F()._sub(self, other)
-
-    def __rsub__(self, other):
-        return _F()._rsub(self, other)
-
-    def __mul__(self, other):
-        return _F()._mul(self, other)
-
-    def __rmul__(self, other):
-        return _F()._mul(self, other)
-
-    def __truediv__(self, other):
-        return _F()._div(self, other)
-
-    def __rtruediv__(self, other):
-        return _F()._rdiv(self, other)
-
-    def __pow__(self, other):
-        return _F()._pow(self, other)
-
-    def __rpow__(self, other):
-        return _F()._rpow(self, other)
-
-    def __matmul__(self, other):
-        return _F()._matmul(self, other)
-
+    # ----------------------------------------------------------------- in place
     def __iadd__(self, other):
         self.copy_from(self + other)
         return self
@@ -205,26 +168,7 @@ class NdArray:
         self.copy_from(self / other)
         return self
 
-    def __abs__(self):
-        return _F().abs(self)
-
-    def __lt__(self, other):
-        return _F()._compare(self, other, "less")
-
-    def __le__(self, other):
-        return _F()._compare(self, other, "less_equal")
-
-    def __gt__(self, other):
-        return _F()._compare(self, other, "greater")
-
-    def __ge__(self, other):
-        return _F()._compare(self, other, "greater_equal")
-
     # identity semantics, as in nnabla
     __eq__ = object.__eq__
     __hash__ = object.__hash__
 
-
-def _F():
-    from . import functions
-    return functions

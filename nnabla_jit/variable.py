@@ -10,6 +10,7 @@ import numpy as np
 
 from . import graph
 from .ndarray import NdArray, _as_shape
+from .operators import Operators
 
 __all__ = ["Variable"]
 
@@ -25,8 +26,8 @@ class VariableBody:
         self.grad = NdArray(shape, dtype)
 
 
-class Variable:
-    """nnabla's ``Variable(shape=(), need_grad=False)``."""
+class Variable(Operators):
+    """nnabla's ``Variable(shape=(), need_grad=False)``. Operators build graph nodes."""
 
     __slots__ = ("_body", "_parent", "_need_grad", "_persistent", "_recompute", "_rank",
                  "_refs", "_cache", "name", "__weakref__")
@@ -333,61 +334,6 @@ class Variable:
         if not self.shape:
             raise TypeError("len() of a 0-d Variable")
         return self.shape[0]
-
-    # Operators build graph nodes (see nnabla_jit.functions for the mapping).
-    def __neg__(self):
-        return _F().mul_scalar(self, -1.0)
-
-    def __pos__(self):
-        return self
-
-    def __add__(self, other):
-        return _F()._add(self, other)
-
-    def __radd__(self, other):
-        return _F()._add(self, other)
-
-    def __sub__(self, other):
-        return _F()._sub(self, other)
-
-    def __rsub__(self, other):
-        return _F()._rsub(self, other)
-
-    def __mul__(self, other):
-        return _F()._mul(self, other)
-
-    def __rmul__(self, other):
-        return _F()._mul(self, other)
-
-    def __truediv__(self, other):
-        return _F()._div(self, other)
-
-    def __rtruediv__(self, other):
-        return _F()._rdiv(self, other)
-
-    def __pow__(self, other):
-        return _F()._pow(self, other)
-
-    def __rpow__(self, other):
-        return _F()._rpow(self, other)
-
-    def __matmul__(self, other):
-        return _F()._matmul(self, other)
-
-    def __abs__(self):
-        return _F().abs(self)
-
-    def __lt__(self, other):
-        return _F()._compare(self, other, "less")
-
-    def __le__(self, other):
-        return _F()._compare(self, other, "less_equal")
-
-    def __gt__(self, other):
-        return _F()._compare(self, other, "greater")
-
-    def __ge__(self, other):
-        return _F()._compare(self, other, "greater_equal")
 
     def __getitem__(self, key):
         return _F()._getitem(self, key)

@@ -64,19 +64,13 @@ def crelu_backward_kernel(x, dy, dx, alpha, elu, accum):
                     dx[o, k, i] = g
 
 
-def _crelu_like_backward(op, inputs, grad_outputs, grad_inputs, propagate_down, accum, alpha, elu):
+def concatenated_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+    """CReLU / CELU: the two halves of dy flow back through f(x) and f(-x)."""
     if propagate_down[0]:
         o, n, i = op.shape3
         crelu_backward_kernel(inputs[0].reshape(o, n, i), grad_outputs[0].reshape(o, 2, n, i),
-                              grad_inputs[0].reshape(o, n, i), alpha, elu, accum[0])
-
-
-def crelu_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
-    _crelu_like_backward(op, inputs, grad_outputs, grad_inputs, propagate_down, accum, 0.0, False)
-
-
-def celu_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
-    _crelu_like_backward(op, inputs, grad_outputs, grad_inputs, propagate_down, accum, op.alpha, True)
+                              grad_inputs[0].reshape(o, n, i), op.args.get("alpha", 0.0), op.elu,
+                              accum[0])
 
 
 def _halves(dy, axis):

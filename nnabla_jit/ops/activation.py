@@ -107,9 +107,9 @@ class LogSoftmax(_AxisSoftmax):
     grad = bw.log_softmax_grad
 
 
-@register
-class CReLU(Op):
-    """concatenate(relu(x), relu(-x)) along ``axis``."""
+class _Concatenated(Op):
+    """f(x) and f(-x) concatenated along ``axis``: CReLU (f = relu) and CELU (f = elu)."""
+    elu = False
 
     def setup(self, x):
         self.axis = normalize_axis(self, self.axis, len(x))
@@ -120,30 +120,20 @@ class CReLU(Op):
 
     def forward(self, inputs, outputs):
         o, n, i = self.shape3
-        x = inputs[0].reshape(o, n, i)
-        y = outputs[0].reshape(o, 2, n, i)
-        crelu_kernel(x, y, 0.0, False)
+        crelu_kernel(inputs[0].reshape(o, n, i), outputs[0].reshape(o, 2, n, i),
+                     self.args.get("alpha", 0.0), self.elu)
 
-    backward = bw.crelu_backward
+    backward = bw.concatenated_backward
+
+
+@register
+class CReLU(_Concatenated):
     grad = bw.crelu_grad
 
 
 @register
-class CELU(Op):
-    """concatenate(elu(x), elu(-x)) along ``axis``."""
-
-    def setup(self, x):
-        self.axis = normalize_axis(self, self.axis, len(x))
-        self.shape3 = outer_axis_inner(x, self.axis)
-        out = list(x)
-        out[self.axis] *= 2
-        return [tuple(out)]
-
-    def forward(self, inputs, outputs):
-        o, n, i = self.shape3
-        crelu_kernel(inputs[0].reshape(o, n, i), outputs[0].reshape(o, 2, n, i), self.alpha, True)
-
-    backward = bw.celu_backward
+class CELU(_Concatenated):
+    elu = True
     grad = bw.celu_grad
 
 

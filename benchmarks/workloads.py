@@ -72,10 +72,10 @@ def elementwise_nnabla_jit():
     x = nn.Variable.from_numpy_array(rng.randn(4 * 1024 * 1024).astype(np.float32), need_grad=True)
     loss = F.sum((F.tanh(2 * x + 1) * F.sigmoid(x) - 0.5) ** 2)
 
-    def step():
-        loss.forward()
+    def step():   # the clearing flags free intermediates as PyTorch does (and enable fusion)
+        loss.forward(clear_no_need_grad=True)
         x.grad.zero()
-        loss.backward()
+        loss.backward(clear_buffer=True)
     return step
 
 
@@ -88,8 +88,8 @@ def tiny_nnabla_jit():
     loss = F.sum(h)
 
     def step():
-        loss.forward()
-        loss.backward()
+        loss.forward(clear_no_need_grad=True)
+        loss.backward(clear_buffer=True)
     return step
 
 

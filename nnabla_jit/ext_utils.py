@@ -60,7 +60,9 @@ def _make_cpu_module():
         """CPU kernels run synchronously: nothing to wait for."""
 
     def clear_memory_cache():
-        """The CPU backend keeps no memory pool of its own: nothing to release."""
+        """Release the buffers the CPU backend keeps for reuse."""
+        from .ndarray import clear_memory_cache as clear_pool
+        clear_pool()
 
     mod.context = context
     mod.device_synchronize = device_synchronize

@@ -20,9 +20,10 @@ import sys
 
 import numpy as np
 
-from .ops.elementwise import ElementwiseOp, _PRELUDE, _cache_dir, _write_atomic
+from .ops.elementwise import ElementwiseOp, _cache_dir, _prelude, _write_atomic, typed_scalars
 from .ops.kernels import PARALLEL_THRESHOLD
 
+ZERO_REF = "__zero_ref__"   # placeholder for the value zeros are typed like
 MIN_REGION = 2    # a single op gains nothing from fusion
 MAX_REGION = 12   # LLVM's compile time grows faster than linearly with a kernel's length;
                   # long chains split into equal pieces that share one compiled kernel
@@ -58,13 +59,36 @@ class _Renamer(ast.NodeTransformer):
 
     def visit_Name(self, node):
         new = self.names.get(node.id)
-        return ast.copy_location(ast.Name(id=new, ctx=node.ctx), node) if new else node
+        if new is None:
+            return node
+        if isinstance(new, ast.AST):
+            return ast.copy_location(new, node)
+        return ast.copy_location(ast.Name(id=new, ctx=node.ctx), node)
 
 
 def _rename(expr, names):
-    """``expr`` with its names replaced (inputs -> value names, args -> parameter names)."""
+    """``expr`` with its names replaced (inputs -> value names, args -> parameter names or
+    literal expressions)."""
     tree = _Renamer(names).visit(ast.parse(expr, mode="eval"))
     return ast.unparse(tree)
+
+
+def _literal(value, ref):
+    """``like(value, ref)``: a baked argument typed like the value ``ref`` names."""
+    return ast.Call(func=ast.Name(id="like", ctx=ast.Load()),
+                    args=[ast.Constant(value), ast.Name(id=ref, ctx=ast.Load())], keywords=[])
+
+
+def _arguments(op, k, mapping, ref):
+    """Map op k's arguments to kernel parameters (returned) or baked literals."""
+    params = []
+    for a in op.line.arg_names:
+        if a in op.line.baked_args:
+            mapping[a] = _literal(op.args[a], ref)
+        else:
+            mapping[a] = "p{}_{}".format(k, a)
+            params.append(a)
+    return params
 
 
 def _load_module(text):
@@ -86,7 +110,7 @@ def _kernel_pair(body_lines, params, arrays):
     """Source and loader of a serial and a prange kernel running ``body_lines`` per element."""
     flat = "".join("    {0} = {0}.reshape({0}.size)\n".format(a) for a in arrays)
     body = "".join("        " + line + "\n" for line in body_lines)
-    text = _PRELUDE
+    text = _prelude()
     for suffix, deco, loop in (("", '@njit(cache=True, error_model="numpy")', "range"),
                                ("_parallel", '@njit(cache=True, parallel=True, error_model="numpy")', "prange")):
         text += "\n\n{}\ndef fused{}({}):\n{}    for i in {}({}.size):\n{}".format(
@@ -110,26 +134,24 @@ class FusedForward:
                     names[id(v)] = "e{}_v".format(len(inputs))
                     inputs.append(v)
                 mapping[name] = names[id(v)]
-            for a in op.line.arg_names:
-                mapping[a] = "p{}_{}".format(k, a)
-                scalars.append((op, a))
+            taken = _arguments(op, k, mapping, mapping[op.line.input_names[0]])
+            scalars += [(k, op, a) for a in taken]
             names[id(node._outputs[0]())] = "v{}".format(k)
-            lines.append("v{} = {}".format(k, _rename(op.line.forward, mapping)))
+            lines.append("v{} = {}".format(k, _rename(op.line.kernel_forward, mapping)))
         stored = [(node._outputs[0](), "v{}".format(k)) for k, node in enumerate(region_nodes)
                   if keep(node._outputs[0]())]
         in_arrays = ["e{}".format(j) for j in range(len(inputs))]
         out_arrays = ["o{}".format(m) for m in range(len(stored))]
         loads = ["{0}_v = {0}[i]".format(a) for a in in_arrays]
         stores = ["o{}[i] = {}".format(m, name) for m, (_, name) in enumerate(stored)]
-        params = out_arrays + in_arrays + ["p{}_{}".format(k, a) for k, node in enumerate(region_nodes)
-                                           for a in node.op.line.arg_names]
+        params = out_arrays + in_arrays + ["p{}_{}".format(k, a) for k, _, a in scalars]
         serial, parallel = _kernel_pair(loads + lines + stores, params, out_arrays + in_arrays)
         size = int(np.prod(region_nodes[0]._outputs[0]().shape, dtype=np.int64))
         self.kernel = parallel if size >= PARALLEL_THRESHOLD else serial
         self.dtype = region_nodes[0].compute_dtype
         self.in_nds = [v._body.data for v in inputs]
         self.out_nds = [v._body.data for v, _ in stored]
-        self.scalars = tuple(op.args[a] for op, a in scalars)
+        self.scalars = typed_scalars([op.args[a] for _, op, a in scalars], self.dtype)
 
     def __call__(self):
         from .graph import _fresh
@@ -206,7 +228,7 @@ class FusedBackward:
                 grads_in.append((out, g))
                 lines.append("{0} = {0}_in[i]".format(g))
             else:
-                lines.append("{} = 0.0".format(g))
+                lines.append("{} = like(0.0, {})".format(g, ZERO_REF))
         gname = {id(node._outputs[0]()): "g{}".format(k) for k, node in enumerate(forward_order)}
         # walk the region backwards, adding each derivative into its input's gradient
         first_write = []
@@ -215,14 +237,13 @@ class FusedBackward:
             s = step_of[id(node)]
             op = node.op
             for i, (name, v) in enumerate(zip(op.line.input_names, node.inputs)):
-                d = op.line.derivatives[i]
+                d = op.line.kernel_derivatives[i]
                 if d is None or not s.propagate_down[i]:
                     continue
                 mapping = {"dy": "g{}".format(k), "y": value(node._outputs[0]())}
                 for n2, v2 in zip(op.line.input_names, node.inputs):
                     mapping[n2] = value(v2)
-                for a in op.line.arg_names:
-                    mapping[a] = "p{}_{}".format(k, a)
+                _arguments(op, k, mapping, "g{}".format(k))
                 term = _rename(d, mapping)
                 if id(v) in region_vars:
                     target = gname[id(v)]
@@ -230,14 +251,18 @@ class FusedBackward:
                     if id(v._body) not in ext_grads:
                         ext_grads[id(v._body)] = ("d{}".format(len(ext_grads)), s.accum[i], v)
                         first_write.append(id(v._body))
-                        lines.append("{} = 0.0".format(ext_grads[id(v._body)][0]))
+                        lines.append("{} = like(0.0, {})".format(ext_grads[id(v._body)][0], ZERO_REF))
                     target = ext_grads[id(v._body)][0]
                 lines.append("{0} = {0} + ({1})".format(target, term))
-            for a in op.line.arg_names:
+            for a in _arguments(op, k, {}, "g{}".format(k)):
                 params_scalar.append("p{}_{}".format(k, a))
                 scalars.append((op, a))
-        # values are loaded before anything else
+        # values are loaded before anything else; zeros are typed like the first of them
         loads = ["{0} = {0}_a[i]".format(values[id(v)]) for v in value_arrays]
+        ref = (values[id(value_arrays[0])] if value_arrays
+               else ("{}_in[i]".format(grads_in[0][1]) if grads_in else None))
+        lines = [ln.replace(ZERO_REF, ref) if ref else ln.replace("like(0.0, {})".format(ZERO_REF), "0.0")
+                 for ln in lines]
         stores = []
         for key in first_write:
             name, accum, v = ext_grads[key]
@@ -252,7 +277,7 @@ class FusedBackward:
         self.out_grads = [(ext_grads[k][2]._body.grad, ext_grads[k][1]) for k in first_write]
         self.in_grads = [seed if v is root else v._body.grad for v, _ in grads_in]
         self.value_nds = [v._body.data for v in value_arrays]
-        self.scalars = tuple(op.args[a] for op, a in scalars)
+        self.scalars = typed_scalars([op.args[a] for op, a in scalars], self.dtype)
 
     def __call__(self):
         from .graph import _grad_buffer

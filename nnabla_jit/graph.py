@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from .ndarray import NdArray
+from .ndarray import NdArray, pooled_empty
 
 __all__ = ["forward", "backward", "forward_all", "upstream_functions", "graph_changed",
            "run_node_forward"]
@@ -142,7 +142,7 @@ def _fresh(nd, dtype):
     if nd._device is not None:
         nd._device.clear(nd)
         nd._device = None
-    a = np.empty(nd._shape, dtype)
+    a = pooled_empty(nd._shape, dtype)
     nd._array = a
     nd._dtype = a.dtype
     return a
@@ -491,7 +491,9 @@ def _grad_buffer(nd, dtype, zero):
         nd._device.clear(nd)
         nd._device = None
     if a is None or a.shape != nd._shape:
-        a = np.zeros(nd._shape, dtype) if zero else np.empty(nd._shape, dtype)
+        a = pooled_empty(nd._shape, dtype)
+        if zero:
+            a.fill(0)
     elif a.dtype is not dtype:
         a = a.astype(dtype)
     nd._array = a

@@ -4,6 +4,8 @@ The host buffer is a NumPy array created on first use; ``data`` hands out that a
 edits through it are seen by the graph (nnabla's reference semantics). ``clear()`` drops the
 buffer; the executor uses it to free intermediates under ``clear_buffer``.
 """
+import sys
+
 import numpy as np
 
 from .operators import Operators
@@ -15,6 +17,26 @@ def _as_shape(shape):
     if isinstance(shape, (int, np.integer)):
         return (int(shape),)
     return tuple(int(s) for s in shape)
+
+
+# Buffers freed by clear() wait here for the next allocation of the same shape and type: a
+# training step that clears and refills its intermediates then touches no new memory (fresh
+# pages cost a page fault each). Only buffers nobody else references are kept.
+_POOL = {}
+_POOL_DEPTH = 4
+
+
+def pooled_empty(shape, dtype):
+    """An uninitialised buffer, reusing a cleared one of the same shape and type if any."""
+    bucket = _POOL.get((shape, dtype))
+    if bucket:
+        return bucket.pop()
+    return np.empty(shape, dtype)
+
+
+def clear_memory_cache():
+    """Drop the buffers kept for reuse."""
+    _POOL.clear()
 
 
 class NdArray(Operators):
@@ -107,6 +129,12 @@ class NdArray(Operators):
 
     def clear(self):
         """Release the buffer; the next access allocates a fresh, zeroed one."""
+        a = self._array
+        # 3 references (self._array, the local a, getrefcount's argument): nobody else holds it
+        if a is not None and a.base is None and sys.getrefcount(a) == 3:
+            bucket = _POOL.setdefault((a.shape, a.dtype), [])
+            if len(bucket) < _POOL_DEPTH:
+                bucket.append(a)
         self._array = None
         if self._device is not None:
             self._device.clear(self)

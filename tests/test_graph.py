@@ -197,3 +197,21 @@ def test_broadcast_with_many_alternating_axes():
     rng = np.random.RandomState(0)
     check_function(lambda x, y: x * y, [rng.randn(2, 1, 2, 1, 2), rng.randn(1, 2, 1, 2, 1)],
                    lambda x, y: x * y)
+
+
+def test_cleared_buffers_are_reused_unless_someone_holds_them():
+    from nnabla_jit import ndarray
+    ndarray.clear_memory_cache()
+    x = nn.Variable.from_numpy_array(np.ones((3, 7), np.float32))
+    h = F.tanh(x)
+    y = F.sum(F.exp(h))
+    y.forward(clear_buffer=True)
+    assert len(ndarray._POOL[((3, 7), np.dtype(np.float32))]) >= 1
+    y.forward()
+    held = h.d                      # the caller keeps a reference ...
+    y.forward(clear_buffer=True)    # ... so clearing must not recycle that buffer
+    before = held.copy()
+    x.d = -1
+    y.forward()
+    np.testing.assert_array_equal(held, before)
+    np.testing.assert_allclose(h.d, np.tanh(-1), rtol=1e-6)

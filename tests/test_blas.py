@@ -8,7 +8,7 @@ from nnabla_jit.ops import blas
 @pytest.mark.parametrize("trans_a", [False, True])
 @pytest.mark.parametrize("trans_b", [False, True])
 @pytest.mark.parametrize("accumulate", [False, True])
-@pytest.mark.parametrize("size", [(3, 4, 5), (160, 220, 140)])   # one call / row blocks
+@pytest.mark.parametrize("size", [(3, 4, 5), (160, 220, 140), (140, 220, 160)])   # one call / blocks
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_gemm(trans_a, trans_b, accumulate, size, dtype):
     m, k, n = size
@@ -21,10 +21,10 @@ def test_gemm(trans_a, trans_b, accumulate, size, dtype):
     np.testing.assert_allclose(out, want, rtol=1e-4 if dtype == np.float32 else 1e-10, atol=1e-4)
 
 
-def test_large_products_take_the_row_block_path(monkeypatch):
+def test_large_products_take_the_blocked_path(monkeypatch):
     calls = []
-    original = blas._gemm_row_blocks
-    monkeypatch.setattr(blas, "_gemm_row_blocks", lambda *args: calls.append(1) or original(*args))
+    original = blas._gemm_blocks
+    monkeypatch.setattr(blas, "_gemm_blocks", lambda *args: calls.append(1) or original(*args))
     a, b = np.ones((200, 300), np.float32), np.ones((300, 100), np.float32)
     out = np.empty((200, 100), np.float32)
     blas.gemm(a, b, out)

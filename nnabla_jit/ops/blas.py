@@ -4,8 +4,8 @@ A C-ordered (m, n) array is a Fortran-ordered (n, m) array, so ``out = op(a) @ o
 computed as ``out^T = op(b)^T @ op(a)^T`` on the transposed views: no copies, and ``beta=1``
 accumulates into ``out`` as a backward pass with ``accum`` needs.
 
-Threads: scipy's OpenBLAS is set to one thread and large products are split into row blocks
-that numba's threads multiply side by side. Two thread pools on the same cores (OpenBLAS's and
+Threads: scipy's OpenBLAS is set to one thread and large products are split into blocks that
+numba's threads multiply side by side, each with its own BLAS call. Two thread pools on the same cores (OpenBLAS's and
 numba's) spin against each other between kernels; with one pool a training step on 2 cores ran
 several times faster. ``NNABLA_JIT_BLAS_THREADS=keep`` leaves OpenBLAS as it was.
 """
@@ -13,7 +13,9 @@ import ctypes
 import os
 
 import numpy as np
-from numba import njit, prange
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.extending import get_cython_function_address, intrinsic
 from scipy.linalg import blas
 
 from .kernels import parallel_kernel
@@ -47,22 +49,64 @@ def _limit_scipy_openblas():
 _limit_scipy_openblas()
 
 
+# BLAS's own gemm, called from numba threads through its address (Fortran convention: every
+# argument a pointer). The address is an argument, not a global, so the kernel caches on disk.
+_SGEMM = get_cython_function_address("scipy.linalg.cython_blas", "sgemm")
+_DGEMM = get_cython_function_address("scipy.linalg.cython_blas", "dgemm")
+_N, _T = 78, 84   # ord("N"), ord("T")
+
+
+@intrinsic
+def _call_gemm(typingctx, address, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+    """Call the gemm at ``address`` with 13 pointer arguments (all given as integers)."""
+    def codegen(context, builder, signature, args):
+        ptr = ir.IntType(8).as_pointer()
+        fnty = ir.FunctionType(ir.VoidType(), [ptr] * 13)
+        fn = builder.inttoptr(args[0], fnty.as_pointer())
+        builder.call(fn, [builder.inttoptr(v, ptr) for v in args[1:]])
+        return context.get_dummy_value()
+    return types.void(*([types.intp] * 14)), codegen
+
+
 @njit(parallel=True, cache=True)
-def _gemm_row_blocks(a, b, out, trans_a, accumulate, n_blocks):
-    """out[rows] (+)= op(a)[rows] @ b, the rows split into blocks multiplied in parallel.
-    ``b`` is already op(b); op(a)'s rows are a's columns when ``trans_a``."""
-    m = out.shape[0]
+def _gemm_blocks(a, b, out, trans_a, trans_b, beta, n_blocks, address):
+    """out (+)= op(a) @ op(b) in blocks of out's rows or columns (the longer side), one BLAS
+    call per block on numba's threads. In BLAS's column-major view out^T = op(b)^T op(a)^T, so
+    a block of out is a sub-matrix reached by a pointer offset and the full leading dimension."""
+    m, n = out.shape
+    k = a.shape[0] if trans_a else a.shape[1]
+    by_columns = n >= m
+    length = n if by_columns else m
     for blk in prange(n_blocks):
-        r0 = blk * m // n_blocks
-        r1 = (blk + 1) * m // n_blocks
-        if trans_a:   # op(a)'s rows are columns of a: gather them contiguously first
-            block = np.dot(np.ascontiguousarray(a[:, r0:r1]).T, b)
+        lo = blk * length // n_blocks
+        hi = (blk + 1) * length // n_blocks
+        if hi <= lo:
+            continue
+        dims = np.empty(6, np.int32)        # M, N, K, lda, ldb, ldc
+        dims[0] = hi - lo if by_columns else n
+        dims[1] = m if by_columns else hi - lo
+        dims[2] = k
+        dims[3] = b.shape[1]
+        dims[4] = a.shape[1]
+        dims[5] = n
+        flags = np.empty(2, np.uint8)
+        flags[0] = _T if trans_b else _N
+        flags[1] = _T if trans_a else _N
+        scale = np.empty(2, out.dtype)
+        scale[0] = 1.0
+        scale[1] = beta
+        if by_columns:
+            pa = b[lo:].ctypes.data if trans_b else b[:, lo:].ctypes.data
+            pb = a.ctypes.data
+            pc = out[:, lo:].ctypes.data
         else:
-            block = np.dot(a[r0:r1], b)
-        if accumulate:
-            out[r0:r1] += block
-        else:
-            out[r0:r1] = block
+            pa = b.ctypes.data
+            pb = a[:, lo:].ctypes.data if trans_a else a[lo:].ctypes.data
+            pc = out[lo:].ctypes.data
+        d, f, sc = dims.ctypes.data, flags.ctypes.data, scale.ctypes.data
+        i4, s8 = 4, out.itemsize
+        _call_gemm(address, f, f + 1, d, d + i4, d + 2 * i4, sc, pa, d + 3 * i4, pb, d + 4 * i4,
+                   sc + s8, pc, d + 5 * i4)
 
 
 def gemm(a, b, out, trans_a=False, trans_b=False, accumulate=False):
@@ -82,8 +126,9 @@ def gemm(a, b, out, trans_a=False, trans_b=False, accumulate=False):
             out.fill(0)
         return
     inner = a.shape[0] if trans_a else a.shape[1]
-    if out.shape[0] >= 8 and out.size * inner >= PARALLEL_FLOPS:
-        _gemm_row_blocks(a, b.T if trans_b else b, out, trans_a, accumulate, 2 * _threads())
+    if out.size * inner >= PARALLEL_FLOPS and max(out.shape) >= 16:
+        _gemm_blocks(a, b, out, trans_a, trans_b, 1.0 if accumulate else 0.0, _threads(),
+                     _SGEMM if out.dtype == np.float32 else _DGEMM)
         return
     f(1.0, b.T, a.T, beta=1.0 if accumulate else 0.0, c=out.T, overwrite_c=True,
       trans_a=trans_b, trans_b=trans_a)

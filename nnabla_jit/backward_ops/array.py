@@ -49,14 +49,14 @@ def stack_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_dow
     dy = np.moveaxis(grad_outputs[0], op.axis, 0)
     for k, dx in enumerate(grad_inputs):
         if propagate_down[k]:
-            _store(dx, dy[k], accum[k])
+            _store(dx, dy[k, ...], accum[k])
 
 
 def split_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
     if propagate_down[0]:
         dx = np.moveaxis(grad_inputs[0], op.axis, 0)
         for k, dy in enumerate(grad_outputs):
-            _store(dx[k], dy, accum[0])
+            _store(dx[k, ...], dy, accum[0])
 
 
 # ------------------------------------------------------------------------------- grad rules

@@ -339,7 +339,7 @@ class Stack(Op):
     def forward(self, inputs, outputs):
         y = np.moveaxis(outputs[0], self.axis, 0)
         for k, x in enumerate(inputs):
-            copy_view(x, y[k], False)
+            copy_view(x, y[k, ...], False)
 
     backward = bw.stack_backward
     grad = bw.stack_grad
@@ -360,7 +360,7 @@ class Split(Op):
     def forward(self, inputs, outputs):
         x = np.moveaxis(inputs[0], self.axis, 0)
         for k, y in enumerate(outputs):
-            copy_view(x[k], y, False)
+            copy_view(x[k, ...], y, False)   # [k, ...]: a view even for 0-d parts
 
     backward = bw.split_backward
     grad = bw.split_grad

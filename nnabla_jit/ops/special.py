@@ -16,6 +16,7 @@ from numba import njit, prange
 
 from ..backward_ops import special as bw
 from .activation import normalize_axis
+from .kernels import parallel_kernel
 from .registry import Op, register
 
 VAT_NORM_EPS = 1e-8   # nnabla's constant under the square root
@@ -54,7 +55,7 @@ class Sink(Op):
         return False
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def vat_noise_kernel(x, y, eps, norm_eps):
     """y[n] = eps * x[n] / sqrt(sum(x[n]**2) + norm_eps) for each row n of 2-d arrays."""
     for n in prange(x.shape[0]):
@@ -80,8 +81,8 @@ class VATNoise(Op):
 
     def forward(self, inputs, outputs):
         x = inputs[0]
-        vat_noise_kernel(x.reshape(self.rows, -1), outputs[0].reshape(self.rows, -1),
-                         self.eps, VAT_NORM_EPS)
+        kernel = vat_noise_kernel.for_size(x.size)
+        kernel(x.reshape(self.rows, -1), outputs[0].reshape(self.rows, -1), self.eps, VAT_NORM_EPS)
 
     backward = bw.vat_noise_backward
     grad = bw.vat_noise_grad

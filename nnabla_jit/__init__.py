@@ -34,6 +34,6 @@ def __getattr__(name):
     import importlib
     if name in ("parametric_functions", "solvers", "initializer", "ext_utils", "monitor",
                 "communicators", "utils", "experimental", "testing", "backward_functions",
-                "function_bases", "models", "lms"):
+                "function_bases", "cuda_ops", "normalization_functions", "numpy_compat_functions"):
         return importlib.import_module("." + name, __name__)
     raise AttributeError("module 'nnabla_jit' has no attribute {!r}".format(name))

@@ -460,3 +460,7 @@ def patch_correlation(x1, x2, patch=(1, 1), shift=(0, 0), patch_step=(1, 1), shi
         x1, x2 = (_fb.transpose(v, (0, 2, 3, 1)) for v in (x1, x2))
     y = _fb.patch_correlation(x1, x2, patch, shift, patch_step, shift_step, tuple(padding))
     return y if channel_last else _fb.transpose(y, (0, 3, 4, 1, 2))
+
+# nnabla.functions also re-exports these.
+from .context import get_current_context  # noqa: E402,F401
+from .function import get_auto_forward  # noqa: E402,F401

@@ -236,10 +236,23 @@ def max_pooling(g, n):
 
 
 def _window_sums(g, n, x):
-    """Sum over each window (zeros in the padding)."""
-    kernel = n.args["kernel"]
-    mean = g.op("AveragePool", [x], count_include_pad=1, **_pool_attrs(n))
-    return g.op("Mul", [mean, g.scalar(float(_prod(kernel)))])
+    """Sum over each window (zeros in the padding), as a depthwise convolution with a kernel
+    of ones: AveragePool's handling of padding differs between onnxruntime releases."""
+    kernel = [int(k) for k in n.args["kernel"]]
+    attrs = _pool_attrs(n)
+    channels = _layout_channels(n, len(kernel))
+    ones = g.const(np.ones([channels, 1] + kernel, np.float32))
+    return g.op("Conv", [x, ones], group=channels, kernel_shape=kernel, strides=attrs["strides"],
+                pads=attrs["pads"])
+
+
+def _layout_channels(n, kernel_dims):
+    """The channel count of the (N, C, spatial...) layout ``_pool_layout`` makes."""
+    shape = list(n.in_shapes[0])
+    if n.args.get("channel_last", False):
+        shape = shape[:-kernel_dims - 1] + [shape[-1]] + shape[-kernel_dims - 1:-1]
+    lead = shape[:-kernel_dims]
+    return lead[1] if len(lead) == 2 else _prod(lead)
 
 
 @exports("SumPooling")

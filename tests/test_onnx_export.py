@@ -484,7 +484,10 @@ CASES = {
 
 # ------------------------------------------------------------------------------------ harness
 def run_onnx(model, feeds):
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    try:
+        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    except ort.capi.onnxruntime_pybind11_state.NotImplemented as e:   # e.g. DeformConv before 1.24
+        pytest.skip("onnxruntime {} cannot run this model: {}".format(ort.__version__, e))
     return session.run(None, {k: np.asarray(v, np.float32) for k, v in feeds.items()})
 
 

@@ -100,7 +100,10 @@ def node(op_type, inputs, outputs=("y",), **attrs):
 def run_both(m):
     """(onnxruntime's outputs, nnabla_jit's outputs of the imported model)."""
     model = m.proto()
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    try:
+        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    except ort.capi.onnxruntime_pybind11_state.NotImplemented as e:   # e.g. DeformConv before 1.24
+        pytest.skip("onnxruntime {} cannot run this model: {}".format(ort.__version__, e))
     want = session.run(None, m.inputs)
     net = nnabla_onnx.import_onnx(model)
     for k, v in m.inputs.items():

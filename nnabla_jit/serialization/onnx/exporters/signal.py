@@ -51,15 +51,21 @@ def fft(g, n):
     """DFT per axis; ONNX's inverse DFT divides by n, nnabla's ``normalized`` by sqrt(n)."""
     if g.opset < 17:
         raise Unsupported("ONNX DFT needs opset 17 or later")
-    shape = n.in_shapes[0]
+    shape = list(n.in_shapes[0])
     ndim = int(n.args["signal_ndim"])
     inverse = n.type == "IFFT"
     y = n.x
-    for axis in range(len(shape) - 1 - ndim, len(shape) - 1):
+    unbatched = len(shape) - 1 == ndim     # ONNX's DFT wants a batch axis first: add one
+    if unbatched:
+        y = g.reshape(y, [1] + shape)
+    first = len(shape) - ndim if unbatched else len(shape) - 1 - ndim
+    for axis in range(first, first + ndim):
         if g.opset >= 20:
             y = g.op("DFT", [y, None, g.const(np.asarray(axis, np.int64), INT64)], inverse=int(inverse))
         else:
             y = g.op("DFT", [y], axis=axis, inverse=int(inverse))
+    if unbatched:
+        y = g.reshape(y, shape)
     if n.args["normalized"]:
         size = float(np.prod([shape[a] for a in range(len(shape) - 1 - ndim, len(shape) - 1)]))
         y = g.op("Mul", [y, g.scalar(size ** 0.5 if inverse else size ** -0.5)])

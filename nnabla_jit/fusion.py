@@ -13,14 +13,10 @@ serves the next process. Scalar arguments are kernel parameters: graphs of the s
 share one compiled kernel.
 """
 import ast
-import hashlib
-import importlib.util
-import os
-import sys
 
 import numpy as np
 
-from .ops.elementwise import ElementwiseOp, _cache_dir, _prelude, _write_atomic, typed_scalars
+from .ops.elementwise import ElementwiseOp, _prelude, load_generated, typed_scalars
 from .ops.kernels import PARALLEL_THRESHOLD
 
 ZERO_REF = "__zero_ref__"   # placeholder for the value zeros are typed like
@@ -91,19 +87,15 @@ def _arguments(op, k, mapping, ref):
     return params
 
 
-def _load_module(text):
-    digest = hashlib.sha1(text.encode()).hexdigest()[:20]
-    name = "nnabla_jit_fused_" + digest
-    if name in sys.modules:
-        return sys.modules[name]
-    path = os.path.join(_cache_dir(), "kernels", name + ".py")
-    if not os.path.exists(path):
-        _write_atomic(path, text)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+def _host_values(nds, dtype):
+    """The arrays of ``nds`` on the host, as ``dtype``."""
+    arrays = []
+    for nd in nds:
+        a = nd._array
+        if a is None or nd._device is not None:
+            a = nd._host()
+        arrays.append(a if a.dtype is dtype else a.astype(dtype))
+    return arrays
 
 
 def _kernel_pair(body_lines, params, arrays):
@@ -115,7 +107,7 @@ def _kernel_pair(body_lines, params, arrays):
                                ("_parallel", '@njit(cache=True, parallel=True, error_model="numpy")', "prange")):
         text += "\n\n{}\ndef fused{}({}):\n{}    for i in {}({}.size):\n{}".format(
             deco, suffix, ", ".join(params), flat, loop, arrays[0], body)
-    module = _load_module(text)
+    module = load_generated("nnabla_jit_fused_", text)
     return module.fused, module.fused_parallel
 
 
@@ -162,14 +154,7 @@ class FusedForward:
             if a is None or a.dtype is not dt or nd._device is not None:
                 a = _fresh(nd, dt)
             arrays.append(a)
-        for nd in self.in_nds:
-            a = nd._array
-            if a is None or nd._device is not None:
-                a = nd._host()
-            if a.dtype is not dt:
-                a = a.astype(dt)
-            arrays.append(a)
-        self.kernel(*arrays, *self.scalars)
+        self.kernel(*arrays, *_host_values(self.in_nds, dt), *self.scalars)
 
 
 def fuse_forward(plan, roots, needed_by_backward, clear_buffer):
@@ -293,14 +278,7 @@ class FusedBackward:
             if a is None or a.dtype is not dt or nd._device is not None:
                 a = _grad_buffer(nd, dt, True)
             arrays.append(a)
-        for nd in self.value_nds:
-            a = nd._array
-            if a is None or nd._device is not None:
-                a = nd._host()
-            if a.dtype is not dt:
-                a = a.astype(dt)
-            arrays.append(a)
-        self.kernel(*arrays, *self.scalars)
+        self.kernel(*arrays, *_host_values(self.value_nds, dt), *self.scalars)
 
 
 def fuse_backward(plan, root):

@@ -209,20 +209,16 @@ def _write_atomic(path, text):
     os.replace(tmp, path)
 
 
-def kernel_module():
-    """The generated module of every elementwise kernel (rendered and imported on first use).
-
-    The file name carries a hash of its text, so a changed table line makes a new file and
-    numba's on-disk cache of the old one is never used for it.
-    """
-    if _module[0] is not None:
-        return _module[0]
-    text = _prelude() + "".join(line.source() for line in _LINES)
-    digest = hashlib.sha1(text.encode()).hexdigest()[:16]
-    mod_name = "nnabla_jit_elementwise_" + digest
+def load_generated(prefix, text):
+    """Import generated kernel source as a module named ``prefix`` + a hash of ``text``,
+    written once into the kernel cache directory (a real file, so numba caches on disk; a
+    changed text is a new file, so stale machine code is never used)."""
+    name = prefix + hashlib.sha1(text.encode()).hexdigest()[:20]
+    if name in sys.modules:
+        return sys.modules[name]
     path = None
     for base in (_cache_dir(), os.path.join(tempfile.gettempdir(), "nnabla_jit_cache")):
-        candidate = os.path.join(base, "kernels", mod_name + ".py")
+        candidate = os.path.join(base, "kernels", name + ".py")
         try:
             if not os.path.exists(candidate):
                 _write_atomic(candidate, text)
@@ -233,12 +229,19 @@ def kernel_module():
     if path is None:
         raise OSError("nnabla_jit: no writable directory for generated kernels; "
                       "set NNABLA_JIT_CACHE_DIR")
-    spec = importlib.util.spec_from_file_location(mod_name, path)
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
-    sys.modules[mod_name] = module
+    sys.modules[name] = module
     spec.loader.exec_module(module)
-    _module[0] = module
     return module
+
+
+def kernel_module():
+    """The generated module of every elementwise kernel (rendered and imported on first use)."""
+    if _module[0] is None:
+        _module[0] = load_generated("nnabla_jit_elementwise_",
+                                    _prelude() + "".join(line.source() for line in _LINES))
+    return _module[0]
 
 
 # ------------------------------------------------------------------------------ shapes

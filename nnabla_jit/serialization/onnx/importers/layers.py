@@ -275,10 +275,22 @@ def instance_normalization(c, node):
 
 @imports("LayerNormalization")
 def layer_normalization(c, node):
-    if any(node.outputs[1:]):
-        raise Unsupported("the Mean and InvStdDev outputs are not supported")
     x = c.var(node.inputs[0])
     axis = node.attr("axis", -1) % x.ndim
+    eps = node.attr("epsilon", 1e-5)
+    if any(node.outputs[1:]):   # the statistics too: normalize explicitly
+        axes = tuple(range(axis, x.ndim))
+        mean = F.mean(x, axes, True)
+        centered = F.sub2(x, F.broadcast(mean, x.shape))
+        inv_std = F.pow_scalar(F.add_scalar(F.mean(F.mul2(centered, centered), axes, True), eps), -0.5)
+        y = F.mul2(centered, F.broadcast(inv_std, x.shape))
+        stat_shape = tuple(x.shape[:axis]) + (1,) * (x.ndim - axis)
+        for k, add in ((1, False), (2, True)):
+            if node.input(k):
+                param = F.reshape(c.var(node.input(k)), (1,) * (x.ndim - len(c.shape(node.input(k))))
+                                  + tuple(c.shape(node.input(k))))
+                y = (F.add2 if add else F.mul2)(y, F.broadcast(param, x.shape))
+        return [y, F.reshape(mean, stat_shape), F.reshape(inv_std, stat_shape)]
     shape = (1,) * axis + tuple(x.shape[axis:])
 
     def param(name):
@@ -288,7 +300,7 @@ def layer_normalization(c, node):
             return weight(c, name, lambda a: np.broadcast_to(a, shape[axis:]).reshape(shape).copy())
         return F.reshape(c.var(name), shape)
     return F.layer_normalization(x, param(node.input(2)), param(node.input(1)),
-                                 batch_axis=list(range(axis)), eps=node.attr("epsilon", 1e-5))
+                                 batch_axis=list(range(axis)), eps=eps)
 
 
 # ------------------------------------------------------------------------------ random

@@ -39,7 +39,8 @@ def reshape(c, node):
 @imports("Flatten")
 def flatten(c, node):
     x = c.var(node.inputs[0])
-    axis = node.attr("axis", 1) % (x.ndim + 1) if x.ndim else 0
+    axis = node.attr("axis", 1)
+    axis = axis + x.ndim if axis < 0 else axis
     return F.reshape(x, (_prod(x.shape[:axis]), _prod(x.shape[axis:])))
 
 
@@ -210,7 +211,7 @@ def scatter_nd(c, node):
     return F.where(written, scattered, c.var(data))
 
 
-@imports("ScatterElements")
+@imports("ScatterElements", "Scatter")
 def scatter_elements(c, node):
     data, indices, updates = node.inputs
     axis = node.attr("axis", 0) % len(c.shape(data))

@@ -169,6 +169,59 @@ def test_constant_required_names_the_input():
     np.testing.assert_allclose(net.outputs["y"].d, [3, 12])
 
 
+def test_lowerings_train_and_export_back():
+    """Ops imported as several nnabla_jit functions (LRN, HardSwish, GroupNormalization,
+    Celu, Hardmax-free paths) get gradients and export back to a model onnxruntime runs alike."""
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.RandomState(3)
+    x = rng.randn(2, 4, 5, 5).astype(np.float32)
+    scale, bias = rng.randn(4).astype(np.float32), rng.randn(4).astype(np.float32)
+    nodes = [helper.make_node("LRN", ["x"], ["a"], size=3, alpha=0.5),
+             helper.make_node("HardSwish", ["a"], ["b"]),
+             helper.make_node("GroupNormalization", ["b", "scale", "bias"], ["g"], num_groups=2),
+             helper.make_node("Celu", ["g"], ["y"], alpha=0.7)]
+    graph = helper.make_graph(nodes, "lowered", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              initializer=[numpy_helper.from_array(scale, "scale"),
+                                           numpy_helper.from_array(bias, "bias")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    nn.clear_parameters()
+    net = nnabla_onnx.import_onnx(model)
+    net.inputs["x"].d = x
+    y = net.outputs["y"]
+    y.forward()
+    np.testing.assert_allclose(y.d, want, rtol=1e-4, atol=1e-5)
+    for p in net.parameters.values():
+        p.grad.zero()
+    y.backward(clear_buffer=True)
+    assert np.abs(net.parameters["scale"].g).sum() > 0 and np.abs(net.parameters["bias"].g).sum() > 0
+    exported = nnabla_onnx.to_model({"y": y}, {"x": net.inputs["x"]}, 17)
+    again = ort.InferenceSession(exported.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    np.testing.assert_allclose(again[0], want, rtol=1e-4, atol=1e-5)
+
+
+def test_dilated_and_ceil_pooling_match_onnxruntime():
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper
+    x = np.random.RandomState(5).randn(1, 2, 9, 8).astype(np.float32)
+    nodes = [helper.make_node("MaxPool", ["x"], ["a"], kernel_shape=[3, 2], dilations=[2, 3], pads=[1, 0, 1, 1]),
+             helper.make_node("AveragePool", ["x"], ["b"], kernel_shape=[2, 3], strides=[2, 2], ceil_mode=1,
+                              dilations=[2, 1]),
+             helper.make_node("LpPool", ["x"], ["c"], kernel_shape=[2, 2], dilations=[2, 2], p=3)]
+    graph = helper.make_graph(nodes, "pools", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in "abc"])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    nn.clear_parameters()
+    net = nnabla_onnx.import_onnx(model)
+    net.inputs["x"].d = x
+    nn.forward_all(list(net.outputs.values()))
+    for w, g in zip(want, net.outputs.values()):
+        np.testing.assert_allclose(g.d, w, rtol=1e-4, atol=1e-5)
+
+
 if __name__ == "__main__":
     nn_results = run_all([c for c in _collect() if len(sys.argv) < 2 or any(a in c.name for a in sys.argv[1:])])
     for name, (status, detail) in nn_results.items():

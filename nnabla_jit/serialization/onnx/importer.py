@@ -314,12 +314,13 @@ def _convert(c, node):
         values = IMPORTERS[node.op_type](c, node)
         values = list(values) if isinstance(values, (list, tuple)) else [values]
     types = _output_types(c, node)
-    sources = set().union(*(c.sources.get(i, ()) for i in present))
+    # Only computed values carry the graph inputs they come from (a Shape of an input is known).
+    sources = set().union(*(c.sources.get(i, ()) for i in present if not c.is_const(i)))
     for k, (name, value) in enumerate(zip(node.outputs, values)):
         if not name:
             continue
         elem = types[k]
-        c.sources[name] = sources
+        c.sources[name] = sources if isinstance(value, Variable) else set()
         if not isinstance(value, Variable):
             value = np.asarray(value)
             elem = elem_type_of(value.dtype)

@@ -10,7 +10,7 @@ import numpy as np
 from .... import functions as F
 from ..builder import Unsupported
 from .elementwise import cast_to
-from .layers import _pad_explicitly, _window_args
+from .layers import _pad_explicitly, _window_args, pool_by_taps
 from .table import imports
 
 
@@ -99,7 +99,7 @@ def lp_pool(c, node):
     x = c.var(node.inputs[0])
     kernel, stride, dilation, begins, ends = _window_args(c, node, x)
     if any(d != 1 for d in dilation) or node.attr("ceil_mode", 0):
-        raise Unsupported("dilations and ceil_mode are not supported")
+        return pool_by_taps(c, node, x, "lp")
     p = float(node.attr("p", 2))
     powered = _pad_explicitly(F.pow_scalar(F.abs(x), p), begins, ends)
     return F.pow_scalar(F.sum_pooling(powered, tuple(kernel), tuple(stride), True, (0,) * len(kernel)), 1.0 / p)

@@ -99,6 +99,8 @@ def min_max(c, node):
 @imports("Sum", "Mean")
 def sum_mean(c, node):
     xs = [c.var(i) for i in node.inputs if i]
+    shape = tuple(np.broadcast_shapes(*[x.shape for x in xs]))
+    xs = [broadcast_to_shape(x, shape) for x in xs]   # AddN takes equal shapes
     y = xs[0] if len(xs) == 1 else F.add_n(*xs)
     return F.mul_scalar(y, 1.0 / len(xs)) if node.op_type == "Mean" else y
 

@@ -19,7 +19,9 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 nnabla_onnx = pytest.importorskip("nnabla_jit.serialization.onnx")
 
-OPSETS = (11, 13, 17, 20)
+# The oldest, the versions where signatures changed (13: axes as inputs, 18: reductions'
+# axes), and the newest the installed onnx defines.
+OPSETS = (11, 13, 17, 20, onnx.defs.onnx_opset_version())
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 
 
@@ -684,7 +686,7 @@ def test_without_the_onnx_package():
     assert "pip install 'nnabla_jit[onnx]'" in result.stdout
 
 
-@pytest.mark.parametrize("opset", [10, 21, "opset_x", "opset_snpe"])
+@pytest.mark.parametrize("opset", [10, onnx.defs.onnx_opset_version() + 1, "opset_x", "opset_snpe"])
 def test_bad_opsets(opset):
     x = nn.Variable((2, 3))
     with pytest.raises(ValueError, match="opset"):
@@ -694,6 +696,9 @@ def test_bad_opsets(opset):
 def test_opset_spellings():
     assert nnabla_onnx.parse_opset("opset_11") == 11 == nnabla_onnx.parse_opset("11")
     assert nnabla_onnx.parse_opset(None) == nnabla_onnx.DEFAULT_OPSET == 17
+    newest = onnx.defs.onnx_opset_version()
+    assert nnabla_onnx.export_opsets() == range(11, newest + 1)
+    assert nnabla_onnx.parse_opset("opset_{}".format(newest)) == newest
 
 
 def test_failed_export_leaves_the_file_alone(tmp_path):

@@ -13,11 +13,12 @@ nnabla functions) are plain Python; ``onnx`` itself is imported when a conversio
 """
 from .builder import Unsupported
 from .dependencies import OnnxUnavailableError, require_onnx
-from .export import (DEFAULT_OPSET, OPSETS, OnnxExportError, check_exportable, export, export_nnp,
-                     exportable_ops, nnp_to_model, parse_opset, to_model)
-from .importer import OnnxImportError, OnnxNetwork, import_onnx, importable_ops, nnp_from_onnx
+from .export import (DEFAULT_OPSET, OLDEST_EXPORT_OPSET, OnnxExportError, check_exportable, export,
+                     export_nnp, export_opsets, exportable_ops, nnp_to_model, parse_opset, to_model)
+from .importer import (OnnxConstantRequired, OnnxImportError, OnnxNetwork, import_onnx, import_opsets,
+                       importable_ops, nnp_from_onnx)
 
-__all__ = ["DEFAULT_OPSET", "OPSETS", "OnnxExportError", "OnnxImportError", "OnnxNetwork",
-           "OnnxUnavailableError", "Unsupported", "check_exportable", "export", "export_nnp",
-           "exportable_ops", "import_onnx", "importable_ops", "nnp_from_onnx", "nnp_to_model",
-           "parse_opset", "require_onnx", "to_model"]
+__all__ = ["DEFAULT_OPSET", "OLDEST_EXPORT_OPSET", "OnnxConstantRequired", "OnnxExportError",
+           "OnnxImportError", "OnnxNetwork", "OnnxUnavailableError", "Unsupported", "check_exportable", "export",
+           "export_nnp", "export_opsets", "exportable_ops", "import_onnx", "import_opsets", "importable_ops",
+           "nnp_from_onnx", "nnp_to_model", "parse_opset", "require_onnx", "to_model"]

@@ -26,11 +26,17 @@ from .builder import GraphBuilder, Unsupported
 from .dependencies import FLOAT, require_onnx
 from .exporters import EXPORTERS
 
-__all__ = ["DEFAULT_OPSET", "OPSETS", "OnnxExportError", "exportable_ops", "check_exportable",
-           "to_model", "export", "export_nnp", "parse_opset"]
+__all__ = ["DEFAULT_OPSET", "OLDEST_EXPORT_OPSET", "OnnxExportError", "export_opsets", "exportable_ops",
+           "check_exportable", "to_model", "export", "export_nnp", "parse_opset"]
 
 DEFAULT_OPSET = 17
-OPSETS = range(11, 21)
+OLDEST_EXPORT_OPSET = 11
+
+
+def export_opsets():
+    """The opsets an export writes: 11 to the newest the installed onnx defines."""
+    onnx = require_onnx("ONNX export")
+    return range(OLDEST_EXPORT_OPSET, onnx.defs.onnx_opset_version() + 1)
 
 
 class OnnxExportError(ValueError):
@@ -54,9 +60,10 @@ def parse_opset(opset):
     except ValueError:
         raise ValueError("ONNX opset must be a number such as 17 or 'opset_17', got {!r}".format(
             opset)) from None
-    if number not in OPSETS:
+    opsets = export_opsets()
+    if number not in opsets:
         raise ValueError("ONNX opset {} is not supported (use {} to {})".format(
-            number, OPSETS[0], OPSETS[-1]))
+            number, opsets[0], opsets[-1]))
     return number
 
 
@@ -227,7 +234,7 @@ def to_model(outputs, inputs=None, opset=DEFAULT_OPSET, parameters=None, name="n
         outputs: a Variable, a list of them (named ``y0``, ``y1``, ...) or a dict name -> Variable.
         inputs: the graph inputs, likewise (``x0``, ...). Default: every leaf that is not a
             parameter. Other leaves are written as constants holding their current data.
-        opset (int): ONNX opset, 11 to 20.
+        opset (int): ONNX opset, 11 to the installed onnx's newest.
         parameters (dict): path -> Variable written as initializers under their paths
             (default: every parameter of the current scope).
     """
@@ -320,7 +327,8 @@ def nnp_to_model(contents, opset=None, source="NNP"):
 def export_nnp(contents, path, opset=None):
     """Convert an ``.nnp`` (a path, or ``NnpContents``) to the ONNX file ``path``: the network
     of its first executor, with the executor's data variables as inputs and its output
-    variables as outputs. ``opset``: 11 to 20 or 'opset_11'... (default 17)."""
+    variables as outputs. ``opset``: 11 to the installed onnx's newest,
+    or 'opset_11'... (default 17)."""
     from .. import nnp
     source = file_label(contents) if isinstance(contents, (str, os.PathLike)) else "NNP"
     if isinstance(contents, (str, os.PathLike)):

@@ -21,17 +21,35 @@ from .builder import OUTPUT_TYPE, RANDOM_OPS, TYPE_FROM_INPUT, Unsupported, elem
 from .dependencies import BOOL, FLOAT, INT64, require_onnx
 from .importers import IMPORTERS
 
-__all__ = ["OnnxImportError", "OnnxNetwork", "import_onnx", "importable_ops", "nnp_from_onnx",
-           "IMPORT_OPSETS"]
+__all__ = ["OnnxConstantRequired", "OnnxImportError", "OnnxNetwork", "import_onnx", "importable_ops",
+           "import_opsets", "nnp_from_onnx"]
 
-IMPORT_OPSETS = range(7, 21)     # nnabla 1.39's own converter writes opset 7 by default
+# nnabla 1.39's own converter writes opset 7 by default; the newest is the installed onnx's.
+OLDEST_IMPORT_OPSET = 7
 # Ops converted only when their inputs are constants (they are evaluated while importing).
-_CONSTANT_ONLY = {"Constant", "ConstantOfShape", "Range"}
+_CONSTANT_ONLY = {"Constant", "ConstantOfShape", "Range", "HannWindow", "HammingWindow", "BlackmanWindow",
+                  "MelWeightMatrix"}
 _INT_TYPES = (2, 3, 4, 5, 6, 7, 12, 13)
 
 
 class OnnxImportError(ValueError):
     """The model uses ONNX ops (or attributes) that have no nnabla_jit mapping."""
+
+
+class OnnxConstantRequired(OnnxImportError):
+    """A graph input feeds a value nnabla_jit needs when building the graph (axes, a shape,
+    scales, bounds ...); ``input_name`` names it. Pass its value as
+    ``import_onnx(..., constants={input_name: array})``."""
+
+    def __init__(self, message, input_name):
+        super().__init__(message)
+        self.input_name = input_name
+
+
+def import_opsets(onnx=None):
+    """The default-domain opsets the importer reads: 7 to the newest the installed onnx defines."""
+    onnx = onnx or require_onnx("ONNX import")
+    return range(OLDEST_IMPORT_OPSET, onnx.defs.onnx_opset_version() + 1)
 
 
 def importable_ops():
@@ -82,6 +100,7 @@ class ImportContext:
         self.variables = {}     # name -> Variable
         self.types = {}         # name -> ONNX element type
         self.parameters = OrderedDict()
+        self.sources = {}       # name of a computed value -> the graph inputs it is computed from
 
     # --- reading values ----------------------------------------------------------------
     def is_const(self, name):
@@ -90,6 +109,14 @@ class ImportContext:
     def const(self, name, what="input"):
         """The value of a constant input; converters needing one (a shape, axes) call this."""
         if name not in self.consts:
+            sources = self.sources.get(name, ())
+            if len(sources) == 1:
+                source = next(iter(sources))
+                raise ConstantNeeded(
+                    "{} '{}' must be known when importing, and it {} graph input '{}': pass its value "
+                    "as import_onnx(..., constants={{'{}': array}})".format(
+                        what, name, "is" if source == name else "is computed from", source, source),
+                    source)
             raise Unsupported("{} '{}' must be a constant (an initializer or computed from "
                               "initializers and shapes)".format(what, name))
         return self.consts[name]
@@ -138,6 +165,14 @@ class ImportContext:
         else:
             self.consts[name] = np.asarray(value)
         self.types[name] = elem
+
+
+class ConstantNeeded(Unsupported):
+    """Raised inside a converter; ``import_onnx`` turns it into :class:`OnnxConstantRequired`."""
+
+    def __init__(self, message, input_name):
+        super().__init__(message)
+        self.input_name = input_name
 
 
 def _can_register(key, shape):
@@ -200,9 +235,10 @@ def _opset(model, label):
     version = versions.get("", versions.get("ai.onnx"))
     if version is None:
         raise FileFormatError(label, "the model imports no default-domain ONNX opset")
-    if version not in IMPORT_OPSETS:
+    opsets = import_opsets()
+    if version not in opsets:
         raise FileFormatError(label, "ONNX opset {} is not supported (nnabla_jit imports opsets {} "
-                              "to {})".format(version, IMPORT_OPSETS[0], IMPORT_OPSETS[-1]))
+                              "to {})".format(version, opsets[0], opsets[-1]))
     return version
 
 
@@ -252,6 +288,10 @@ def _fold(c, node):
 def _output_types(c, node):
     if node.op_type == "Cast":
         return [_tracked_type(node.attr("to"))] * len(node.outputs)
+    if node.op_type == "CastLike":
+        return [c.elem(node.inputs[1])] * len(node.outputs)
+    if node.op_type == "Dropout":
+        return [c.elem(node.inputs[0]), BOOL]
     if node.op_type in OUTPUT_TYPE:
         return [OUTPUT_TYPE[node.op_type]] * len(node.outputs)
     k = TYPE_FROM_INPUT.get(node.op_type, 0)
@@ -267,27 +307,36 @@ def _convert(c, node):
     elif present and node.op_type not in RANDOM_OPS and all(c.is_const(i) for i in present):
         values = _fold(c, node)
     elif node.op_type in _CONSTANT_ONLY:
+        for name in present:   # names the graph input to pin when there is one
+            c.const(name, "input")
         raise Unsupported("its inputs must be constants (shapes are static in nnabla_jit)")
     else:
         values = IMPORTERS[node.op_type](c, node)
         values = list(values) if isinstance(values, (list, tuple)) else [values]
     types = _output_types(c, node)
+    # Only computed values carry the graph inputs they come from (a Shape of an input is known).
+    sources = set().union(*(c.sources.get(i, ()) for i in present if not c.is_const(i)))
     for k, (name, value) in enumerate(zip(node.outputs, values)):
         if not name:
             continue
         elem = types[k]
+        c.sources[name] = sources if isinstance(value, Variable) else set()
         if not isinstance(value, Variable):
             value = np.asarray(value)
             elem = elem_type_of(value.dtype)
         c.set(name, value, elem)
 
 
-def import_onnx(source, batch_size=None):
+def import_onnx(source, batch_size=None, constants=None):
     """Build the graph of an ONNX model in the current parameter scope.
 
     Args:
         source: a path to an ``.onnx`` file, its bytes, or an ``onnx.ModelProto``.
         batch_size (int): the size of symbolic input dimensions (default 1).
+        constants (dict): graph input name -> array, for graph inputs whose values nnabla_jit
+            needs when building the graph (axes, shapes, scales, bounds ...); they become
+            constants and are not inputs of the network. The import raises
+            :class:`OnnxConstantRequired` naming such an input when it lacks a value.
 
     Returns:
         OnnxNetwork: ``inputs`` / ``outputs`` (name -> Variable) ready to run, and the
@@ -306,10 +355,20 @@ def import_onnx(source, batch_size=None):
     for t in graph.initializer:
         array = onnx.numpy_helper.to_array(t)
         c.set(t.name, array, elem_type_of(array.dtype))
+    constants = dict(constants or {})
+    graph_inputs = {vi.name: vi for vi in graph.input}
+    unknown = sorted(set(constants) - set(graph_inputs))
+    if unknown:
+        raise OnnxImportError("{}: constants= names {}, which {} no graph input (inputs: {})".format(
+            label, ", ".join(unknown), "is" if len(unknown) == 1 else "are", ", ".join(graph_inputs)))
+    for name, value in constants.items():
+        array = np.asarray(value)
+        c.set(name, array, _tracked_type(graph_inputs[name].type.tensor_type.elem_type))
     inputs = OrderedDict()
     for vi in graph.input:
         if vi.name in c.consts:
             continue
+        c.sources[vi.name] = {vi.name}
         v = Variable(_input_shape(vi, batch_size))
         v.name = vi.name
         c.set(vi.name, v, _tracked_type(vi.type.tensor_type.elem_type))
@@ -318,6 +377,9 @@ def import_onnx(source, batch_size=None):
         node = OnnxNode(proto, onnx)
         try:
             _convert(c, node)
+        except ConstantNeeded as e:
+            raise OnnxConstantRequired("{}: cannot import {} node '{}': {}".format(
+                label, node.op_type, node.name or node.outputs[0], e), e.input_name) from None
         except (Unsupported, ValueError, TypeError) as e:
             raise OnnxImportError("{}: cannot import {} node '{}': {}".format(
                 label, node.op_type, node.name or node.outputs[0], e)) from e
@@ -331,14 +393,14 @@ def import_onnx(source, batch_size=None):
     return OnnxNetwork(model, opset, inputs, outputs, c.parameters)
 
 
-def nnp_from_onnx(source, batch_size=None):
+def nnp_from_onnx(source, batch_size=None, constants=None):
     """An ONNX model as ``NnpContents``: one network (named after the ONNX graph), an executor
     'runtime' with its inputs and outputs, and the parameters; ready for ``nnp.write``."""
     from ..graph_export import network_to_proto
     from ..nnp import NnpContents
     from ..parameters import entries_of
     with parameter_scope("", OrderedDict()):
-        net = import_onnx(source, batch_size)
+        net = import_onnx(source, batch_size, constants)
         name = net.name
         proto = network_to_proto(name, net.outputs, names=net.inputs, parameters=net.parameters,
                                  variable_batch_size=False)

@@ -7,7 +7,7 @@ from .table import imports
 @imports("NonMaxSuppression")
 def non_max_suppression(c, node):
     def scalar(k, default):
-        return c.scalar(node.input(k)) if node.input(k) else default
+        return float(c.const(node.input(k), "input {}".format(k)).reshape(-1)[0]) if node.input(k) else default
     return F.onnx_non_max_suppression(c.var(node.inputs[0]), c.var(node.inputs[1]),
                                       node.attr("center_point_box", 0), int(scalar(2, 0)),
                                       scalar(3, 0.0), scalar(4, 0.0))

@@ -10,7 +10,7 @@ import numpy as np
 
 from .... import functions as F
 from ..builder import Unsupported
-from ..dependencies import BOOL, FLOAT
+from ..dependencies import BOOL, FLOAT, INT64
 from .table import imports
 
 UNARY = {
@@ -75,7 +75,11 @@ def binary(c, op_type, a, b):
 
 @imports(*BINARY)
 def binary_op(c, node):
-    return binary(c, node.op_type, node.inputs[0], node.inputs[1])
+    a, b = node.inputs[0], node.inputs[1]
+    y = binary(c, node.op_type, a, b)
+    if node.op_type == "Div" and c.elem(a) == INT64 and c.elem(b) == INT64:
+        return F.mul2(F.sign(y, 0.0), F.floor(F.abs(y)))   # integer division truncates
+    return y
 
 
 @imports("Min", "Max")
@@ -95,6 +99,8 @@ def min_max(c, node):
 @imports("Sum", "Mean")
 def sum_mean(c, node):
     xs = [c.var(i) for i in node.inputs if i]
+    shape = tuple(np.broadcast_shapes(*[x.shape for x in xs]))
+    xs = [broadcast_to_shape(x, shape) for x in xs]   # AddN takes equal shapes
     y = xs[0] if len(xs) == 1 else F.add_n(*xs)
     return F.mul_scalar(y, 1.0 / len(xs)) if node.op_type == "Mean" else y
 
@@ -175,9 +181,13 @@ def broadcast_to_shape(x, shape):
 
 @imports("Cast")
 def cast(c, node):
-    """Floats keep their value; to bool: non-zero; floats to integers: truncation."""
-    name = node.inputs[0]
-    x, to, source = c.var(name), node.attr("to"), c.elem(name)
+    return cast_to(c, node.inputs[0], node.attr("to"))
+
+
+def cast_to(c, name, to):
+    """Value ``name`` as ONNX element type ``to``: floats keep their value; to bool: non-zero;
+    floats to integers: truncation."""
+    x, source = c.var(name), c.elem(name)
     if to == BOOL:
         return F.identity(x) if source == BOOL else F.not_equal_scalar(x, 0.0)
     if to in (1, 10, 11, 16) or source != FLOAT:
@@ -258,6 +268,14 @@ def prelu(c, node):
 
 @imports("Dropout")
 def dropout(c, node):
-    if len(node.outputs) > 1 and node.outputs[1]:
-        raise Unsupported("the mask output of Dropout is not supported")
-    return F.identity(c.var(node.inputs[0]))
+    """The identity at inference; with training_mode (opset 12) set, x times a dropout of ones
+    (so the mask output is the kept positions). The mask is all true at inference."""
+    x = c.var(node.inputs[0])
+    training = bool(c.const(node.input(2), "training_mode").reshape(-1)[0]) if node.input(2) else False
+    ratio = float(c.const(node.input(1), "ratio").reshape(-1)[0]) if node.input(1) else node.attr("ratio", 0.5)
+    if training and ratio > 0:
+        if ratio >= 1:
+            raise Unsupported("ratio must be below 1, got {}".format(ratio))
+        scaled_mask = F.dropout(F.constant(1.0, x.shape), ratio, node.attr("seed", -1))
+        return [F.mul2(x, scaled_mask), F.greater_scalar(scaled_mask, 0.0)]
+    return [F.identity(x), F.constant(1.0, x.shape)]

@@ -73,7 +73,10 @@ def matmul(c, node):
         b = F.reshape(b, b.shape + (1,))
     y = F.batch_matmul(a, b)
     batch = tuple(np.broadcast_shapes(a_shape[:-2], b_shape[:-2]))
-    shape = batch + tuple(a_shape[-2:-1]) + tuple(b_shape[-1:])
+    # A 1-D operand's added axis is dropped again.
+    rows = tuple(a_shape[-2:-1]) if len(a_shape) >= 2 else ()
+    columns = tuple(b_shape[-1:]) if len(b_shape) >= 2 else ()
+    shape = batch + rows + columns
     return y if y.shape == shape else F.reshape(y, shape)
 
 
@@ -198,6 +201,62 @@ def _ceil_ends(node, sizes, kernel, stride, begins, ends):
     return out
 
 
+def _window_count(node, size, k, s, b, e):
+    """ONNX's number of windows along one axis (``k``: the dilated kernel extent)."""
+    if not node.attr("ceil_mode", 0):
+        return (size + b + e - k) // s + 1
+    count = -(-(size + b + e - k) // s) + 1
+    return count - 1 if (count - 1) * s >= size + b else count
+
+
+def window_taps(node, x, kernel, stride, dilation, begins, ends, value=0.0):
+    """The inputs of a (dilated, ceil-mode) pooling as one strided slice per kernel position,
+    each of the output's shape; the reduction over them is the pooling. Returns the taps and
+    the per-position count of inputs inside the declared padding (for averages)."""
+    n = len(kernel)
+    sizes = x.shape[-n:]
+    extents = [(k - 1) * d + 1 for k, d in zip(kernel, dilation)]
+    counts = [_window_count(node, *a) for a in zip(sizes, extents, stride, begins, ends)]
+    extra = [max(0, (m - 1) * s + k - (size + b + e)) for m, s, k, size, b, e in
+             zip(counts, stride, extents, sizes, begins, ends)]
+    padded = _pad_explicitly(x, begins, [e + a for e, a in zip(ends, extra)], value)
+    inside = np.pad(np.ones(sizes, np.float32), [(b, e) for b, e in zip(begins, ends)], constant_values=0.0)
+    inside_padded = np.pad(np.ones(inside.shape, np.float32), [(0, a) for a in extra])
+    inside = np.pad(inside, [(0, a) for a in extra])
+    taps, real, declared = [], [], []
+    lead = x.ndim - n
+    for offset in np.ndindex(*kernel):
+        starts = [o * d for o, d in zip(offset, dilation)]
+        stops = [b + (m - 1) * s + 1 for b, m, s in zip(starts, counts, stride)]
+        taps.append(F.slice(padded, (0,) * lead + tuple(starts), tuple(padded.shape[:lead]) + tuple(stops),
+                            (1,) * lead + tuple(stride)))
+        at = tuple(slice(b, e, s) for b, e, s in zip(starts, stops, stride))
+        real.append(inside[at])
+        declared.append(inside_padded[at])
+    return taps, np.sum(real, axis=0), np.sum(declared, axis=0)
+
+
+def pool_by_taps(c, node, x, kind):
+    """MaxPool / AveragePool / LpPool over their taps: dilations and ceil_mode windows."""
+    kernel, stride, dilation, begins, ends = _window_args(c, node, x)
+    if kind == "max":
+        taps, _, _ = window_taps(node, x, kernel, stride, dilation, begins, ends, -np.inf)
+        y = taps[0]
+        for t in taps[1:]:
+            y = F.maximum2(y, t)
+        return y
+    if kind == "lp":
+        p = float(node.attr("p", 2))
+        taps, _, _ = window_taps(node, F.pow_scalar(F.abs(x), p), kernel, stride, dilation, begins, ends)
+        return F.pow_scalar(F.add_n(*taps) if len(taps) > 1 else taps[0], 1.0 / p)
+    taps, real, declared = window_taps(node, x, kernel, stride, dilation, begins, ends)
+    divisor = declared if node.attr("count_include_pad", 0) else real
+    shape = (1,) * (x.ndim - len(kernel)) + divisor.shape
+    inverse = c.parameter(node.outputs[0] + "_window_sizes", (1.0 / divisor).reshape(shape), need_grad=False)
+    total = F.add_n(*taps) if len(taps) > 1 else taps[0]
+    return F.mul2(total, F.broadcast(inverse, total.shape))
+
+
 @imports("MaxPool")
 def max_pool(c, node):
     if len(node.outputs) > 1 and node.outputs[1]:
@@ -205,7 +264,7 @@ def max_pool(c, node):
     x = c.var(node.inputs[0])
     kernel, stride, dilation, begins, ends = _window_args(c, node, x)
     if any(d != 1 for d in dilation):
-        raise Unsupported("dilated max pooling is not supported")
+        return pool_by_taps(c, node, x, "max")
     sizes = x.shape[-len(kernel):]
     ends = _ceil_ends(node, sizes, kernel, stride, begins, ends)
     if begins == ends:
@@ -222,12 +281,10 @@ def max_pool(c, node):
 def average_pool(c, node):
     x = c.var(node.inputs[0])
     kernel, stride, dilation, begins, ends = _window_args(c, node, x)
-    if any(d != 1 for d in dilation):
-        raise Unsupported("dilated average pooling is not supported")
     including = bool(node.attr("count_include_pad", 0))
     sizes = x.shape[-len(kernel):]
-    if _ceil_ends(node, sizes, kernel, stride, begins, ends) != ends:
-        raise Unsupported("ceil_mode=1 adding windows is not supported for AveragePool")
+    if any(d != 1 for d in dilation) or _ceil_ends(node, sizes, kernel, stride, begins, ends) != ends:
+        return pool_by_taps(c, node, x, "average")
     if begins == ends:
         return F.average_pooling(x, tuple(kernel), tuple(stride), True, tuple(begins),
                                  including_pad=including)
@@ -275,10 +332,22 @@ def instance_normalization(c, node):
 
 @imports("LayerNormalization")
 def layer_normalization(c, node):
-    if any(node.outputs[1:]):
-        raise Unsupported("the Mean and InvStdDev outputs are not supported")
     x = c.var(node.inputs[0])
     axis = node.attr("axis", -1) % x.ndim
+    eps = node.attr("epsilon", 1e-5)
+    if any(node.outputs[1:]):   # the statistics too: normalize explicitly
+        axes = tuple(range(axis, x.ndim))
+        mean = F.mean(x, axes, True)
+        centered = F.sub2(x, F.broadcast(mean, x.shape))
+        inv_std = F.pow_scalar(F.add_scalar(F.mean(F.mul2(centered, centered), axes, True), eps), -0.5)
+        y = F.mul2(centered, F.broadcast(inv_std, x.shape))
+        stat_shape = tuple(x.shape[:axis]) + (1,) * (x.ndim - axis)
+        for k, add in ((1, False), (2, True)):
+            if node.input(k):
+                param = F.reshape(c.var(node.input(k)), (1,) * (x.ndim - len(c.shape(node.input(k))))
+                                  + tuple(c.shape(node.input(k))))
+                y = (F.add2 if add else F.mul2)(y, F.broadcast(param, x.shape))
+        return [y, F.reshape(mean, stat_shape), F.reshape(inv_std, stat_shape)]
     shape = (1,) * axis + tuple(x.shape[axis:])
 
     def param(name):
@@ -288,7 +357,7 @@ def layer_normalization(c, node):
             return weight(c, name, lambda a: np.broadcast_to(a, shape[axis:]).reshape(shape).copy())
         return F.reshape(c.var(name), shape)
     return F.layer_normalization(x, param(node.input(2)), param(node.input(1)),
-                                 batch_axis=list(range(axis)), eps=node.attr("epsilon", 1e-5))
+                                 batch_axis=list(range(axis)), eps=eps)
 
 
 # ------------------------------------------------------------------------------ random

@@ -1,6 +1,5 @@
 """ONNX reductions, ArgMax / ArgMin and CumSum."""
 from .... import functions as F
-from ..builder import Unsupported
 from .table import imports
 
 # Opset from which a reduction takes its axes as an input (ReduceSum 13, the others 18).
@@ -15,8 +14,16 @@ REDUCE = {
     "ReduceL1": lambda x, axes, keep: F.norm(x, 1, axes, keep),
     "ReduceL2": lambda x, axes, keep: F.norm(x, 2, axes, keep),
     "ReduceSumSquare": lambda x, axes, keep: F.sum(F.mul2(x, x), axes, keep),
-    "ReduceLogSumExp": lambda x, axes, keep: F.log(F.sum(F.exp(x), axes, keep)),
+    "ReduceLogSumExp": lambda x, axes, keep: _log_sum_exp(x, axes, keep),
+    "ReduceLogSum": lambda x, axes, keep: F.log(F.sum(x, axes, keep)),
 }
+
+
+def _log_sum_exp(x, axes, keep):
+    """log(sum(exp(x - max))) + max, which does not overflow."""
+    top = F.max(x, axes, True)
+    y = F.add2(F.log(F.sum(F.exp(F.sub2(x, top)), axes, True)), top)
+    return y if keep else F.reshape(y, tuple(s for a, s in enumerate(x.shape) if a not in axes))
 
 
 def reduction_axes(c, node, ndim):
@@ -44,11 +51,14 @@ def reduce(c, node):
 
 @imports("ArgMax", "ArgMin")
 def arg_max_min(c, node):
-    if node.attr("select_last_index", 0):
-        raise Unsupported("select_last_index=1 is not supported (nnabla takes the first index)")
     x = c.var(node.inputs[0])
     fn = F.max if node.op_type == "ArgMax" else F.min
-    return fn(x, node.attr("axis", 0) % x.ndim, bool(node.attr("keepdims", 1)), only_index=True)
+    axis, keep = node.attr("axis", 0) % x.ndim, bool(node.attr("keepdims", 1))
+    if not node.attr("select_last_index", 0):
+        return fn(x, axis, keep, only_index=True)
+    # nnabla takes the first extreme: the last one is the first of the flipped axis.
+    index = fn(F.flip(x, (axis,)), axis, keep, only_index=True)
+    return F.r_sub_scalar(index, float(x.shape[axis] - 1))
 
 
 @imports("CumSum")

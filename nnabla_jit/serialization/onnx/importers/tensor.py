@@ -39,7 +39,8 @@ def reshape(c, node):
 @imports("Flatten")
 def flatten(c, node):
     x = c.var(node.inputs[0])
-    axis = node.attr("axis", 1) % (x.ndim + 1) if x.ndim else 0
+    axis = node.attr("axis", 1)
+    axis = axis + x.ndim if axis < 0 else axis
     return F.reshape(x, (_prod(x.shape[:axis]), _prod(x.shape[axis:])))
 
 
@@ -140,7 +141,7 @@ def pad(c, node):
     mode = {"constant": "constant", "reflect": "reflect", "edge": "repeat"}.get(node.attr("mode", "constant"))
     if mode is None:
         raise Unsupported("mode '{}' is not supported".format(node.attr("mode")))
-    value = c.scalar(node.input(2)) if node.input(2) else node.attr("value", 0.0)
+    value = c.const(node.input(2), "constant_value").reshape(-1)[0] if node.input(2) else node.attr("value", 0.0)
     width = [0] * (2 * x.ndim)
     for k, a in enumerate(axes):
         width[2 * a], width[2 * a + 1] = pads[k], pads[k + len(axes)]
@@ -153,7 +154,18 @@ def gather(c, node):
     axis = node.attr("axis", 0) % len(c.shape(data))
     if c.is_const(data) and not c.is_const(indices) and axis == 0 and len(c.shape(data)) >= 2:
         return F.embed(c.var(indices), c.var(data))    # a lookup table: nnabla's Embed
-    return F.gather(c.var(data), c.var(indices), axis=axis)
+    return F.gather(c.var(data), wrapped_indices(c, indices, c.shape(data)[axis]), axis=axis)
+
+
+def wrapped_indices(c, name, size):
+    """Indices ``name`` with ONNX's negative ones (counted from the end) made positive."""
+    if c.is_const(name):
+        array = np.asarray(c.consts[name])
+        if not np.any(array < 0):
+            return c.var(name)
+        return c.parameter(name + "_wrapped", np.where(array < 0, array + size, array), need_grad=False)
+    index = c.var(name)
+    return F.add2(index, F.mul_scalar(F.less_scalar(index, 0.0), float(size)))
 
 
 def _index_grid(shape, axis, indices):
@@ -210,27 +222,29 @@ def scatter_nd(c, node):
     return F.where(written, scattered, c.var(data))
 
 
-@imports("ScatterElements")
+@imports("ScatterElements", "Scatter")
 def scatter_elements(c, node):
     data, indices, updates = node.inputs
     axis = node.attr("axis", 0) % len(c.shape(data))
     reduction = node.attr("reduction", "none")
     if reduction == "add":
-        return F.scatter_add(c.var(data), c.var(indices), c.var(updates), axis=axis)
+        return F.scatter_add(c.var(data), wrapped_indices(c, indices, c.shape(data)[axis]), c.var(updates),
+                             axis=axis)
     if reduction != "none":
         raise Unsupported("reduction '{}' is not supported".format(reduction))
     zeros = F.constant(0.0, c.shape(data))
-    scattered = F.scatter_add(zeros, c.var(indices), c.var(updates), axis=axis)
+    index = wrapped_indices(c, indices, c.shape(data)[axis])
+    scattered = F.scatter_add(zeros, index, c.var(updates), axis=axis)
     if _is_zeros(c, data):
         return scattered
-    written = F.scatter_add(zeros, c.var(indices), F.constant(1.0, c.shape(updates)), axis=axis)
+    written = F.scatter_add(zeros, index, F.constant(1.0, c.shape(updates)), axis=axis)
     return F.where(written, scattered, c.var(data))
 
 
 @imports("OneHot")
 def one_hot(c, node):
-    indices = c.var(node.inputs[0])
     depth = int(c.const(node.inputs[1], "depth").reshape(-1)[0])
+    indices = wrapped_indices(c, node.inputs[0], depth)
     off, on = (float(v) for v in c.const(node.inputs[2], "values").reshape(-1))
     y = F.one_hot(F.reshape(indices, tuple(indices.shape) + (1,)), (depth,))
     if (off, on) != (0.0, 1.0):

@@ -9,7 +9,10 @@ from contextlib import contextmanager
 
 import numpy as np
 
-__all__ = ["Context", "context_scope", "set_default_context", "get_current_context"]
+from .thread_state import ThreadSettings
+
+__all__ = ["Context", "context_scope", "set_default_context", "get_current_context",
+           "get_default_context"]
 
 
 class Context:
@@ -55,29 +58,33 @@ class Context:
     __str__ = __repr__
 
 
-_default_context = Context()
-_context_stack = []
+# Per thread (see thread_state.py): the default context, and the stack of context_scope blocks.
+_settings = ThreadSettings({"default": Context(), "stack": ()})
 
 
 def get_current_context():
-    """The innermost ``context_scope`` context, else the default context."""
-    return _context_stack[-1] if _context_stack else _default_context
+    """The innermost ``context_scope`` context of this thread, else the default context."""
+    stack = _settings["stack"]
+    return stack[-1] if stack else _settings["default"]
+
+
+def get_default_context():
+    """The context used outside every ``context_scope`` (in this thread)."""
+    return _settings["default"]
 
 
 def set_default_context(ctx):
-    global _default_context
+    """Set the context used outside every ``context_scope``: this thread's, and, called from the
+    main thread, that of every thread that has not set its own."""
     if not isinstance(ctx, Context):
         raise TypeError("set_default_context: expected a Context, got {}".format(type(ctx).__name__))
-    _default_context = ctx
+    _settings.set("default", ctx)
 
 
 @contextmanager
 def context_scope(ctx):
-    """Build the graph under ``ctx`` inside the ``with`` block."""
+    """Build the graph under ``ctx`` inside the ``with`` block (in this thread)."""
     if not isinstance(ctx, Context):
         raise TypeError("context_scope: expected a Context, got {}".format(type(ctx).__name__))
-    _context_stack.append(ctx)
-    try:
+    with _settings.scoped("stack", _settings["stack"] + (ctx,)):
         yield ctx
-    finally:
-        _context_stack.pop()

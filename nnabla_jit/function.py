@@ -13,12 +13,14 @@ from . import graph
 from .context import get_current_context
 from .ndarray import NdArray
 from .ops.registry import Op
+from .thread_state import ThreadSettings
 from .variable import Variable
 
 __all__ = ["Function", "FunctionInfo", "PythonFunction", "auto_forward", "set_auto_forward",
            "get_auto_forward", "no_grad"]
 
-_state = {"auto_forward": False, "no_grad": False}
+# Per thread (see thread_state.py); set_auto_forward from the main thread sets every thread's.
+_state = ThreadSettings({"auto_forward": False, "no_grad": False})
 
 
 def get_auto_forward():
@@ -27,29 +29,23 @@ def get_auto_forward():
 
 def set_auto_forward(auto):
     """Run every function as soon as it is built (dynamic graph), or not."""
-    _state["auto_forward"] = bool(auto)
+    _state.set("auto_forward", bool(auto))
 
 
 @contextmanager
 def auto_forward(auto=True):
-    """``with nn.auto_forward():`` builds and runs the graph at once (dynamic mode)."""
-    prev = _state["auto_forward"]
-    _state["auto_forward"] = bool(auto)
-    try:
+    """``with nn.auto_forward():`` builds and runs the graph at once (dynamic mode), in this
+    thread."""
+    with _state.scoped("auto_forward", bool(auto)):
         yield
-    finally:
-        _state["auto_forward"] = prev
 
 
 @contextmanager
 def no_grad(no_grad_=True):
-    """``with nn.no_grad():`` builds variables with need_grad=False (inference graphs)."""
-    prev = _state["no_grad"]
-    _state["no_grad"] = bool(no_grad_)
-    try:
+    """``with nn.no_grad():`` builds variables with need_grad=False (inference graphs), in this
+    thread."""
+    with _state.scoped("no_grad", bool(no_grad_)):
         yield
-    finally:
-        _state["no_grad"] = prev
 
 
 class FunctionInfo:

@@ -70,7 +70,10 @@ def reduce(x, op="sum"):
 # ---------------------------------------------------------------------------------- arrays
 def split(x, axis=0):
     """Split along ``axis`` into a tuple of arrays with that axis removed."""
-    outs = _fb.split(x, axis, n_outputs=x.shape[axis])
+    shape = tuple(getattr(x, "shape", ()))
+    in_range = isinstance(axis, (int, np.integer)) and -len(shape) <= axis < len(shape)
+    # an axis out of range is left to Split's setup, whose error names the op and the axis
+    outs = _fb.split(x, axis, n_outputs=shape[axis] if in_range else -1)
     return tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)
 
 

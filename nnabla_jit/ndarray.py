@@ -22,6 +22,8 @@ def _as_shape(shape):
 # Buffers freed by clear() wait here for the next allocation of the same shape and type: a
 # training step that clears and refills its intermediates then touches no new memory (fresh
 # pages cost a page fault each). Only buffers nobody else references are kept.
+_KIND_NAMES = {"U": "text", "S": "bytes", "O": "Python object", "V": "structured",
+               "M": "datetime", "m": "timedelta"}
 _POOL = {}
 _POOL_DEPTH = 4
 
@@ -87,7 +89,14 @@ class NdArray(Operators):
         if np.isscalar(value) or (isinstance(value, np.ndarray) and value.ndim == 0):
             self.fill(value)
             return
-        value = np.asarray(value)
+        try:
+            value = np.asarray(value)
+        except ValueError as e:       # ragged nested lists
+            raise ValueError("{}: the value is not an array of numbers ({})".format(what, e)) from None
+        if value.dtype.kind not in "fiubc":
+            raise TypeError("{}: cannot store {} values (an array of dtype {} and shape {}); numbers "
+                            "expected".format(what, _KIND_NAMES.get(value.dtype.kind, "non-numeric"),
+                                              value.dtype, value.shape))
         if value.dtype.kind in "fiub" and value.dtype != self._dtype:
             # nnabla keeps the type of what was stored last (an int label array stays int).
             self.cast(value.dtype)

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from .thread_state import ThreadSettings
 from .variable import Variable
 
 __all__ = ["parameter_scope", "get_current_parameter_scope", "get_parameters", "clear_parameters",
@@ -16,7 +17,8 @@ __all__ = ["parameter_scope", "get_current_parameter_scope", "get_parameters", "
            "load_parameters"]
 
 _root_scope = OrderedDict()
-_state = {"scope": _root_scope}
+# The current scope is per thread (see thread_state.py); every thread starts at the shared root.
+_state = ThreadSettings({"scope": _root_scope})
 
 
 def get_current_parameter_scope():
@@ -41,11 +43,8 @@ def parameter_scope(name, scope=None):
         elif not isinstance(child, dict):
             raise ValueError("parameter_scope: '{}' is a parameter, not a scope".format(n))
         current = child
-    _state["scope"] = current
-    try:
+    with _state.scoped("scope", current):
         yield current
-    finally:
-        _state["scope"] = prev
 
 
 def get_parameters(params=None, path="", grad_only=True):

@@ -31,6 +31,7 @@ def parametric_function_api(scope_name=None, param_desc=None):
 
         @functools.wraps(func)
         def wrapper(*args, name=None, **kwargs):
+            _check_sizes(func.__name__, sig, args, kwargs)
             if name is None:
                 with parameter_scope(scope):
                     return func(*args, **kwargs)
@@ -51,6 +52,46 @@ def parametric_function_api(scope_name=None, param_desc=None):
         wrapper.__parametric_function_api_base__ = func
         return wrapper
     return decorate
+
+
+# Arguments that are sizes (a positive integer; those in _SIZE_TUPLES also a tuple of them), checked
+# before any parameter is created, so that a bad one is reported by name, not by the initializer
+# or numpy (``PF.affine(x, -1)``, ``PF.convolution(x, 2, (0, 0))``).
+_SIZES = ("n_outmaps", "outmaps", "kernel", "group", "n_inputs", "n_features", "state_size",
+          "num_heads", "r", "multiplier", "divisor", "num_groups", "embed_dim", "batch_size")
+_SIZE_TUPLES = ("n_outmaps", "kernel")
+
+
+def _is_size(value):
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value > 0
+
+
+def _check_sizes(layer, sig, args, kwargs):
+    try:
+        bound = sig.bind(*args, **kwargs).arguments
+    except TypeError as e:
+        raise TypeError("PF.{}: {}".format(layer, e)) from None
+    for arg in _SIZES:
+        if arg not in bound:
+            continue
+        value = bound[arg]
+        if arg == "group" and isinstance(value, str):     # sync_batch_normalization's group name
+            continue
+        if arg in _SIZE_TUPLES and hasattr(value, "__iter__") and not isinstance(value, str):
+            if len(list(value)) and all(_is_size(v) for v in value):
+                continue
+        elif _is_size(value):
+            continue
+        raise ValueError("PF.{}: {} must be a positive integer{}, got {!r}".format(
+            layer, "r (the rank)" if arg == "r" else arg,
+            " or a tuple of them" if arg in _SIZE_TUPLES else "", value))
+    base_axis = bound.get("base_axis")
+    inp = args[0] if args else None
+    if base_axis is not None and hasattr(inp, "shape"):
+        ndim = len(inp.shape)
+        if not isinstance(base_axis, (int, np.integer)) or not -ndim <= base_axis < ndim:
+            raise ValueError("PF.{}: base_axis {!r} is out of range for an input of shape {}"
+                             .format(layer, base_axis, tuple(inp.shape)))
 
 
 def _append_api(*names):

@@ -54,6 +54,8 @@ class Arange(Op):
     """start, start + step, ... below stop."""
 
     def setup(self):
+        if not all(np.isfinite(v) for v in (self.start, self.stop, self.step)):
+            self.fail("start {}, stop {} and step {} must be finite", self.start, self.stop, self.step)
         if self.step == 0:
             self.fail("step must not be 0")
         n = int(np.ceil((self.stop - self.start) / self.step))

@@ -18,6 +18,7 @@ under a table name with :func:`register`; it supplies the behaviour the table ca
 all derived from the registered entries.
 """
 import csv
+import functools
 import os
 import re
 from collections import OrderedDict
@@ -255,6 +256,37 @@ class Op:
         return "{}({})".format(self.name, ", ".join("{}={!r}".format(k, v) for k, v in self.args.items()))
 
 
+def _checked_setup(setup):
+    """``setup`` whose every failure is a ValueError or TypeError naming the op.
+
+    Ops check their arguments and shapes themselves (``Op.fail``); this is the net below those
+    checks: an IndexError, ZeroDivisionError, ... from a combination no check foresaw, or a
+    numpy error that names nothing, becomes one line with the op, the input shapes and the
+    arguments, and an output shape with a negative dimension is refused here, not when a buffer
+    is allocated."""
+    @functools.wraps(setup)
+    def checked(self, *shapes):
+        try:
+            out = setup(self, *shapes)
+        except (ValueError, TypeError) as e:
+            if self.name and self.name.lower() in str(e).lower():
+                raise
+            raise type(e)("{}: {} (inputs of shapes {}, arguments {})".format(
+                self.name, e, ", ".join(str(tuple(x)) for x in shapes), self.args)) from e
+        except (IndexError, KeyError, ZeroDivisionError, OverflowError, AttributeError) as e:
+            raise ValueError("{}: inputs of shapes {} and arguments {} do not fit together ({}: "
+                             "{})".format(self.name, ", ".join(str(tuple(x)) for x in shapes),
+                                          self.args, type(e).__name__, e)) from e
+        for shape in out or ():
+            if any(d < 0 for d in shape):
+                self.fail("arguments {} give the output shape {}, which has a negative dimension "
+                          "(inputs of shapes {})", self.args, tuple(shape),
+                          ", ".join(str(tuple(x)) for x in shapes))
+        return out
+    checked.checked_setup = True
+    return checked
+
+
 def register(cls=None, *, name=None):
     """Class decorator: register ``cls`` under its table name (the class name by default)."""
     def deco(c):
@@ -264,6 +296,8 @@ def register(cls=None, *, name=None):
             c.grad = staticmethod(c.__dict__["grad"])
         c.name = name or c.__dict__.get("name") or c.__name__
         c.spec = TABLE.get(c.name)
+        if not getattr(c.setup, "checked_setup", False):
+            c.setup = _checked_setup(c.setup)
         REGISTRY[c.name] = c
         return c
     return deco(cls) if cls is not None else deco

@@ -7,13 +7,16 @@ deep inside h5py, protobuf or zipfile. Writes go to a temporary file in the targ
 which then replaces the target (``os.replace``), so a crash mid-save never leaves a truncated
 file where a good one was.
 """
+import errno
 import io
 import os
+import socket
 import tempfile
+import threading
 from contextlib import contextmanager
 
-__all__ = ["FileFormatError", "file_label", "extension_of", "read_bytes", "write_bytes",
-           "atomic_path"]
+__all__ = ["FileFormatError", "file_label", "extension_of", "check_readable", "read_bytes",
+           "write_bytes", "atomic_path", "remove_stale_temps"]
 
 
 class FileFormatError(ValueError):
@@ -46,20 +49,82 @@ def extension_of(source, extension, what):
                      "extension='.h5' (or similar)".format(what, file_label(source)))
 
 
+def check_readable(path):
+    """Raise, naming ``path``, unless it is an existing regular file; returns its size."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError("{}: no such file".format(path))
+    if os.path.isdir(path):
+        raise FileFormatError(path, "is a directory, not a file")
+    return os.path.getsize(path)
+
+
 def read_bytes(source):
     """All bytes of a path or of a readable file object."""
     if isinstance(source, (str, os.PathLike)):
-        path = os.fspath(source)
-        if not os.path.exists(path):
-            raise FileNotFoundError("{}: no such file".format(path))
-        if os.path.isdir(path):
-            raise FileFormatError(path, "is a directory, not a file")
-        with open(path, "rb") as f:
+        check_readable(source)
+        with open(os.fspath(source), "rb") as f:
             return f.read()
     if hasattr(source, "read"):
         data = source.read()
         return data.encode("utf-8") if isinstance(data, str) else data
     raise TypeError("expected a file name or a file object, got {}".format(type(source).__name__))
+
+
+# Temporary files of atomic writes are named ``.<target>.<host>.<pid>.<random>.tmp``: a later
+# save to the same target removes those of this host whose process is gone (a save killed with
+# kill -9 cannot clean up after itself), and never touches one a live process is writing.
+_HOST = socket.gethostname().replace(".", "_") or "host"
+_active_temps = set()
+_active_lock = threading.Lock()
+
+
+def _temp_prefix(path):
+    return ".{}.{}.".format(os.path.basename(path), _HOST)
+
+
+def _process_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:      # alive, but another user's
+        return True
+    except OSError:
+        return True
+    return True
+
+
+def remove_stale_temps(path):
+    """Remove temporary files left beside ``path`` by killed saves of this host."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    prefix = _temp_prefix(path)
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        if not (name.startswith(prefix) and name.endswith(".tmp")):
+            continue
+        pid_text = name[len(prefix):].split(".", 1)[0]
+        if not pid_text.isdigit():
+            continue
+        tmp = os.path.join(directory, name)
+        pid = int(pid_text)
+        with _active_lock:
+            in_use = tmp in _active_temps
+        if in_use or (pid != os.getpid() and _process_alive(pid)):
+            continue
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def _naming_target(err, path):
+    """``err`` (an OSError about the temporary file) re-raised as one about ``path``."""
+    return type(err)(err.errno, "cannot write {}: {}".format(path, err.strerror or err))
 
 
 @contextmanager
@@ -69,21 +134,47 @@ def atomic_path(path):
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise FileNotFoundError("{}: directory {} does not exist".format(path, directory))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
-                               dir=directory)
-    os.close(fd)
+    if os.path.isdir(path):
+        raise IsADirectoryError(errno.EISDIR, "cannot write {}: it is a directory".format(path))
+    remove_stale_temps(path)
     try:
-        yield tmp
-        # mkstemp makes the file private; give it the mode a plain open() would have.
-        os.chmod(tmp, os.stat(path).st_mode & 0o7777 if os.path.exists(path) else 0o666 & ~_umask())
-        os.replace(tmp, path)
+        fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path) + str(os.getpid()) + ".",
+                                   suffix=".tmp", dir=directory)
+    except OSError as e:
+        raise _naming_target(e, path) from None
+    os.close(fd)
+    with _active_lock:
+        _active_temps.add(tmp)
+    try:
+        try:
+            yield tmp
+            # mkstemp makes the file private; give it the mode a plain open() would have.
+            os.chmod(tmp, os.stat(path).st_mode & 0o7777 if os.path.exists(path)
+                     else 0o666 & ~_umask())
+            os.replace(tmp, path)
+        except OSError as e:
+            if e.filename == tmp or e.filename2 == tmp or e.filename == path:
+                raise _naming_target(e, path) from None
+            raise
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+    finally:
+        with _active_lock:
+            _active_temps.discard(tmp)
 
 
 def _umask():
+    # os.umask can only be read by setting it, which races with other threads creating files;
+    # Linux reports it in /proc.
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
     mask = os.umask(0)
     os.umask(mask)
     return mask

@@ -18,7 +18,19 @@ from ..variable import Variable
 from .function_args import read_args
 from .initializers import initializer_from_proto
 
-__all__ = ["ProtoNetwork", "ProtoVariable", "ProtoFunction"]
+__all__ = ["ProtoNetwork", "ProtoVariable", "ProtoFunction", "check_batch_size"]
+
+
+def check_batch_size(batch_size, what):
+    """``batch_size`` is None (the file's) or a positive integer."""
+    if batch_size is None:
+        return
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
+        raise TypeError("{}: batch_size must be a positive integer or None, got {!r}".format(
+            what, batch_size))
+    if batch_size <= 0:
+        raise ValueError("{}: batch_size must be a positive integer, got {}".format(
+            what, batch_size))
 
 # nnabla's loop-control functions (networks designed with repeats in Neural Network Console).
 _LOOP_CONTROL = {"RepeatStart", "RepeatEnd", "RecurrentInput", "RecurrentOutput", "Delay"}
@@ -92,6 +104,7 @@ class ProtoNetwork:
         if proto.repeat_info:
             raise NotImplementedError("network '{}': repeat_info (loop control) is not supported"
                                       .format(proto.name))
+        check_batch_size(batch_size, "network '{}'".format(proto.name))
         self.proto = proto
         self.name = proto.name
         self.batch_size = batch_size or proto.batch_size or 1
@@ -131,6 +144,7 @@ class ProtoNetwork:
     def build(self, batch_size=None, rng=None):
         """Create the graph in the current parameter scope; returns ``self`` with every
         ``variable_instance`` / ``function_instance`` set."""
+        check_batch_size(batch_size, "network '{}'".format(self.name))
         batch = batch_size or self.batch_size
         rng = rng if rng is not None else np.random.RandomState(0)
         for name in self.inputs:

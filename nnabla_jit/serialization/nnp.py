@@ -9,19 +9,23 @@ parses any mix of these files into one :class:`NnpContents`; :func:`write` write
 import io
 import os
 import zipfile
+import zlib
 from collections import OrderedDict
 
 from google.protobuf import message as _message, text_format
 
 from . import parameters as params_io
 from . import solver_states
-from .files import FileFormatError, extension_of, file_label, read_bytes, write_bytes
+from .files import (FileFormatError, check_readable, extension_of, file_label, read_bytes,
+                    write_bytes)
 from .proto import nnabla_pb2
 
 __all__ = ["NNP_VERSION", "NnpContents", "read", "write", "parse_text", "parse_binary",
            "proto_to_text", "MODEL_EXTENSIONS", "PARAMETER_EXTENSIONS"]
 
 NNP_VERSION = "0.1"
+#: The nnp_version.txt values this reader understands (nnabla has only ever written 0.1).
+NNP_VERSIONS = (NNP_VERSION,)
 TEXT_EXTENSIONS = (".nntxt", ".prototxt")
 MODEL_EXTENSIONS = (".nnp", ".protobuf") + TEXT_EXTENSIONS
 PARAMETER_EXTENSIONS = (".h5",) + MODEL_EXTENSIONS
@@ -100,23 +104,98 @@ def _read_optimizer_checkpoint(contents, data, name, source):
                               ".protobuf.optimizer".format(name))
 
 
-def _read_nnp(contents, data, source, exclude_parameter, parameter_only):
+# Members an .nnp reader uses, by extension; anything else in the archive is skipped unread.
+_USED_MEMBER_EXTENSIONS = MODEL_EXTENSIONS + (".h5", ".optimizer")
+
+#: A member may expand to at most this many times its compressed size (and at least
+#: ``MIN_MEMBER_LIMIT`` bytes): a small archive cannot make the reader decompress gigabytes.
+#: nnabla and nnabla_jit store members uncompressed; raise this for an archive that holds
+#: highly compressible parameters (all zeros, say).
+MAX_EXPANSION = 100
+MIN_MEMBER_LIMIT = 64 << 20
+_CHUNK = 1 << 20
+
+
+def _member_limit(info):
+    return max(MIN_MEMBER_LIMIT, MAX_EXPANSION * info.compress_size)
+
+
+def _too_large(source, info):
+    return FileFormatError(source, "member '{}' expands beyond {} bytes from {} compressed bytes: "
+                           "refused as a possible zip bomb (raise nnabla_jit.serialization.nnp."
+                           "MAX_EXPANSION to read it)".format(info.filename, _member_limit(info),
+                                                             info.compress_size))
+
+
+def _read_archive_member(archive, info, source):
+    """The bytes of one member, read in chunks and refused once past its size limit."""
+    limit = _member_limit(info)
+    if info.file_size > limit:
+        raise _too_large(source, info)
+    chunks, total = [], 0
+    with archive.open(info) as f:
+        while True:
+            chunk = f.read(_CHUNK)
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > limit:
+                raise _too_large(source, info)
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _check_version(data, source):
     try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
-        members = [(info.filename, archive.read(info.filename)) for info in archive.infolist()
-                   if not info.is_dir()]
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, ValueError) as e:
+        version = data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise FileFormatError(source, "nnp_version.txt is not text") from None
+    if version not in NNP_VERSIONS:
+        raise FileFormatError(source, "unsupported nnp_version {!r} (this reader knows {})".format(
+            version[:40], ", ".join(NNP_VERSIONS)))
+
+
+def _read_nnp(contents, source, exclude_parameter, parameter_only):
+    """Read an archive member by member (a path is not read into memory first)."""
+    if isinstance(source, (str, os.PathLike)):
+        if check_readable(source) == 0:
+            raise FileFormatError(source, "the file is empty")
+        opened = source
+    else:
+        data = read_bytes(source)
+        if not data:
+            raise FileFormatError(source, "the file is empty")
+        opened = io.BytesIO(data)
+    label = file_label(source)
+    try:
+        with zipfile.ZipFile(opened) as archive:
+            infos = [i for i in archive.infolist() if not i.is_dir()]
+            names = [i.filename for i in infos]
+            if not any(os.path.splitext(n)[1].lower() in MODEL_EXTENSIONS + (".h5",) for n in names):
+                raise FileFormatError(source, "the archive holds no network or parameter file "
+                                      "(members: {})".format(", ".join(names[:20]) or "none"))
+            version = [i for i in infos if os.path.basename(i.filename) == "nnp_version.txt"]
+            if version:
+                if version[0].file_size > 1024:
+                    raise FileFormatError(source, "nnp_version.txt is {} bytes long".format(
+                        version[0].file_size))
+                _check_version(archive.read(version[0]), source)
+            for info in infos:
+                ext = os.path.splitext(info.filename)[1].lower()
+                if ext == ".nnp":
+                    raise FileFormatError(source, "an .nnp inside an .nnp ('{}') is not "
+                                          "supported".format(info.filename))
+                if ext not in _USED_MEMBER_EXTENSIONS:
+                    continue
+                member = _read_archive_member(archive, info, source)
+                _read_member(contents, member, info.filename, ext,
+                             "{}:{}".format(label, info.filename), exclude_parameter,
+                             parameter_only)
+    except FileFormatError:
+        raise
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, ValueError,
+            NotImplementedError, RuntimeError, zlib.error) as e:
         raise FileFormatError(source, "not a readable .nnp (zip) archive ({})".format(e)) from None
-    names = [n for n, _ in members]
-    if not any(os.path.splitext(n)[1].lower() in MODEL_EXTENSIONS + (".h5",) for n in names):
-        raise FileFormatError(source, "the archive holds no network or parameter file (members: {})"
-                              .format(", ".join(names) or "none"))
-    for name, member in members:
-        ext = os.path.splitext(name)[1].lower()
-        if ext == ".nnp":
-            raise FileFormatError(source, "an .nnp inside an .nnp ('{}') is not supported".format(name))
-        _read_member(contents, member, name, ext, "{}:{}".format(file_label(source), name),
-                     exclude_parameter, parameter_only)
 
 
 def read(files, extension=None, exclude_parameter=False, parameter_only=False):
@@ -124,6 +203,8 @@ def read(files, extension=None, exclude_parameter=False, parameter_only=False):
 
     ``extension`` tells the format of file objects. ``exclude_parameter`` skips parameters,
     ``parameter_only`` skips network definitions in text files (as nnabla's ``load`` does).
+    An empty ``.protobuf`` or text file is an empty message (nnabla writes an empty parameter
+    set as a zero-byte ``.protobuf``); an empty ``.nnp`` or ``.h5`` is an error.
     """
     if isinstance(files, (str, os.PathLike)) or hasattr(files, "read"):
         files = [files]
@@ -133,14 +214,14 @@ def read(files, extension=None, exclude_parameter=False, parameter_only=False):
         if ext not in PARAMETER_EXTENSIONS:
             raise ValueError("load: {}: unsupported file type '{}' (expected one of {})".format(
                 file_label(source), ext, ", ".join(PARAMETER_EXTENSIONS)))
-        data = read_bytes(source)
-        if not data:
-            raise FileFormatError(source, "the file is empty")
         if ext == ".nnp":
-            _read_nnp(contents, data, source, exclude_parameter, parameter_only)
-        else:
-            _read_member(contents, data, file_label(source), ext, source, exclude_parameter,
-                         parameter_only)
+            _read_nnp(contents, source, exclude_parameter, parameter_only)
+            continue
+        data = read_bytes(source)
+        if not data and ext == ".h5":
+            raise FileFormatError(source, "the file is empty")
+        _read_member(contents, data, file_label(source), ext, source, exclude_parameter,
+                     parameter_only)
     return contents
 
 

@@ -10,16 +10,19 @@ creates or overwrites the parameters of the current scope: a bad file changes no
 """
 import io
 from collections import namedtuple
+from contextlib import contextmanager
 
 import numpy as np
 
-from ..parameter import get_parameter, get_parameters, set_parameter
+from ..parameter import (get_current_parameter_scope, get_parameter, get_parameters,
+                         set_parameter)
 from ..variable import Variable
 from .files import FileFormatError, extension_of, write_bytes
 from .proto import nnabla_pb2
 
 __all__ = ["ParameterEntry", "save", "load", "entries_of", "h5_bytes", "read_h5_bytes",
-           "entries_from_proto", "add_entries_to_proto", "assign_to_scope"]
+           "entries_from_proto", "add_entries_to_proto", "assign_to_scope",
+           "scope_restored_on_error"]
 
 #: One parameter as read from or written to a file.
 ParameterEntry = namedtuple("ParameterEntry", ["name", "data", "need_grad"])
@@ -79,13 +82,19 @@ def read_h5_bytes(data, source):
 
 # ------------------------------------------------------------------------------------ protobuf
 def entries_from_proto(proto, source):
-    """``ParameterEntry`` list of ``proto.parameter`` (an NNablaProtoBuf)."""
-    entries = []
+    """``ParameterEntry`` list of ``proto.parameter`` (an NNablaProtoBuf).
+
+    A name given twice is an error (nnabla keeps the last silently; which value the writer
+    meant cannot be told)."""
+    entries, seen = [], set()
     for p in proto.parameter:
         shape = tuple(int(d) for d in p.shape.dim)
         if any(d < 0 for d in shape) or int(np.prod(shape)) != len(p.data):
             raise FileFormatError(source, "parameter '{}' has shape {} but {} values".format(
                 p.variable_name, shape, len(p.data)))
+        if p.variable_name in seen:
+            raise FileFormatError(source, "parameter '{}' is given twice".format(p.variable_name))
+        seen.add(p.variable_name)
         entries.append(ParameterEntry(p.variable_name,
                                       np.array(p.data, np.float32).reshape(shape), p.need_grad))
     return entries
@@ -100,32 +109,63 @@ def add_entries_to_proto(proto, entries):
 
 
 # ------------------------------------------------------------------------------------ scope
+def _parameters_under(scope):
+    out = []
+    for k, v in scope.items():
+        if isinstance(v, dict):
+            out += [k + "/" + n for n in _parameters_under(v)]
+        else:
+            out.append(k)
+    return out
+
+
 def _check_fits(entries, source):
     """Raise before anything is assigned if an entry cannot go into the current scope."""
     existing = set(get_parameters(grad_only=False))
     incoming = {}
     for e in entries:
-        if not e.name or any(not part for part in e.name.split("/")):
+        if not isinstance(e.name, str) or not e.name or any(not part for part in e.name.split("/")):
             raise FileFormatError(source, "invalid parameter name {!r}".format(e.name))
         incoming[e.name] = e
     names = existing | set(incoming)
-    for name in incoming:
+    scope = get_current_parameter_scope()
+    for name, entry in incoming.items():
         parts = name.split("/")
         for k in range(1, len(parts)):
             prefix = "/".join(parts[:k])
             if prefix in names:
                 raise FileFormatError(source, "parameter '{}' would sit inside parameter '{}'"
                                       .format(name, prefix))
+        node = scope
+        for part in parts:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            inside = _parameters_under(node)
+            if inside:
+                raise FileFormatError(source, "parameter '{}' would replace the scope '{}' and "
+                                      "its parameters {}".format(name, name, ", ".join(
+                                          name + "/" + n for n in inside[:5])))
         current = get_parameter(name)
-        shape = incoming[name].data.shape
-        if current is not None and current.shape != shape:
+        if current is None:
+            continue
+        shape = entry.data.shape
+        if current.shape != shape:
             raise FileFormatError(source, "parameter '{}' has shape {} in the file but {} in the "
                                   "current scope (nn.clear_parameters() starts afresh)".format(
                                       name, shape, current.shape))
+        have, got = current.data.dtype, entry.data.dtype
+        if have != got and not np.can_cast(got, have, "same_kind"):
+            raise FileFormatError(source, "parameter '{}' holds {} values in the file but is {} in "
+                                  "the current scope; loading would change its type".format(
+                                      name, got, have))
 
 
 def assign_to_scope(entries, source):
-    """Create or overwrite the parameters of ``entries`` in the current scope (all or none)."""
+    """Create or overwrite the parameters of ``entries`` in the current scope (all or none).
+
+    An existing parameter keeps its type: the file's values are cast to it (float64 values
+    into a float32 parameter), or refused when that cannot be done safely (floats into an
+    integer parameter)."""
     _check_fits(entries, source)
     for e in entries:
         param = get_parameter(e.name)
@@ -133,7 +173,43 @@ def assign_to_scope(entries, source):
             set_parameter(e.name, Variable.from_numpy_array(e.data, need_grad=e.need_grad))
         else:
             param.need_grad = e.need_grad
-            param.d = e.data
+            param.d = np.asarray(e.data).astype(param.data.dtype, copy=False)
+
+
+@contextmanager
+def scope_restored_on_error(overwritten=()):
+    """Undo, if the block raises, every change to the current parameter scope: parameters
+    added, removed or replaced and need_grad flags changed; the values of the parameters named
+    in ``overwritten`` (paths under the current scope) are restored too."""
+    scopes, flags = [], []
+
+    def record(scope):
+        items = list(scope.items())
+        scopes.append((scope, items))
+        for _, v in items:
+            if isinstance(v, dict):
+                record(v)
+            else:
+                flags.append((v, v.need_grad))
+    record(get_current_parameter_scope())
+    values = []
+    for name in overwritten:
+        v = get_parameter(name)
+        if v is not None and not v.data.clear_called:
+            values.append((v, v.data.dtype, v.d.copy()))
+    try:
+        yield
+    except BaseException:
+        for scope, items in scopes:
+            scope.clear()
+            scope.update(items)
+        for v, need_grad in flags:
+            v.need_grad = need_grad
+        for v, dtype, saved in values:
+            if v.data.dtype != dtype:
+                v.data.cast(dtype)
+            v.d = saved
+        raise
 
 
 # ------------------------------------------------------------------------------------ API

@@ -89,8 +89,13 @@ class CsvDataSource(DataSource):
                 lines = list(_numbered_rows(csv.reader(f)))
         except FileNotFoundError:
             raise FileNotFoundError("CsvDataSource: no dataset file {}".format(self._filename)) from None
+        except UnicodeDecodeError as e:
+            raise ValueError(_not_utf8(self._filename, e)) from None
         if not lines:
             raise ValueError("{}: the dataset file is empty (it needs a header line)".format(self._filename))
+        if len(lines) == 1:
+            raise ValueError("{}: the dataset file has a header line but no examples".format(
+                self._filename))
         header_line, header = lines[0]
         self._rows = []
         for line, row in lines[1:]:
@@ -147,6 +152,24 @@ class CsvDataSource(DataSource):
             self._order = list(self._rng.permutation(list(range(self._size))))
         self._generation += 1
         super(CsvDataSource, self).reset()
+
+
+def _not_utf8(filename, error):
+    """The message for a dataset file that is not UTF-8 text: the file, the line, the byte."""
+    line, column = 1, 0
+    try:
+        with open(filename, "rb") as f:
+            for number, raw in enumerate(f, 1):
+                try:
+                    raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    line, column = number, e.start
+                    break
+    except OSError:
+        pass
+    return ("{}, line {}: byte 0x{:02x} at column {} is not UTF-8 (encoding tried: utf-8-sig); "
+            "save the dataset file as UTF-8".format(filename, line,
+                                                     error.object[error.start], column + 1))
 
 
 def _numbered_rows(reader):

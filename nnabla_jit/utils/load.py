@@ -1,7 +1,8 @@
 """``nnabla_jit.utils.load.load``: networks and training/inference settings from model files.
 
 ``load(files)`` reads ``.nnp``, ``.nntxt``/``.prototxt``, ``.protobuf`` and ``.h5`` files,
-puts their parameters into the current scope, builds every network and returns an object with
+puts their parameters into the current scope (all or nothing: a file that fails to load
+leaves the current parameters as they were), builds every network and returns an object with
 nnabla's attributes: ``networks``, ``executors``, ``optimizers``, ``monitors``, ``datasets``,
 ``training_config``, ``global_config`` (and ``proto``, the message read). Executors, optimizers
 and monitors are linked to their networks and datasets as nnabla links them (``dataset_assign``,
@@ -14,13 +15,13 @@ import numpy as np
 
 from .. import functions as F
 from .. import initializer as I
-from ..context import Context, context_scope, set_default_context
+from ..context import Context, context_scope, get_default_context, set_default_context
 from ..ext_utils import get_extension_context
 from ..logger import logger
 from ..serialization import nnp
 from ..serialization.files import file_label
-from ..serialization.graph_import import ProtoNetwork
-from ..serialization.parameters import assign_to_scope
+from ..serialization.graph_import import ProtoNetwork, check_batch_size
+from ..serialization.parameters import assign_to_scope, scope_restored_on_error
 from ..serialization.solver_proto import solver_from_proto
 from ..serialization.solver_states import states_from_proto
 from . import data_iterator as di
@@ -299,11 +300,26 @@ def load(filenames, prepare_data_iterator=True, batch_size=None, exclude_paramet
         extension (str): the format of file objects.
         context (str): 'cpu' or 'cudnn[:device]' instead of the file's context.
     """
+    check_batch_size(batch_size, "load")
     contents = nnp.read(filenames, extension=extension, exclude_parameter=exclude_parameter,
                         parameter_only=parameter_only)
     source = file_label(filenames if not isinstance(filenames, (list, tuple)) else filenames[0])
-    assign_to_scope(contents.parameters, source)
     proto = contents.proto
+    # Reading every network first refuses an unknown function type or an undeclared variable
+    # before any parameter changes; what can only fail while building is undone below.
+    for n in proto.network:
+        ProtoNetwork(n, batch_size)
+    previous_default = get_default_context()
+    with scope_restored_on_error(e.name for e in contents.parameters):
+        try:
+            return _load(contents, source, proto, prepare_data_iterator, batch_size, context)
+        except BaseException:
+            set_default_context(previous_default)
+            raise
+
+
+def _load(contents, source, proto, prepare_data_iterator, batch_size, context):
+    assign_to_scope(contents.parameters, source)
     info = Info()
     info.proto = proto
     info.global_config = _global_config(proto, context)

@@ -9,7 +9,9 @@
     y.forward(clear_buffer=True)
 
 As in nnabla, the file's parameters are kept in the loader's own scope; ``get_network`` builds
-the graph with them and then registers them in the current parameter scope.
+the graph with them and then registers them in the current parameter scope. Unlike nnabla,
+``get_network`` refuses a network whose parameters the file does not hold (nnabla builds it
+with freshly initialized parameters, which silently computes garbage).
 """
 from collections import OrderedDict
 
@@ -17,7 +19,8 @@ import numpy as np
 
 from ..parameter import get_parameter, parameter_scope, set_parameter
 from ..serialization import nnp
-from ..serialization.graph_import import ProtoNetwork
+from ..serialization.files import file_label
+from ..serialization.graph_import import ProtoNetwork, check_batch_size
 from ..serialization.parameters import assign_to_scope
 
 __all__ = ["NnpLoader", "NnpNetwork"]
@@ -80,6 +83,18 @@ class NnpLoader:
         self.network_dict = OrderedDict((n.name, n) for n in contents.proto.network)
         self._source = filepath
 
+    def _check_parameters(self, proto):
+        """Refuse a network whose parameters the file lacks: nnabla would fill them with their
+        initializers (zeros, mostly) and the network would run, computing garbage."""
+        used = {n for f in proto.function for n in list(f.input) + list(f.output)}
+        with parameter_scope("", self._params):
+            missing = [v.name for v in proto.variable if v.type == "Parameter"
+                       and v.name in used and get_parameter(v.name) is None]
+        if missing:
+            raise ValueError("NnpLoader.get_network: network '{}' needs parameters that {} does not "
+                             "hold: {}".format(proto.name, file_label(self._source),
+                                               ", ".join(missing)))
+
     def get_network_names(self):
         """Names of the networks in the file."""
         return list(self.network_dict.keys())
@@ -89,8 +104,10 @@ class NnpLoader:
         if callback is not None:
             raise NotImplementedError("NnpLoader.get_network: callback (NnpNetworkPass) is not "
                                       "supported by nnabla_jit")
+        check_batch_size(batch_size, "NnpLoader.get_network")
         if name not in self.network_dict:
             raise ValueError("NnpLoader.get_network: no network '{}' in the file (it has: {})"
                              .format(name, ", ".join(self.network_dict) or "none"))
+        self._check_parameters(self.network_dict[name])
         return NnpNetwork(self.network_dict[name], batch_size, self._params,
                           np.random.RandomState(1223))

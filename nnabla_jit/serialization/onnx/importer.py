@@ -230,6 +230,32 @@ def _load(source, onnx):
     return model, label
 
 
+def _tensor_array(onnx, tensor, label, what):
+    """A TensorProto's values; a byte count that does not match its dims is a FileFormatError
+    naming the tensor (numpy's reshape error would name neither)."""
+    dims = tuple(int(d) for d in tensor.dims)
+    if any(d < 0 for d in dims):
+        raise FileFormatError(label, "{} '{}' has negative dims {}".format(what, tensor.name, dims))
+    count = int(np.prod(dims, dtype=np.int64))
+    try:
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type))
+    except (KeyError, TypeError, ValueError):
+        raise FileFormatError(label, "{} '{}' has unknown data type {}".format(
+            what, tensor.name, tensor.data_type)) from None
+    packed = {getattr(onnx.TensorProto, n, None) for n in ("STRING", "INT4", "UINT4")}
+    if tensor.HasField("raw_data") and tensor.data_type not in packed:
+        expected = count * dtype.itemsize
+        if len(tensor.raw_data) != expected:
+            raise FileFormatError(label, "{} '{}' has dims {} ({} {} values, {} bytes) but {} bytes "
+                                  "of data".format(what, tensor.name, dims, count, dtype,
+                                                   expected, len(tensor.raw_data)))
+    try:
+        return onnx.numpy_helper.to_array(tensor)
+    except (ValueError, TypeError, KeyError) as e:
+        raise FileFormatError(label, "{} '{}' (dims {}) cannot be read: {}".format(
+            what, tensor.name, dims, e)) from None
+
+
 def _opset(model, label):
     versions = {o.domain: o.version for o in model.opset_import}
     version = versions.get("", versions.get("ai.onnx"))
@@ -303,7 +329,8 @@ def _convert(c, node):
     present = [i for i in node.inputs if i]
     if node.op_type == "Constant":
         tensor = next(iter(node.attrs.values()))
-        values = [c.onnx.numpy_helper.to_array(tensor) if hasattr(tensor, "dims") else np.asarray(tensor)]
+        values = [_tensor_array(c.onnx, tensor, "node '{}'".format(node.name), "Constant value")
+                  if hasattr(tensor, "dims") else np.asarray(tensor)]
     elif present and node.op_type not in RANDOM_OPS and all(c.is_const(i) for i in present):
         values = _fold(c, node)
     elif node.op_type in _CONSTANT_ONLY:
@@ -353,7 +380,7 @@ def import_onnx(source, batch_size=None, constants=None):
     graph = model.graph
     c = ImportContext(opset, onnx)
     for t in graph.initializer:
-        array = onnx.numpy_helper.to_array(t)
+        array = _tensor_array(onnx, t, label, "initializer")
         c.set(t.name, array, elem_type_of(array.dtype))
     constants = dict(constants or {})
     graph_inputs = {vi.name: vi for vi in graph.input}

@@ -15,11 +15,23 @@ Every subcommand has ``--help``. A failing command prints what went wrong and ex
 import argparse
 import sys
 
-__all__ = ["main", "version_string"]
+__all__ = ["main", "version_string", "batch_size_argument"]
 
 
 class CommandError(Exception):
     """A user-facing failure of a subcommand (bad argument, missing file, ...)."""
+
+
+def batch_size_argument(text):
+    """argparse type of ``-b/--batch-size``: a positive integer, or -1 for the file's."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("must be a positive integer or -1, got {!r}".format(text)) from None
+    if value != -1 and value <= 0:
+        raise argparse.ArgumentTypeError("must be a positive integer, or -1 for the file's batch "
+                                         "size, got {}".format(value))
+    return value
 
 
 def version_string():

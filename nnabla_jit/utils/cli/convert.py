@@ -7,7 +7,7 @@ ONNX goes through ``nnabla_jit.serialization.onnx``: ``nnp_from_onnx(path) -> Nn
 import os
 
 from ...serialization import nnp
-from . import CommandError
+from . import CommandError, batch_size_argument
 
 __all__ = ["add_convert_command", "add_dump_command", "read_model"]
 
@@ -94,7 +94,7 @@ def add_convert_command(subparsers):
     sub.add_argument("-O", "--export-format", default=None,
                      help="[export] NNP or ONNX (default: from the extension)")
     sub.add_argument("-f", "--force", action="store_true", help="[export] overwrite the output file")
-    sub.add_argument("-b", "--batch-size", type=int, default=-1,
+    sub.add_argument("-b", "--batch-size", type=batch_size_argument, default=-1,
                      help="[export] batch size written into the networks (default: keep)")
     sub.add_argument("--nnp-parameter-h5", action="store_true",
                      help="[export][NNP] store parameters as parameter.h5 (default: parameter.protobuf)")

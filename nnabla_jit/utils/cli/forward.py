@@ -12,7 +12,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..load import load
-from . import CommandError
+from . import CommandError, batch_size_argument
 
 __all__ = ["add_forward_command", "add_infer_command", "run_executors"]
 
@@ -182,7 +182,7 @@ def add_forward_command(subparsers):
     sub.add_argument("-f", "--outfile", default="output_result.csv", help="output file name")
     sub.add_argument("--result_outdir", default="",
                      help="directory (inside outdir) for per-sample csv/png outputs")
-    sub.add_argument("-b", "--batch_size", type=int, default=-1,
+    sub.add_argument("-b", "--batch_size", type=batch_size_argument, default=-1,
                      help="batch size (default: the one in the file)")
     sub.set_defaults(func=forward_command)
     return sub
@@ -228,7 +228,7 @@ def add_infer_command(subparsers):
     sub.add_argument("-o", "--output", help="output file prefix")
     sub.add_argument("-p", "--param", help="path to parameter file")
     sub.add_argument("-t", "--data_type", default="float32", help="uint8, int32 or float32")
-    sub.add_argument("-b", "--batch_size", type=int, default=1,
+    sub.add_argument("-b", "--batch_size", type=batch_size_argument, default=1,
                      help="batch size (-1: the one in the file)")
     sub.add_argument("inputs", nargs="+", help="binary input files")
     sub.set_defaults(func=infer_command)

@@ -78,17 +78,22 @@ def _source_of(spec):
                      args=", ".join("{0}={0}".format(a.name) for a in spec.args))
 
 
-def _generate():
-    for name, spec in TABLE.items():
-        if name not in REGISTRY:
-            continue
-        namespace = {"_apply": _apply, "REGISTRY": REGISTRY}
-        exec(compile(_source_of(spec), "<nnabla_jit.functions.{}>".format(spec.snake_name), "exec"),
-             namespace)
-        fn = namespace[spec.snake_name]
-        fn.__module__ = __name__
-        setattr(_this, spec.snake_name, fn)
+def define(name):
+    """Generate ``<snake_name>`` here for the registered op ``name``; return the function. Ops
+    registered above this module (``composite_functions``) define theirs this way."""
+    spec = TABLE[name]
+    namespace = {"_apply": _apply, "REGISTRY": REGISTRY}
+    exec(compile(_source_of(spec), "<nnabla_jit.functions.{}>".format(spec.snake_name), "exec"),
+         namespace)
+    fn = namespace[spec.snake_name]
+    fn.__module__ = __name__
+    setattr(_this, spec.snake_name, fn)
+    if spec.snake_name not in __all__:
+        __all__.append(spec.snake_name)
+    return fn
 
 
-_generate()
-__all__ = [spec.snake_name for name, spec in TABLE.items() if name in REGISTRY]
+__all__ = []
+for _name in TABLE:
+    if _name in REGISTRY:
+        define(_name)

@@ -10,9 +10,102 @@
 import numpy as np
 from numba import njit
 
-from ..backward_ops import array as bw
-from .activation import normalize_axis
+from .common import normalize_axis
 from .registry import Op, register
+
+
+# ------------------------------------------------------------------ backward kernels
+def _store(dst, g, accum):
+    copy_view(g, dst, accum)
+
+
+def gather_op_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+    """Adjoint of a per-axis gather: scatter-add dy back through each gathered axis."""
+    if not propagate_down[0]:
+        return
+    dx = grad_inputs[0]
+    in_shape = getattr(op, "aligned", None) or getattr(op, "in_shape", None) or dx.shape
+    g = scatter_axes(grad_outputs[0], op.indices, in_shape)
+    _store(dx, g.reshape(dx.shape), accum[0])
+
+
+def reshape_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+    if propagate_down[0]:
+        _store(grad_inputs[0].reshape(-1), grad_outputs[0].reshape(-1), accum[0])
+
+
+def transpose_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+    if propagate_down[0]:
+        _store(grad_inputs[0], grad_outputs[0].transpose(np.argsort(op.axes)), accum[0])
+
+
+def slice_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+    if propagate_down[0]:
+        dx = grad_inputs[0]
+        if not accum[0]:
+            dx.fill(0)
+        _store(dx[op.slices], grad_outputs[0], True)
+
+
+def concatenate_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+    for k, dx in enumerate(grad_inputs):
+        if propagate_down[k]:
+            _store(dx, op.part(grad_outputs[0], k), accum[k])
+
+
+def stack_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+    dy = np.moveaxis(grad_outputs[0], op.axis, 0)
+    for k, dx in enumerate(grad_inputs):
+        if propagate_down[k]:
+            _store(dx, dy[k, ...], accum[k])
+
+
+def split_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+    if propagate_down[0]:
+        dx = np.moveaxis(grad_inputs[0], op.axis, 0)
+        for k, dy in enumerate(grad_outputs):
+            _store(dx[k, ...], dy, accum[0])
+
+
+def pad_adjoint_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+    if propagate_down[0]:
+        g = gather_axes(grad_outputs[0], op.pad.indices, 0.0)
+        _store(grad_inputs[0], g, accum[0])
+
+
+def slice_adjoint_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+    if propagate_down[0]:
+        _store(grad_inputs[0], grad_outputs[0][op.slice.slices], accum[0])
+
+
+# ------------------------------------------------------------------------------- Shift, Meshgrid,
+# Shape, Assign (appended with the indexing/linalg family)
+def zero_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+    """For outputs that do not depend on the input values (Shape, EyeLike): a zero gradient."""
+    for dx, pd, acc in zip(grad_inputs, propagate_down, accum):
+        if pd and not acc:
+            dx.fill(0)
+
+
+def shift_adjoint_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+    if propagate_down[0]:
+        _store(grad_inputs[0], gather_axes(grad_outputs[0], op.shift.indices, 0.0), accum[0])
+
+
+def meshgrid_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+    """Each input gets its output's gradient summed over the other axes of the grid."""
+    for i, (dx, axis) in enumerate(zip(grad_inputs, op.axes)):
+        if propagate_down[i]:
+            shape = op.grid_shape
+            dy3 = grad_outputs[i].reshape(int(np.prod(shape[:axis])), shape[axis],
+                                          int(np.prod(shape[axis + 1:])))
+            sum_outer_inner(dy3, dx, accum[i])
+
+
+def assign_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+    """As in nnabla the gradient flows to ``dst`` (src gets none)."""
+    if propagate_down[0]:
+        _store(grad_inputs[0], grad_outputs[0], accum[0])
 
 
 @njit(cache=True)
@@ -96,7 +189,7 @@ class _GatherOp(Op):
         y = gather_axes(inputs[0], self.indices, self.fill)
         copy_view(y, outputs[0], False)
 
-    backward = bw.gather_op_backward
+    backward = gather_op_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -125,8 +218,7 @@ class Reshape(Op):
     def forward(self, inputs, outputs):
         copy_view(inputs[0].reshape(-1), outputs[0].reshape(-1), False)
 
-    backward = bw.reshape_backward
-    grad = bw.reshape_grad
+    backward = reshape_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -143,8 +235,6 @@ class Broadcast(_GatherOp):
             self.fail("cannot broadcast input of shape {} to {} (axes must be equal or 1)", x, shape)
         self.indices = [np.zeros(b, np.int64) if a == 1 and b != 1 else None for a, b in zip(x, shape)]
         return [shape]
-
-    grad = bw.broadcast_grad
 
 
 @register
@@ -165,8 +255,6 @@ class BroadcastTo(_GatherOp):
         y = gather_axes(inputs[0].reshape(self.aligned), self.indices)
         copy_view(y, outputs[0], False)
 
-    grad = bw.broadcast_to_grad
-
 
 @register
 class Tile(_GatherOp):
@@ -186,8 +274,6 @@ class Tile(_GatherOp):
     def forward(self, inputs, outputs):
         copy_view(gather_axes(inputs[0].reshape(self.in_shape), self.indices), outputs[0], False)
 
-    grad = bw.tile_grad
-
 
 @register
 class Flip(_GatherOp):
@@ -198,8 +284,6 @@ class Flip(_GatherOp):
         self.indices = [np.arange(s - 1, -1, -1, dtype=np.int64) if a in axes else None
                         for a, s in enumerate(x)]
         return [tuple(x)]
-
-    grad = bw.flip_grad
 
 
 @register
@@ -229,8 +313,6 @@ class Pad(_GatherOp):
         self.fill = self.constant_value
         return [tuple(n + b + a for n, (b, a) in zip(x, pairs))]
 
-    grad = bw.pad_grad
-
 
 # ------------------------------------------------------------------------------ views
 @register
@@ -247,15 +329,10 @@ class Transpose(Op):
     def forward(self, inputs, outputs):
         copy_view(inputs[0].transpose(self.axes), outputs[0], False)
 
-    backward = bw.transpose_backward
-    grad = bw.transpose_grad
+    backward = transpose_backward
 
     def grad_depends_input_data(self, i, j):
         return False
-
-
-def _slices(start, stop, step):
-    return tuple(slice(b, e, s) for b, e, s in zip(start, stop, step))
 
 
 @register
@@ -283,8 +360,7 @@ class Slice(Op):
     def forward(self, inputs, outputs):
         copy_view(inputs[0][self.slices], outputs[0], False)
 
-    backward = bw.slice_backward
-    grad = bw.slice_grad
+    backward = slice_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -315,8 +391,7 @@ class Concatenate(Op):
         for k, x in enumerate(inputs):
             copy_view(x, self.part(outputs[0], k), False)
 
-    backward = bw.concatenate_backward
-    grad = bw.concatenate_grad
+    backward = concatenate_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -341,8 +416,7 @@ class Stack(Op):
         for k, x in enumerate(inputs):
             copy_view(x, y[k, ...], False)
 
-    backward = bw.stack_backward
-    grad = bw.stack_grad
+    backward = stack_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -362,8 +436,7 @@ class Split(Op):
         for k, y in enumerate(outputs):
             copy_view(x[k, ...], y, False)   # [k, ...]: a view even for 0-d parts
 
-    backward = bw.split_backward
-    grad = bw.split_grad
+    backward = split_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -422,8 +495,7 @@ class PadAdjoint(Op):
     def forward(self, inputs, outputs):
         copy_view(scatter_axes(inputs[0], self.pad.indices, self.in_shape), outputs[0], False)
 
-    backward = bw.pad_adjoint_backward
-    grad = bw.pad_adjoint_grad
+    backward = pad_adjoint_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -448,8 +520,7 @@ class SliceAdjoint(Op):
         outputs[0].fill(0)
         copy_view(inputs[0], outputs[0][self.slice.slices], False)
 
-    backward = bw.slice_adjoint_backward
-    grad = bw.slice_adjoint_grad
+    backward = slice_adjoint_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -481,8 +552,6 @@ class Shift(_GatherOp):
         self.indices = [shift_index(n, s, reflect) if s else None for n, s in zip(x, shifts)]
         return [tuple(x)]
 
-    grad = bw.shift_grad
-
 
 @register(name="ShiftAdjoint")
 class ShiftAdjoint(Op):
@@ -498,8 +567,7 @@ class ShiftAdjoint(Op):
     def forward(self, inputs, outputs):
         copy_view(scatter_axes(inputs[0], self.shift.indices, inputs[0].shape), outputs[0], False)
 
-    backward = bw.shift_adjoint_backward
-    grad = bw.shift_adjoint_grad
+    backward = shift_adjoint_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -539,8 +607,7 @@ class Meshgrid(Op):
             aligned[a] = x.size
             copy_view(np.broadcast_to(x.reshape(aligned), self.grid_shape), y, False)
 
-    backward = bw.meshgrid_backward
-    grad = bw.meshgrid_grad
+    backward = meshgrid_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -560,8 +627,7 @@ class Shape(Op):
     def forward(self, inputs, outputs):
         outputs[0][...] = self.dims
 
-    backward = bw.zero_backward
-    grad = bw.no_input_grad
+    backward = zero_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -584,8 +650,7 @@ class Assign(Op):
         dst[...] = src
         outputs[0][...] = src
 
-    backward = bw.assign_backward
-    grad = bw.assign_grad
+    backward = assign_backward
 
     def grad_depends_input_data(self, i, j):
         return False

@@ -27,11 +27,194 @@ import weakref
 import numpy as np
 from numba import njit, prange, uint64
 
-from ..backward_ops import convolution as bw
-from .activation import normalize_axis
+from .common import normalize_axis
 from .blas import gemm
 from .kernels import parallel_kernel
 from .registry import Op, register
+
+
+# ------------------------------------------------------------------ backward kernels
+# The geometry's write modes (ops/convolution.py): add into the output, or overwrite it.
+_ADD, _ZERO = 0, 1
+
+
+def _mode(accum):
+    return _ADD if accum else _ZERO
+
+
+@parallel_kernel
+def channel_sums(a2, out, accum, channel_last):
+    """out[c] (+)= sum over samples and positions of channel c; a2 is (B, C * S) with element
+    (c, s) at c * S + s, or at s * C + c channel-last."""
+    B = a2.shape[0]
+    C = out.shape[0]
+    S = a2.shape[1] // C if C > 0 else 0
+    cs, ss = (1, C) if channel_last else (S, 1)
+    for c in prange(C):
+        acc = 0.0
+        for b in range(B):
+            sample = a2[b]
+            for s in range(S):
+                acc += sample[uint64(c * cs + s * ss)]
+        out[c] = out[c] + acc if accum else acc
+
+
+def _bias_grad(a2, db, accum, channel_last):
+    channel_sums.for_size(a2.size)(a2, db, accum, channel_last)
+
+
+def convolution_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+    """Convolution and DepthwiseConvolution: dx = conv^T(dy, W), dW = corr(x, dy), db = sum dy."""
+    geo, dy = op.geo, grad_outputs[0]
+    x, w = inputs[0], inputs[1]
+    if propagate_down[0]:
+        geo.map_to_image(dy, w, grad_inputs[0], init=_mode(accum[0]))
+    bias = len(inputs) > 2 and propagate_down[2]
+    if propagate_down[1]:   # with the bias gradient from the same transposed dy
+        geo.filter_grad(x, dy, grad_inputs[1], accum[1], reuse_col=True, out_b=grad_inputs[2] if bias else None,
+                        b_accumulate=bias and accum[2])
+    elif bias:
+        _bias_grad(geo.map2(dy), grad_inputs[2], accum[2], geo.channel_last)
+
+
+def deconvolution_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+    """Deconvolution and DepthwiseDeconvolution: dx = conv(dy, W), dW = corr(dy, x)."""
+    geo, dy = op.geo, grad_outputs[0]
+    x, w = inputs[0], inputs[1]
+    if propagate_down[0]:
+        geo.image_to_map(dy, w, grad_inputs[0], init=_mode(accum[0]))
+    if propagate_down[1]:   # the col of dy is still in the buffer when dx was just computed
+        geo.filter_grad(dy, x, grad_inputs[1], accum[1], reuse_col=propagate_down[0])
+    if len(inputs) > 2 and propagate_down[2]:
+        _bias_grad(geo.img2(dy), grad_inputs[2], accum[2], geo.channel_last)
+
+
+def filter_grad_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+    """ConvolutionFilterGrad(img, mp) is bilinear: d img = conv^T(mp, g), d mp = conv(img, g)."""
+    geo, g = op.geo, grad_outputs[0]
+    img, mp = inputs
+    if propagate_down[0]:
+        geo.map_to_image(mp, g, grad_inputs[0], init=_mode(accum[0]))
+    if propagate_down[1]:
+        geo.image_to_map(img, g, grad_inputs[1], init=_mode(accum[1]), reuse_col=True)
+
+
+# ------------------------------------------------------------------------------ grad rules
+def _layout(shape, base_axis, channel_last):
+    """(channel axis, spatial dims) of a validated image or map shape."""
+    n = len(shape)
+    base_axis %= n
+    if channel_last:
+        return n - 1, tuple(shape[base_axis:-1])
+    return base_axis, tuple(shape[base_axis + 1:])
+
+
+def _output_padding(img_sp, map_sp, kernel, pad, stride, dilation):
+    """The Deconvolution output_padding that gives back the image size from the map size."""
+    return tuple(i - ((o - 1) * s - 2 * p + d * (k - 1) + 1)
+                 for i, o, k, p, s, d in zip(img_sp, map_sp, kernel, pad, stride, dilation))
+
+
+def _kernel(w_shape, channel_last):
+    return tuple(w_shape[1:-1] if channel_last else w_shape[2:])
+
+
+def _wanted(inputs, i):
+    return len(inputs) > i and inputs[i].need_grad
+
+
+# ------------------------------------------------------------------------------ extras
+def _zeroed(array, accum):
+    """``array`` ready to be added into: cleared unless the gradient accumulates."""
+    if not accum:
+        array.fill(0)
+    return array
+
+
+def deformable_convolution_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+    names = op.input_names
+    a = dict(zip(names, inputs))
+    want = {n: (grad_inputs[i], accum[i]) for i, n in enumerate(names) if propagate_down[i]}
+    geo, dy = op.geo, grad_outputs[0]
+    geo.sample_with(a["offset"], a.get("mask"))
+    if "weight" in want:
+        geo.filter_grad(a["x"], dy, want["weight"][0], want["weight"][1], reuse_col=True)
+    if "bias" in want:
+        _bias_grad(geo.map2(dy), *want["bias"], False)
+    sampled = {n: _zeroed(*want[n]) for n in ("x", "offset", "mask") if n in want}
+    if sampled:
+        geo.sampling_grads(dy, a["weight"], a["x"], sampled.get("x"), sampled.get("offset"), sampled.get("mask"))
+
+
+@parallel_kernel
+def adaptive_separable_backward_kernel(x, kv, kh, dy, dx, dkv, dkh, want_x, want_kv, want_kh):
+    """Add the gradients of AdaptiveSeparableConvolution into dx, dkv, dkh (those wanted)."""
+    N, C, H, W = x.shape
+    _, Kv, Ho, Wo = kv.shape
+    Kh = kh.shape[1]
+    for n in prange(N):
+        for c in range(C):
+            for h in range(Ho):
+                for w in range(Wo):
+                    g = dy[n, c, h, w]
+                    for i in range(Kv):
+                        for j in range(Kh):
+                            v = x[n, c, h + i, w + j]
+                            if want_x:
+                                dx[n, c, h + i, w + j] += g * kv[n, i, h, w] * kh[n, j, h, w]
+                            if want_kv:
+                                dkv[n, i, h, w] += g * v * kh[n, j, h, w]
+                            if want_kh:
+                                dkh[n, j, h, w] += g * v * kv[n, i, h, w]
+
+
+def adaptive_separable_convolution_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down,
+                                            accum):
+    x, kv, kh = inputs
+    dummy = np.zeros((0, 0, 0, 0), x.dtype)
+    grads = [_zeroed(grad_inputs[i], accum[i]) if propagate_down[i] else dummy for i in range(3)]
+    adaptive_separable_backward_kernel.for_size(grad_outputs[0].size * kv.shape[1] * kh.shape[1])(
+        x, kv, kh, grad_outputs[0], *grads, *propagate_down[:3])
+
+
+@parallel_kernel
+def patch_correlation_backward_kernel(x1, x2, dy, dx1, dx2, patch, shift, patch_step, shift_step, top, left,
+                                      want1, want2):
+    """Add the gradients of PatchCorrelation into dx1 and dx2 (those wanted)."""
+    N, H, W, C = x1.shape
+    _, Ho, Wo, Cy, Cx = dy.shape
+    for n in prange(N):
+        for ho in range(Ho):
+            for wo in range(Wo):
+                for iy in range(Cy):
+                    dyy = iy * shift_step[0] - shift[0]
+                    for ix in range(Cx):
+                        dxx = ix * shift_step[1] - shift[1]
+                        g = dy[n, ho, wo, iy, ix]
+                        for kh in range(patch[0]):
+                            h1 = ho * patch_step[0] + kh - top
+                            h2 = h1 + dyy
+                            if h1 < 0 or h1 >= H or h2 < 0 or h2 >= H:
+                                continue
+                            for kw in range(patch[1]):
+                                w1 = wo * patch_step[1] + kw - left
+                                w2 = w1 + dxx
+                                if w1 < 0 or w1 >= W or w2 < 0 or w2 >= W:
+                                    continue
+                                for c in range(C):
+                                    if want1:
+                                        dx1[n, h1, w1, c] += g * x2[n, h2, w2, c]
+                                    if want2:
+                                        dx2[n, h2, w2, c] += g * x1[n, h1, w1, c]
+
+
+def patch_correlation_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+    x1, x2 = inputs
+    dummy = np.zeros((0, 0, 0, 0), x1.dtype)
+    grads = [_zeroed(grad_inputs[i], accum[i]) if propagate_down[i] else dummy for i in range(2)]
+    patch_correlation_backward_kernel.for_size(grad_outputs[0].size * x1.shape[3])(
+        x1, x2, grad_outputs[0], *grads, *op.args_a, op.padding[0], op.padding[2], *propagate_down[:2])
+
 
 # How a kernel starts the array it writes: add into it, from zero, or from the bias.
 INIT_ADD, INIT_ZERO, INIT_BIAS = 0, 1, 2
@@ -451,8 +634,7 @@ class Convolution(_ImageToMap):
         check_bias(self, b, self.geo.M, w)
         return [self.geo.map_shape]
 
-    backward = bw.convolution_backward
-    grad = bw.convolution_grad
+    backward = convolution_backward
 
 
 @register
@@ -471,8 +653,7 @@ class DepthwiseConvolution(_ImageToMap):
         check_bias(self, b, self.geo.M, w)
         return [self.geo.map_shape]
 
-    backward = bw.convolution_backward
-    grad = bw.depthwise_convolution_grad
+    backward = convolution_backward
 
 
 class _MapToImage(Op):
@@ -523,8 +704,7 @@ class Deconvolution(_MapToImage):
         check_bias(self, b, self.geo.C, w)
         return [self.geo.img_shape]
 
-    backward = bw.deconvolution_backward
-    grad = bw.deconvolution_grad
+    backward = deconvolution_backward
 
 
 @register
@@ -545,8 +725,7 @@ class DepthwiseDeconvolution(_MapToImage):
         check_bias(self, b, self.geo.C, w)
         return [self.geo.img_shape]
 
-    backward = bw.deconvolution_backward
-    grad = bw.depthwise_deconvolution_grad
+    backward = deconvolution_backward
 
 
 @register(name="ConvolutionFilterGrad")
@@ -572,8 +751,7 @@ class ConvolutionFilterGrad(Op):
     def forward(self, inputs, outputs):
         self.geo.filter_grad(inputs[0], inputs[1], outputs[0])
 
-    backward = bw.filter_grad_backward
-    grad = bw.filter_grad_grad
+    backward = filter_grad_backward
 
     def grad_depends_input_data(self, i, j):
         return i != j
@@ -764,7 +942,7 @@ class DeformableConvolution(Op):
         bias = a.get("bias")
         self.geo.image_to_map(a["x"], a["weight"], outputs[0], bias, _init(bias))
 
-    backward = bw.deformable_convolution_backward
+    backward = deformable_convolution_backward
 
     def grad_depends_input_data(self, i, j):
         return "bias" not in (self.input_names[i], self.input_names[j])
@@ -811,7 +989,7 @@ class AdaptiveSeparableConvolution(Op):
         adaptive_separable_kernel.for_size(outputs[0].size * inputs[1].shape[1] * inputs[2].shape[1])(
             *inputs, outputs[0])
 
-    backward = bw.adaptive_separable_convolution_backward
+    backward = adaptive_separable_convolution_backward
 
     def grad_depends_input_data(self, i, j):
         return i != j
@@ -875,63 +1053,7 @@ class PatchCorrelation(Op):
         patch_correlation_kernel.for_size(outputs[0].size * int(np.prod(self.patch)) * inputs[0].shape[3])(
             inputs[0], inputs[1], outputs[0], *self.args_a, self.padding[0], self.padding[2])
 
-    backward = bw.patch_correlation_backward
+    backward = patch_correlation_backward
 
     def grad_depends_input_data(self, i, j):
         return i != j
-
-
-# ============================================================================== fused
-@register
-class FusedConvolution(Op):
-    """Convolution (+ bias) -> batch normalization -> + z -> nonlinearity, as nnabla's (with
-    pad_mode 'reflect' / 'repeat' or a constant_value, x is padded first). It runs as a small
-    graph of exactly those ops on this node's inputs, built at the first forward."""
-    python_level = True
-
-    def setup(self, *shapes):
-        from ..context import get_current_context
-        from ..variable import Variable
-        s = _named(self, shapes)
-        bn = [n for n in ("beta", "gamma", "mean", "variance") if n in s]
-        if 0 < len(bn) < 4:
-            self.fail("batch normalization needs all of beta, gamma, mean and variance, got only {}", bn)
-        need = bw.NONLINEARITY_ARGS.get(self.nonlinearity, 0)
-        if len(self.nonlinearity_args) != need:
-            self.fail("nonlinearity '{}' takes {} nonlinearity_args, got {}", self.nonlinearity, need,
-                      list(self.nonlinearity_args))
-        self.ctx = get_current_context()
-        try:
-            probe = self._graph({n: Variable(shape) for n, shape in s.items()})
-        except ValueError as e:
-            self.fail("{}", e)
-        self.sub = None   # (proxies of the inputs, output) of the graph that runs
-        return [probe.shape]
-
-    def _graph(self, variables, keep_running_stats=False):
-        from ..context import context_scope
-        from ..function import auto_forward, no_grad
-        with context_scope(self.ctx), no_grad(False), auto_forward(False):
-            return bw.fused_convolution_graph(variables, **self.args)
-
-    def _subgraph(self, inputs):
-        """The graph on unlinked twins of the inputs (same buffers, grads included)."""
-        if self.sub is None or any(p._body is not v._body for p, v in zip(self.sub[0], inputs)):
-            proxies = [v.get_unlinked_variable(need_grad=True) for v in inputs]
-            self.sub = (proxies, self._graph(dict(zip(self.input_names, proxies))))
-        return self.sub
-
-    def forward(self, inputs, outputs):
-        _, out = self._subgraph(inputs)
-        out.forward()
-        outputs[0].d = out.d
-
-    def backward(self, inputs, outputs, propagate_down, accum):
-        proxies, out = self._subgraph(inputs)
-        for p, v, down, acc in zip(proxies, inputs, propagate_down, accum):
-            p.need_grad = down
-            if down and not acc:
-                v.grad.zero()
-        out.backward(outputs[0].grad)   # leaf twins accumulate into the inputs' grads
-
-    grad = bw.fused_convolution_grad

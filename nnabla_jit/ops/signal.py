@@ -16,10 +16,72 @@ whose own backward and grad rule are the forward again, so ``nn.grad`` goes to a
 import numpy as np
 from numba import prange
 
-from ..backward_ops import signal as bw
 from .blas import gemm
 from .kernels import parallel_kernel
 from .registry import REGISTRY, Op, register
+
+
+# ------------------------------------------------------------------ backward kernels
+_STFT_ARGS = ("window_size", "stride", "fft_size", "window_type", "center", "pad_mode")
+
+
+# ------------------------------------------------------------------ resampling
+def resample_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+    if propagate_down[0]:
+        apply_resample_adjoint(op.plan, grad_outputs[0], grad_inputs[0], accum[0])
+
+
+def resample_adjoint_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+    if not propagate_down[0]:
+        return
+    dx = grad_inputs[0]
+    target = np.empty_like(dx) if accum[0] else dx
+    apply_resample(op.plan, grad_outputs[0], target, linear_part=True)
+    if accum[0]:
+        dx += target
+
+
+# ------------------------------------------------------------------ FFT
+def dft_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+    if propagate_down[0]:
+        transform(grad_outputs[0], grad_inputs[0], op.axes, op.inverse, op.normalized,
+                            adjoint=True, accum=accum[0])
+
+
+def _signal_size(shape, signal_ndim):
+    return int(np.prod(shape[len(shape) - 1 - signal_ndim:-1]))
+
+
+# ------------------------------------------------------------------ STFT / ISTFT
+def _spectrum_backward(op, dx, grad_inputs, propagate_down, accum, run):
+    """Write the spectrum gradients ``run(dx, gr, gi)`` computes into the wanted inputs."""
+    if not (propagate_down[0] or propagate_down[1]):
+        return
+    shape = next(g.shape for g in grad_inputs[:2] if g is not None)
+    parts = [g if propagate_down[k] and not accum[k] else np.empty(shape, dx.dtype)
+             for k, g in enumerate(grad_inputs[:2])]
+    run(dx, parts[0], parts[1])
+    for k in range(2):
+        if propagate_down[k] and accum[k]:
+            grad_inputs[k] += parts[k]
+
+
+def stft_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+    if not propagate_down[0]:
+        return
+    if op.as_istft_backward:
+        op.run_synthesis(grad_outputs[0], grad_outputs[1], grad_inputs[0], accum[0])
+    else:
+        op.run_analysis_adjoint(grad_outputs[0], grad_outputs[1], grad_inputs[0], accum[0])
+
+
+def istft_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+    run = op.run_analysis if op.as_stft_backward else op.run_synthesis_adjoint
+    _spectrum_backward(op, grad_outputs[0], grad_inputs, propagate_down, accum, run)
+
+
+def stft_adjoint_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+    _spectrum_backward(op, grad_outputs[0], grad_inputs, propagate_down, accum, op.run_analysis)
 
 
 # ============================================================================ resampling
@@ -175,7 +237,7 @@ class _Resample(Op):
     def forward(self, inputs, outputs):
         apply_resample(self.plan, inputs[0], outputs[0])
 
-    backward = bw.resample_backward
+    backward = resample_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -184,7 +246,6 @@ class _Resample(Op):
 @register
 class Interpolate(_Resample):
     """Resize the last len(output_size) spatial axes (before the channel if channel_last)."""
-    grad = bw.interpolate_grad
 
     def setup(self, x):
         sizes = tuple(self.output_size)
@@ -261,7 +322,6 @@ def onnx_resize_taps(op, n_in, n_out, scale, start, end):
 @register
 class ONNXResize(_Resample):
     """ONNX's Resize: nearest / linear / cubic with ONNX's coordinate transformations."""
-    grad = bw.onnx_resize_grad
 
     def setup(self, x):
         nd = len(x)
@@ -313,27 +373,10 @@ class ResampleAdjoint(Op):
     def forward(self, inputs, outputs):
         apply_resample_adjoint(self.plan, inputs[0], outputs[0], False)
 
-    backward = bw.resample_adjoint_backward
-    grad = bw.resample_adjoint_grad
+    backward = resample_adjoint_backward
 
     def grad_depends_input_data(self, i, j):
         return False
-
-
-def resample_adjoint(source, forward_args, in_shape, dy):
-    """A ResampleAdjoint node applied to ``dy``."""
-    from ..function import build
-    return build(ResampleAdjoint(input_names=("dy",), source=source, forward_args=forward_args,
-                                 in_shape=in_shape), [dy])
-
-
-def resample_linear_part(source, forward_args, g):
-    """The forward resampling of ``g`` without ONNX's extrapolation constant."""
-    from ..function import build
-    args = dict(forward_args)
-    if "extrapolation_value" in args:
-        args["extrapolation_value"] = 0.0
-    return build(REGISTRY[source](input_names=("x",), **args), [g])
 
 
 # ============================================================================ FFT
@@ -354,7 +397,7 @@ class _DFT(Op):
     def forward(self, inputs, outputs):
         transform(inputs[0], outputs[0], self.axes, self.inverse, self.normalized, False)
 
-    backward = bw.dft_backward
+    backward = dft_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -384,13 +427,12 @@ def transform(x, y, axes, inverse, normalized, adjoint, accum=False):
 
 @register
 class FFT(_DFT):
-    grad = bw.fft_grad
+    pass
 
 
 @register
 class IFFT(_DFT):
     inverse = True
-    grad = bw.ifft_grad
 
 
 # ============================================================================ STFT / ISTFT
@@ -642,8 +684,7 @@ class STFT(_StftOp):
         else:
             self.run_analysis(inputs[0], *outputs)
 
-    backward = bw.stft_backward
-    grad = bw.stft_grad
+    backward = stft_backward
 
 
 @register
@@ -666,8 +707,7 @@ class ISTFT(_StftOp):
         else:
             self.run_synthesis(inputs[0], inputs[1], outputs[0])
 
-    backward = bw.istft_backward
-    grad = bw.istft_grad
+    backward = istft_backward
 
 
 @register(name="STFTAdjoint")
@@ -685,5 +725,4 @@ class STFTAdjoint(_StftOp):
     def forward(self, inputs, outputs):
         self.run_analysis_adjoint(inputs[0], inputs[1], outputs[0])
 
-    backward = bw.stft_adjoint_backward
-    grad = bw.stft_adjoint_grad
+    backward = stft_adjoint_backward

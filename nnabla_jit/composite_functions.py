@@ -9,7 +9,7 @@ from . import function_bases as _fb
 from .context import context_scope, get_current_context
 from .function import auto_forward, no_grad
 from .normalization_functions import batch_normalization
-from .ops.convolution import _named
+from .ops.convolution_variants import _named
 from .ops.registry import Op, register
 from .variable import Variable
 

@@ -7,6 +7,7 @@ Helpers several families share are in ``common.py``.
 """
 from . import registry  # noqa: F401
 from . import arithmetic, math, activation, logical, reduction, array, affine  # noqa: F401
-from . import convolution, pooling, normalization, loss, stochastic, validation  # noqa: F401
+from . import convolution, convolution_variants, pooling, normalization, loss, stochastic  # noqa: F401
+from . import validation  # noqa: F401
 from . import indexing, linalg, cumulative, recurrent, sequence, signal, geometric  # noqa: F401
 from . import augmentation, quantization, detection, special  # noqa: F401

@@ -20,12 +20,11 @@ from numba import njit, prange
 from .. import random as nn_random
 from .common import normalize_axis
 from .blas import add_row_vector, gemm
-from .convolution import INIT_BIAS, INIT_ZERO, ConvGeometry, check_bias
+from .convolution import INIT_ADD, INIT_BIAS, INIT_ZERO, ConvGeometry, check_bias
 from .elementwise import elementwise
 from .kernels import parallel_kernel
 from .registry import Op, register
 from .blas import sum_rows
-from .convolution import INIT_ADD
 from .registry import accumulate
 
 

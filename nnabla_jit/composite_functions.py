@@ -1,4 +1,4 @@
-"""Ops that run as a small graph of F ops: FusedConvolution.
+"""Ops that run as a small graph of F ops: FusedConvolution, and the LSTM cell update.
 
 nnabla's FusedConvolution is one kernel; here it is the graph of what it fuses (pad,
 convolution, batch normalization, add, nonlinearity), built from ``function_bases`` on the
@@ -108,3 +108,11 @@ class FusedConvolution(Op):
 
 
 fused_convolution = _fb.define("FusedConvolution")
+
+
+def lstm_cell_update(i, f, g, o, c):
+    """One LSTM step from its pre-activation gates (input, forget, candidate, output) and the
+    cell state c: returns (h, c). The graph form of ``ops/recurrent.py``'s cell kernel, used by
+    LSTM's grad rule and ``PF.lstm_cell`` (nnabla orders their gate blocks differently)."""
+    c = _fb.sigmoid(f) * c + _fb.sigmoid(i) * _fb.tanh(g)
+    return _fb.sigmoid(o) * _fb.tanh(c), c

@@ -8,6 +8,7 @@ Each module imports ``F`` at the top and files its rules by op type name with
 ``nnabla_jit/__init__.py`` right after ``functions``) files every rule.
 """
 from . import elementwise  # noqa: F401  (first: other families use reduce_to_shape)
+from . import adjoint  # noqa: F401  (LinearAdjoint, the transpose of the linear ops)
 from . import activation, affine, arithmetic, array, augmentation, convolution  # noqa: F401
 from . import cumulative, detection, geometric, indexing, linalg, loss, math  # noqa: F401
 from . import normalization, pooling, quantization, recurrent, reduction, sequence  # noqa: F401

@@ -1,6 +1,4 @@
-"""Grad rules of the activation ops (``ops/activation.py``), built from F so ``nn.grad`` can go on.
-
-Backward kernels and grad rules of the activations that are not elementwise table lines.
+"""Grad rules of the activation ops (``ops/activation.py``): graphs of F ops, differentiable again.
 """
 from .. import functions as F
 from ..ops.registry import grad_rule

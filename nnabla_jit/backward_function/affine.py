@@ -1,6 +1,4 @@
-"""Grad rules of the affine ops (``ops/affine.py``), built from F so ``nn.grad`` can go on.
-
-Backward kernels and grad rules of Affine and Embed.
+"""Grad rules of the affine ops (``ops/affine.py``): graphs of F ops, differentiable again.
 """
 import numpy as np
 

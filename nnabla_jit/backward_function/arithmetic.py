@@ -1,6 +1,4 @@
-"""Grad rules of the arithmetic ops (``ops/arithmetic.py``), built from F so ``nn.grad`` can go on.
-
-Backward kernels and grad rules of the arithmetic ops that are not table lines.
+"""Grad rules of the arithmetic ops (``ops/arithmetic.py``): graphs of F ops, differentiable again.
 """
 from .. import functions as F
 from ..ops.registry import grad_rule

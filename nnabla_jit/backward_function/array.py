@@ -1,13 +1,11 @@
-"""Grad rules of the array ops (``ops/array.py``), built from F so ``nn.grad`` can go on.
-
-Backward kernels and grad rules of array manipulation (adjoints of the data movement).
+"""Grad rules of the array ops (``ops/array.py``): graphs of F ops, differentiable again.
 """
 import numpy as np
 
 from .. import functions as F
-from ..function import build
+from .adjoint import linear_adjoint
 from .elementwise import reduce_to_shape
-from ..ops.registry import REGISTRY, grad_rule
+from ..ops.registry import grad_rule
 
 
 # ------------------------------------------------------------------------------- grad rules
@@ -55,25 +53,9 @@ def flip_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, axes=No
 @grad_rule('Pad')
 def pad_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, pad_width=None,
              mode="constant", constant_value=0.0):
-    return [_internal("PadAdjoint", grad_inputs[0], in_shape=tuple(input_shapes[0]),
-                      pad_width=tuple(pad_width), mode=mode, constant_value=0.0)]
-
-
-def _internal(name, x, **args):
-    """Build a node of an internal (non-nnabla) op such as PadAdjoint."""
-    return build(REGISTRY[name](input_names=("x",), **args), [x])
-
-
-@grad_rule('PadAdjoint')
-def pad_adjoint_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, in_shape=None,
-                     pad_width=None, mode="constant", constant_value=0.0):
-    return [F.pad(grad_inputs[0], pad_width, mode, 0.0)]
-
-
-@grad_rule('SliceAdjoint')
-def slice_adjoint_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, in_shape=None,
-                       start=None, stop=None, step=None):
-    return [F.slice(grad_inputs[0], start, stop, step)]
+    # the constant is not part of the linear map
+    return [linear_adjoint("Pad", dict(pad_width=tuple(pad_width), mode=mode, constant_value=0.0),
+                           input_shapes[0], [grad_inputs[0]])]
 
 
 @grad_rule('Transpose')
@@ -83,8 +65,8 @@ def transpose_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, ax
 
 @grad_rule('Slice')
 def slice_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, start=None, stop=None, step=None):
-    return [_internal("SliceAdjoint", grad_inputs[0], in_shape=tuple(input_shapes[0]),
-                      start=tuple(start), stop=tuple(stop), step=tuple(step))]
+    return [linear_adjoint("Slice", dict(start=tuple(start), stop=tuple(stop), step=tuple(step)),
+                           input_shapes[0], [grad_inputs[0]])]
 
 
 @grad_rule('Concatenate')
@@ -121,13 +103,8 @@ def no_input_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, **a
 @grad_rule('Shift')
 def shift_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, shifts=None,
                border_mode="nearest"):
-    return [_internal("ShiftAdjoint", grad_inputs[0], shifts=tuple(shifts), border_mode=border_mode)]
-
-
-@grad_rule('ShiftAdjoint')
-def shift_adjoint_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, shifts=None,
-                       border_mode="nearest"):
-    return [F.shift(grad_inputs[0], shifts, border_mode)]
+    return [linear_adjoint("Shift", dict(shifts=tuple(shifts), border_mode=border_mode), input_shapes[0],
+                           [grad_inputs[0]])]
 
 
 @grad_rule('Meshgrid')

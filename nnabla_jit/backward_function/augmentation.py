@@ -1,6 +1,4 @@
-"""Grad rules of the augmentation ops (``ops/augmentation.py``), built from F so ``nn.grad`` can go on.
-
-Backward kernels and grad rules of the augmentation ops (see ``ops/augmentation.py``).
+"""Grad rules of the augmentation ops (``ops/augmentation.py``): graphs of F ops, differentiable again.
 """
 from ..function import build
 from ..ops.augmentation import RandomIndexScatter

@@ -1,6 +1,4 @@
-"""Grad rules of the convolution ops (``ops/convolution.py``), built from F so ``nn.grad`` can go on.
-
-Backward kernels and grad rules of the convolutions (see ``ops/convolution.py``).
+"""Grad rules of the convolution ops (``ops/convolution.py``): graphs of F ops, differentiable again.
 
 Backward passes run the geometry's products in the other direction: a convolution's input
 gradient is the transposed product of dy, its filter gradient the correlation of x and dy, and
@@ -15,7 +13,6 @@ from .. import functions as F
 from ..function import build
 from ..grad import grad
 from ..composite_functions import _fused_input_names, fused_convolution_graph
-from ..ops.convolution import _kernel, _layout, _output_padding, _wanted
 from ..ops.registry import REGISTRY, grad_rule
 
 
@@ -28,6 +25,29 @@ def _filter_grad_node(img, mp, w_shape, base_axis, pad, stride, dilation, group,
         input_names=("img", "mp"), w_shape=w_shape, base_axis=base_axis, pad=pad, stride=stride,
         dilation=dilation, group=group, channel_last=channel_last)
     return build(op, [img, mp])
+
+
+def _layout(shape, base_axis, channel_last):
+    """(channel axis, spatial dims) of a validated image or map shape."""
+    n = len(shape)
+    base_axis %= n
+    if channel_last:
+        return n - 1, tuple(shape[base_axis:-1])
+    return base_axis, tuple(shape[base_axis + 1:])
+
+
+def _output_padding(img_sp, map_sp, kernel, pad, stride, dilation):
+    """The Deconvolution output_padding that gives back the image size from the map size."""
+    return tuple(i - ((o - 1) * s - 2 * p + d * (k - 1) + 1)
+                 for i, o, k, p, s, d in zip(img_sp, map_sp, kernel, pad, stride, dilation))
+
+
+def _kernel(w_shape, channel_last):
+    return tuple(w_shape[1:-1] if channel_last else w_shape[2:])
+
+
+def _wanted(inputs, i):
+    return len(inputs) > i and inputs[i].need_grad
 
 
 @grad_rule('Convolution')

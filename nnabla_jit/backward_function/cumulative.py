@@ -1,6 +1,4 @@
-"""Grad rules of the cumulative ops (``ops/cumulative.py``), built from F so ``nn.grad`` can go on.
-
-Backward kernels and grad rules of CumSum and CumProd.
+"""Grad rules of the cumulative ops (``ops/cumulative.py``): graphs of F ops, differentiable again.
 """
 import numpy as np
 

@@ -1,7 +1,7 @@
-"""Grad rules of the detection ops (``ops/detection.py``), built from F so ``nn.grad`` can go on.
+"""Grad rules of the detection ops (``ops/detection.py``): graphs of F ops, differentiable again.
 
-Backward of the detection ops: NmsDetection2d passes no gradient (nnabla's backward leaves
-zero), and its grad rule says the same.
+NmsDetection2d passes no gradient (nnabla's backward leaves zero), and its grad rule says the
+same.
 """
 from ..ops.registry import grad_rule
 

@@ -1,13 +1,12 @@
-"""Grad rules of the geometric ops (``ops/geometric.py``), built from F so ``nn.grad`` can go on.
-
-Backward kernels and grad rules of AffineGrid, WarpByGrid and WarpByFlow.
+"""Grad rules of the geometric ops (``ops/geometric.py``): graphs of F ops, differentiable again.
 """
 import numpy as np
 
 from .. import functions as F
 from ..function import build
 from ..variable import Variable
-from ..ops.geometric import GridCorners, GridCornersAdjoint, target_grid
+from ..ops.geometric import target_grid
+from .adjoint import linear_adjoint
 from ..ops import geometric as geo
 from ..ops.registry import grad_rule
 
@@ -32,19 +31,16 @@ def warp_coordinates_grad(grad_inputs, inputs, input_shapes, outputs, output_sha
     return [grad_inputs[0] * outputs[1]]   # the slope is piecewise constant
 
 
+def _corners_adjoint(dcorners, coords, x_shape, spatial, nearest):
+    """dx of GridCorners' corner values (its coordinates held fixed)."""
+    return linear_adjoint("GridCorners", dict(spatial=tuple(spatial), nearest=nearest), x_shape, [dcorners],
+                          held=[coords], source_inputs=("x", "coords"))
+
+
 @grad_rule('GridCorners')
 def grid_corners_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, spatial=(),
                       nearest=False):
-    adjoint = GridCornersAdjoint(input_names=("dcorners", "coords"), spatial=spatial,
-                                        nearest=nearest)
-    return [_node(adjoint, [grad_inputs[0], inputs[1]]), None]
-
-
-@grad_rule('GridCornersAdjoint')
-def grid_corners_adjoint_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes,
-                              spatial=(), nearest=False):
-    corners = GridCorners(input_names=("x", "coords"), spatial=spatial, nearest=nearest)
-    return [_node(corners, [grad_inputs[0], inputs[1]])[0], None]
+    return [_corners_adjoint(grad_inputs[0], inputs[1], input_shapes[0], spatial, nearest), None]
 
 
 def _warp_grads(dy, x, coords, spatial, nearest):
@@ -55,10 +51,8 @@ def _warp_grads(dy, x, coords, spatial, nearest):
     B, C, O = dy.shape
     nd = len(spatial)
     dy4 = F.reshape(dy, (B, C, O, 1), inplace=False)
-    adjoint = geo.GridCornersAdjoint(input_names=("dcorners", "coords"), spatial=spatial,
-                                     nearest=nearest)
     if nearest:
-        return _node(adjoint, [dy4, coords]), None
+        return _corners_adjoint(dy4, coords, x.shape, spatial, nearest), None
 
     def column(a, k):
         return F.reshape(F.slice(a, (0, 0, k), (B, O, k + 1), (1, 1, 1)), (B, O), inplace=False)
@@ -79,7 +73,7 @@ def _warp_grads(dy, x, coords, spatial, nearest):
 
     weights = F.reshape(F.stack(*[weight(k) for k in corners_k], axis=2), (B, 1, O, 1 << nd),
                         inplace=False)
-    dx = _node(adjoint, [dy4 * weights, coords])
+    dx = _corners_adjoint(dy4 * weights, coords, x.shape, spatial, nearest)
     g = F.sum(dy4 * corners, axis=1)   # (B, O, corners): dy . corner value
     dfrac = []
     for d in range(nd):

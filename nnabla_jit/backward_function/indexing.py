@@ -1,6 +1,4 @@
-"""Grad rules of the indexing ops (``ops/indexing.py``), built from F so ``nn.grad`` can go on.
-
-Backward kernels and grad rules of the indexing ops.
+"""Grad rules of the indexing ops (``ops/indexing.py``): graphs of F ops, differentiable again.
 
 The backward of a gather is a scatter-add of the gradient through the same start offsets and
 the backward of a scatter is a gather, so the kernels are the forward ones (``copy_blocks``,

@@ -1,6 +1,4 @@
-"""Grad rules of the linalg ops (``ops/linalg.py``), built from F so ``nn.grad`` can go on.
-
-Backward kernels and grad rules of the linear algebra ops.
+"""Grad rules of the linalg ops (``ops/linalg.py``): graphs of F ops, differentiable again.
 
 Matrix calculus used (X the input, Y the output, G the output's gradient, per matrix):
 det: dX = G det(X) X^-T; log|det|: dX = G X^-T; inverse: dX = -Y^T G Y^T; Cholesky

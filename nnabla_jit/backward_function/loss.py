@@ -1,7 +1,7 @@
-"""Grad rules of the loss ops (``ops/loss.py``), built from F so ``nn.grad`` can go on.
+"""Grad rules of the loss ops (``ops/loss.py``): graphs of F ops, differentiable again.
 
-Backward kernels and grad rules of the class-label losses and KLMultinomial (the elementwise
-losses get theirs from their table lines).
+The class-label losses and KLMultinomial (the elementwise losses get their rules from their
+table lines).
 
 The label decoding shared by the forward and backward kernels of the label losses and of the
 validation ops lives here, in the module those ops import.

@@ -1,6 +1,4 @@
-"""Grad rules of the math ops (``ops/math.py``), built from F so ``nn.grad`` can go on.
-
-Backward kernels and grad rules of the math ops that are not table lines.
+"""Grad rules of the math ops (``ops/math.py``): graphs of F ops, differentiable again.
 """
 from .. import functions as F
 from .elementwise import reduce_to_shape

@@ -1,6 +1,4 @@
-"""Grad rules of the normalization ops (``ops/normalization.py``), built from F so ``nn.grad`` can go on.
-
-Backward kernels and grad rules of the normalization ops.
+"""Grad rules of the normalization ops (``ops/normalization.py``): graphs of F ops, differentiable again.
 
 Every input gradient of the family has the form  dx = p[c] d + q[c] h(x - center[c]) + r[c]
 in the (O, C, I) layout of ``ops/normalization.StatLayout`` (``channel_linear_grad``); the
@@ -67,7 +65,9 @@ def _standardization_rule(name):
     return rule
 
 
-for _name in ("BatchNormalization", "SyncBatchNormalization", "FusedBatchNormalization", "TensorNormalization", "LayerNormalization", "InstanceNormalization", "GroupNormalization", "WeightStandardization"):
+for _name in ("BatchNormalization", "SyncBatchNormalization", "FusedBatchNormalization",
+              "TensorNormalization", "LayerNormalization", "InstanceNormalization",
+              "GroupNormalization", "WeightStandardization"):
     grad_rule(_name)(_standardization_rule(_name))
 
 

@@ -1,18 +1,17 @@
-"""Grad rules of the pooling ops (``ops/pooling.py``), built from F so ``nn.grad`` can go on.
-
-Backward kernels and grad rules of the pooling ops (see ``ops/pooling.py``).
+"""Grad rules of the pooling ops (``ops/pooling.py``): graphs of F ops, differentiable again.
 
 MaxPooling's gradient is a scatter of dy to the max positions; the grad rule builds it as
 MaxPoolingBackward(dy, x), whose gradient with respect to dy reads the incoming gradient at the
 same positions (the internal MaxPoolingGather), whose gradient is MaxPoolingBackward again.
-Average and sum pooling are linear: their gradients spread dy over the windows (the internal
-PoolingAdjoint), and the adjoint's gradient is the pooling itself. RoiAlign has a backward
+Average and sum pooling are linear: their gradients spread dy over the windows (a
+LinearAdjoint of the pooling), and the adjoint's gradient is the pooling itself. RoiAlign has a backward
 kernel but, as in nnabla, no grad rule.
 """
 import numpy as np
 
 from .. import functions as F
 from ..function import build
+from .adjoint import linear_adjoint
 from ..ops.registry import REGISTRY, grad_rule
 
 
@@ -41,33 +40,14 @@ def max_pooling_gather_grad(grad_inputs, inputs, input_shapes, outputs, output_s
             None]
 
 
-def _adjoint(dy, x_shape, mode, kernel, stride, ignore_border, pad, channel_last, including_pad):
-    return _internal("PoolingAdjoint", [dy], x_shape=x_shape, mode=mode, kernel=kernel, stride=stride,
-                     ignore_border=ignore_border, pad=pad, channel_last=channel_last, including_pad=including_pad)
-
-
 @grad_rule('AveragePooling')
-def average_pooling_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, kernel=None, stride=None,
-                         ignore_border=True, pad=None, channel_last=False, including_pad=True):
-    return [_adjoint(grad_inputs[0], tuple(input_shapes[0]), "average", kernel, stride, ignore_border, pad,
-                     channel_last, including_pad)]
+def average_pooling_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, **args):
+    return [linear_adjoint("AveragePooling", args, input_shapes[0], [grad_inputs[0]])]
 
 
 @grad_rule('SumPooling')
-def sum_pooling_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, kernel=None, stride=None,
-                     ignore_border=True, pad=None, channel_last=False):
-    return [_adjoint(grad_inputs[0], tuple(input_shapes[0]), "sum", kernel, stride, ignore_border, pad,
-                     channel_last, True)]
-
-
-@grad_rule('PoolingAdjoint')
-def pooling_adjoint_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, x_shape=None, mode="sum",
-                         kernel=None, stride=None, ignore_border=True, pad=None, channel_last=False,
-                         including_pad=True):
-    g = grad_inputs[0]
-    if mode == "average":
-        return [F.average_pooling(g, kernel, stride, ignore_border, pad, channel_last, including_pad)]
-    return [F.sum_pooling(g, kernel, stride, ignore_border, pad, channel_last)]
+def sum_pooling_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, **args):
+    return [linear_adjoint("SumPooling", args, input_shapes[0], [grad_inputs[0]])]
 
 
 @grad_rule('GlobalAveragePooling')

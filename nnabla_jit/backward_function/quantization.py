@@ -1,6 +1,4 @@
-"""Grad rules of the quantization ops (``ops/quantization.py``), built from F so ``nn.grad`` can go on.
-
-Backward kernels and grad rules of the quantization layers (see ``ops/quantization.py``).
+"""Grad rules of the quantization ops (``ops/quantization.py``): graphs of F ops, differentiable again.
 
 The grad rules rebuild nnabla's straight-through estimators from F ops: the pass-through masks
 are comparisons, which have no gradient, so differentiating a rule again treats them as the

@@ -1,6 +1,7 @@
-"""Grad rules of the recurrent ops (``ops/recurrent.py``), built from F so ``nn.grad`` can go on.
+"""Grad rules of the recurrent ops (``ops/recurrent.py``): graphs of F ops, differentiable again.
 
-Backward of RNN, LSTM and GRU: BPTT kernels over the states forward saved, and grad rules.
+RNN, LSTM and GRU's rules differentiate the unrolled cell graphs (their BPTT kernels are in
+``ops/recurrent.py``).
 
 Backward walks the layers from the top and, in each direction, the time steps in the reverse of
 the order forward ran them. Per step a fused kernel turns the gradient of the step's state into
@@ -14,6 +15,7 @@ sigmoid, tanh, ...) and differentiate that graph, so the result is differentiabl
 from .. import functions as F
 from ..grad import grad
 from ..variable import Variable
+from ..composite_functions import lstm_cell_update
 from ..ops.registry import grad_rule
 
 
@@ -37,8 +39,7 @@ def _cell_graph(kind, x, h, c, w_x, w_h, bias, n_hidden, nonlinearity):
     pre = F.affine(x, w_x, bias) + F.affine(h, w_h)
     if kind == "RNN":
         return (F.relu(pre) if nonlinearity == "relu" else F.tanh(pre)), None
-    c = F.sigmoid(part(pre, 1)) * c + F.sigmoid(part(pre, 0)) * F.tanh(part(pre, 2))
-    return F.sigmoid(part(pre, 3)) * F.tanh(c), c
+    return lstm_cell_update(part(pre, 0), part(pre, 1), part(pre, 2), part(pre, 3), c)
 
 
 def unrolled_recurrent(kind, x, h, c, weight_l0, weight, bias, num_layers, bidirectional,

@@ -1,6 +1,4 @@
-"""Grad rules of the reduction ops (``ops/reduction.py``), built from F so ``nn.grad`` can go on.
-
-Backward kernels and grad rules of the reductions.
+"""Grad rules of the reduction ops (``ops/reduction.py``): graphs of F ops, differentiable again.
 """
 import numpy as np
 

@@ -1,6 +1,6 @@
-"""Grad rules of the sequence ops (``ops/sequence.py``), built from F so ``nn.grad`` can go on.
+"""Grad rules of the sequence ops (``ops/sequence.py``): graphs of F ops, differentiable again.
 
-Backward of PackPaddedSequence and PadPackedSequence (each is the other's adjoint).
+PackPaddedSequence and PadPackedSequence are each the other's adjoint.
 """
 import numpy as np
 

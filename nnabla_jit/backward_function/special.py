@@ -1,6 +1,4 @@
-"""Grad rules of the special ops (``ops/special.py``), built from F so ``nn.grad`` can go on.
-
-Backward kernels and grad rules of Unlink, Sink and VATNoise (see ``ops/special.py``).
+"""Grad rules of the special ops (``ops/special.py``): graphs of F ops, differentiable again.
 """
 from .. import functions as F
 from ..ops.registry import grad_rule

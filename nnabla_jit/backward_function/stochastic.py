@@ -1,6 +1,4 @@
-"""Grad rules of the stochastic ops (``ops/stochastic.py``), built from F so ``nn.grad`` can go on.
-
-Backward kernels and grad rules of Dropout and RandomChoice (the generators have none).
+"""Grad rules of the stochastic ops (``ops/stochastic.py``): graphs of F ops, differentiable again.
 """
 from ..function import build
 from ..ops.registry import REGISTRY, grad_rule

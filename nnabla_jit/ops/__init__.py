@@ -5,7 +5,7 @@ op's forward and first-order backward kernels; its grad rules (built from F, abo
 ``backward_function/`` and its CUDA kernels in ``cuda_ops/``, in modules of the same name.
 Helpers several families share are in ``common.py``.
 """
-from . import registry  # noqa: F401
+from . import registry, adjoint  # noqa: F401
 from . import arithmetic, math, activation, logical, reduction, array, affine  # noqa: F401
 from . import convolution, convolution_variants, pooling, normalization, loss, stochastic  # noqa: F401
 from . import validation  # noqa: F401

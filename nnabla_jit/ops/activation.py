@@ -30,11 +30,11 @@ def softmax_backward_kernel(y, dy, dx, log, accum):
                     dx[o, k, i] = g
 
 
-def softmax_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def softmax_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0]:
         s = op.shape3
-        op.backward_kernel(outputs[0].reshape(s), grad_outputs[0].reshape(s),
-                                grad_inputs[0].reshape(s), op.log, accum[0])
+        op.backward_kernel(outputs[0].reshape(s), output_grads[0].reshape(s),
+                                input_grads[0].reshape(s), op.log, accum[0])
 
 
 @njit(cache=True)
@@ -60,12 +60,12 @@ def crelu_backward_kernel(x, dy, dx, alpha, elu, accum):
                     dx[o, k, i] = g
 
 
-def concatenated_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def concatenated_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     """CReLU / CELU: the two halves of dy flow back through f(x) and f(-x)."""
     if propagate_down[0]:
         o, n, i = op.shape3
-        crelu_backward_kernel(inputs[0].reshape(o, n, i), grad_outputs[0].reshape(o, 2, n, i),
-                              grad_inputs[0].reshape(o, n, i), op.args.get("alpha", 0.0), op.elu,
+        crelu_backward_kernel(inputs[0].reshape(o, n, i), output_grads[0].reshape(o, 2, n, i),
+                              input_grads[0].reshape(o, n, i), op.args.get("alpha", 0.0), op.elu,
                               accum[0])
 
 
@@ -90,12 +90,12 @@ def prelu_backward_kernel(x, w, dy, dx, dw, want_dx, want_dw, accum_dx, accum_dw
                     dw[wk] += g * v
 
 
-def prelu_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def prelu_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     s = op.shape3
     x, w = inputs[0].reshape(s), inputs[1].reshape(-1)
-    dx = grad_inputs[0].reshape(s) if propagate_down[0] else x
-    dw = grad_inputs[1].reshape(-1) if propagate_down[1] else w
-    prelu_backward_kernel(x, w, grad_outputs[0].reshape(s), dx, dw,
+    dx = input_grads[0].reshape(s) if propagate_down[0] else x
+    dw = input_grads[1].reshape(-1) if propagate_down[1] else w
+    prelu_backward_kernel(x, w, output_grads[0].reshape(s), dx, dw,
                           propagate_down[0], propagate_down[1], accum[0], accum[1])
 
 

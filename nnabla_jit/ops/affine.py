@@ -10,15 +10,15 @@ from .blas import sum_rows
 
 
 # ------------------------------------------------------------------ backward kernels
-def affine_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def affine_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     n, d, m = op.dims
-    dy = grad_outputs[0].reshape(n, m)
+    dy = output_grads[0].reshape(n, m)
     if propagate_down[0]:   # dx = dy W^T
-        gemm(dy, inputs[1].reshape(d, m), grad_inputs[0].reshape(n, d), trans_b=True, accumulate=accum[0])
+        gemm(dy, inputs[1].reshape(d, m), input_grads[0].reshape(n, d), trans_b=True, accumulate=accum[0])
     if propagate_down[1]:   # dW = x^T dy
-        gemm(inputs[0].reshape(n, d), dy, grad_inputs[1].reshape(d, m), trans_a=True, accumulate=accum[1])
+        gemm(inputs[0].reshape(n, d), dy, input_grads[1].reshape(d, m), trans_a=True, accumulate=accum[1])
     if len(inputs) == 3 and propagate_down[2]:
-        sum_rows(dy, grad_inputs[2].reshape(m), accum[2])
+        sum_rows(dy, input_grads[2].reshape(m), accum[2])
 
 
 @njit(cache=True)
@@ -27,15 +27,15 @@ def embed_backward_kernel(index, dy, dw):
         dw[index[n], :] += dy[n, :]
 
 
-def embed_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def embed_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if not propagate_down[1]:
         return
     index, w = inputs
-    dw = grad_inputs[1].reshape(w.shape[0], -1)
+    dw = input_grads[1].reshape(w.shape[0], -1)
     if not accum[1]:
         dw[...] = 0
     index = index.reshape(-1).astype(np.int64)
-    embed_backward_kernel(index, grad_outputs[0].reshape(index.size, -1), dw)
+    embed_backward_kernel(index, output_grads[0].reshape(index.size, -1), dw)
 
 
 @register

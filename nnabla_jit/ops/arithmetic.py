@@ -21,9 +21,9 @@ def scaled_accumulate(dst, dy, scale, accum):
             dst[i] = dy[i] * scale[i]
 
 
-def n_ary_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
-    dy = grad_outputs[0].reshape(-1)
-    for k, dx in enumerate(grad_inputs):
+def n_ary_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    dy = output_grads[0].reshape(-1)
+    for k, dx in enumerate(input_grads):
         if not propagate_down[k]:
             continue
         scale = np.ones_like(dy)

@@ -19,93 +19,77 @@ def _store(dst, g, accum):
     copy_view(g, dst, accum)
 
 
-def gather_op_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def gather_op_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     """Adjoint of a per-axis gather: scatter-add dy back through each gathered axis."""
     if not propagate_down[0]:
         return
-    dx = grad_inputs[0]
+    dx = input_grads[0]
     in_shape = getattr(op, "aligned", None) or getattr(op, "in_shape", None) or dx.shape
-    g = scatter_axes(grad_outputs[0], op.indices, in_shape)
+    g = scatter_axes(output_grads[0], op.indices, in_shape)
     _store(dx, g.reshape(dx.shape), accum[0])
 
 
-def reshape_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def reshape_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0]:
-        _store(grad_inputs[0].reshape(-1), grad_outputs[0].reshape(-1), accum[0])
+        _store(input_grads[0].reshape(-1), output_grads[0].reshape(-1), accum[0])
 
 
-def transpose_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def transpose_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0]:
-        _store(grad_inputs[0], grad_outputs[0].transpose(np.argsort(op.axes)), accum[0])
+        _store(input_grads[0], output_grads[0].transpose(np.argsort(op.axes)), accum[0])
 
 
-def slice_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def slice_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0]:
-        dx = grad_inputs[0]
+        dx = input_grads[0]
         if not accum[0]:
             dx.fill(0)
-        _store(dx[op.slices], grad_outputs[0], True)
+        _store(dx[op.slices], output_grads[0], True)
 
 
-def concatenate_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
-    for k, dx in enumerate(grad_inputs):
+def concatenate_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    for k, dx in enumerate(input_grads):
         if propagate_down[k]:
-            _store(dx, op.part(grad_outputs[0], k), accum[k])
+            _store(dx, op.part(output_grads[0], k), accum[k])
 
 
-def stack_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
-    dy = np.moveaxis(grad_outputs[0], op.axis, 0)
-    for k, dx in enumerate(grad_inputs):
+def stack_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    dy = np.moveaxis(output_grads[0], op.axis, 0)
+    for k, dx in enumerate(input_grads):
         if propagate_down[k]:
             _store(dx, dy[k, ...], accum[k])
 
 
-def split_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def split_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0]:
-        dx = np.moveaxis(grad_inputs[0], op.axis, 0)
-        for k, dy in enumerate(grad_outputs):
+        dx = np.moveaxis(input_grads[0], op.axis, 0)
+        for k, dy in enumerate(output_grads):
             _store(dx[k, ...], dy, accum[0])
-
-
-def pad_adjoint_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
-    if propagate_down[0]:
-        g = gather_axes(grad_outputs[0], op.pad.indices, 0.0)
-        _store(grad_inputs[0], g, accum[0])
-
-
-def slice_adjoint_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
-    if propagate_down[0]:
-        _store(grad_inputs[0], grad_outputs[0][op.slice.slices], accum[0])
 
 
 # ------------------------------------------------------------------------------- Shift, Meshgrid,
 # Shape, Assign (appended with the indexing/linalg family)
-def zero_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def zero_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     """For outputs that do not depend on the input values (Shape, EyeLike): a zero gradient."""
-    for dx, pd, acc in zip(grad_inputs, propagate_down, accum):
+    for dx, pd, acc in zip(input_grads, propagate_down, accum):
         if pd and not acc:
             dx.fill(0)
 
 
-def shift_adjoint_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
-    if propagate_down[0]:
-        _store(grad_inputs[0], gather_axes(grad_outputs[0], op.shift.indices, 0.0), accum[0])
-
-
-def meshgrid_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def meshgrid_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     """Each input gets its output's gradient summed over the other axes of the grid."""
-    for i, (dx, axis) in enumerate(zip(grad_inputs, op.axes)):
+    for i, (dx, axis) in enumerate(zip(input_grads, op.axes)):
         if propagate_down[i]:
             shape = op.grid_shape
-            dy3 = grad_outputs[i].reshape(int(np.prod(shape[:axis])), shape[axis],
+            dy3 = output_grads[i].reshape(int(np.prod(shape[:axis])), shape[axis],
                                           int(np.prod(shape[axis + 1:])))
             sum_outer_inner(dy3, dx, accum[i])
 
 
-def assign_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def assign_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     """As in nnabla the gradient flows to ``dst`` (src gets none)."""
     if propagate_down[0]:
-        _store(grad_inputs[0], grad_outputs[0], accum[0])
+        _store(input_grads[0], output_grads[0], accum[0])
 
 
 @njit(cache=True)
@@ -474,58 +458,6 @@ class OneHot(Op):
         one_hot_kernel(index, self.strides, y)
 
 
-# ------------------------------------------------------------------------------ internal
-# Adjoints used by grad rules (not nnabla functions): their gradient is the forward op again,
-# so nn.grad of a Pad or Slice gradient works to any order.
-@register(name="PadAdjoint")
-class PadAdjoint(Op):
-    """Scatter-add a padded gradient back to the unpadded shape (the transpose of Pad)."""
-
-    def __init__(self, input_names=(), in_shape=(), pad_width=(), mode="constant", constant_value=0.0):
-        super().__init__(input_names, in_shape=tuple(in_shape), pad_width=tuple(pad_width), mode=mode,
-                         constant_value=constant_value)
-        self.pad = Pad(pad_width=self.pad_width, mode=mode, constant_value=0.0)
-
-    def setup(self, dy):
-        expected = self.pad.setup(self.in_shape)[0]
-        if tuple(dy) != tuple(expected):
-            self.fail("gradient of shape {} does not match the padded shape {}", dy, expected)
-        return [self.in_shape]
-
-    def forward(self, inputs, outputs):
-        copy_view(scatter_axes(inputs[0], self.pad.indices, self.in_shape), outputs[0], False)
-
-    backward = pad_adjoint_backward
-
-    def grad_depends_input_data(self, i, j):
-        return False
-
-
-@register(name="SliceAdjoint")
-class SliceAdjoint(Op):
-    """Place a sliced gradient into zeros of the input's shape (the transpose of Slice)."""
-
-    def __init__(self, input_names=(), in_shape=(), start=(), stop=(), step=()):
-        super().__init__(input_names, in_shape=tuple(in_shape), start=tuple(start), stop=tuple(stop),
-                         step=tuple(step))
-        self.slice = Slice(start=self.start, stop=self.stop, step=self.step)
-
-    def setup(self, dy):
-        expected = self.slice.setup(self.in_shape)[0]
-        if tuple(dy) != tuple(expected):
-            self.fail("gradient of shape {} does not match the sliced shape {}", dy, expected)
-        return [self.in_shape]
-
-    def forward(self, inputs, outputs):
-        outputs[0].fill(0)
-        copy_view(inputs[0], outputs[0][self.slice.slices], False)
-
-    backward = slice_adjoint_backward
-
-    def grad_depends_input_data(self, i, j):
-        return False
-
-
 # ------------------------------------------------------------------------------ Shift, Meshgrid,
 # Shape, Assign (appended with the indexing/linalg family)
 def shift_index(n, shift, reflect):
@@ -551,26 +483,6 @@ class Shift(_GatherOp):
         reflect = self.border_mode == "reflect"
         self.indices = [shift_index(n, s, reflect) if s else None for n, s in zip(x, shifts)]
         return [tuple(x)]
-
-
-@register(name="ShiftAdjoint")
-class ShiftAdjoint(Op):
-    """Scatter-add a shifted gradient back to the unshifted places (the transpose of Shift)."""
-
-    def __init__(self, input_names=(), shifts=(), border_mode="nearest"):
-        super().__init__(input_names, shifts=tuple(shifts), border_mode=border_mode)
-        self.shift = Shift(shifts=self.shifts, border_mode=border_mode)
-
-    def setup(self, dy):
-        return self.shift.setup(dy)
-
-    def forward(self, inputs, outputs):
-        copy_view(scatter_axes(inputs[0], self.shift.indices, inputs[0].shape), outputs[0], False)
-
-    backward = shift_adjoint_backward
-
-    def grad_depends_input_data(self, i, j):
-        return False
 
 
 @njit(cache=True)

@@ -23,34 +23,34 @@ from .registry import Op, register
 
 
 # ------------------------------------------------------------------ backward kernels
-def random_index_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def random_index_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     """dx (+)= dy scattered back through the index map of the last forward."""
     if propagate_down[0]:
-        run_index_map(grad_outputs[0], grad_inputs[0], op.index, False, accum[0])
+        run_index_map(output_grads[0], input_grads[0], op.index, False, accum[0])
 
 
-def random_index_scatter_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down,
+def random_index_scatter_backward(op, inputs, outputs, output_grads, input_grads, propagate_down,
                                   accum):
     if propagate_down[0]:
-        run_index_map(grad_outputs[0], grad_inputs[0], op.source.index, not op.gather,
+        run_index_map(output_grads[0], input_grads[0], op.source.index, not op.gather,
                              accum[0])
 
 
-def random_erase_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def random_erase_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     """Fine-grained: the gradient reaches the elements that were not erased; else all."""
     if not propagate_down[0]:
         return
     if op.ste_fine_grained:
-        random_index_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum)
+        random_index_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum)
     elif accum[0]:
-        grad_inputs[0] += grad_outputs[0]
+        input_grads[0] += output_grads[0]
     else:
-        grad_inputs[0][...] = grad_outputs[0]
+        input_grads[0][...] = output_grads[0]
 
 
-def no_gradient_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def no_gradient_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0] and not accum[0]:
-        grad_inputs[0].fill(0)
+        input_grads[0].fill(0)
 
 
 @parallel_kernel

@@ -64,66 +64,43 @@ def _bias_grad(a2, db, accum, channel_last):
     channel_sums.for_size(a2.size)(a2, db, accum, channel_last)
 
 
-def convolution_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def convolution_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     """Convolution and DepthwiseConvolution: dx = conv^T(dy, W), dW = corr(x, dy), db = sum dy."""
-    geo, dy = op.geo, grad_outputs[0]
+    geo, dy = op.geo, output_grads[0]
     x, w = inputs[0], inputs[1]
     if propagate_down[0]:
-        geo.map_to_image(dy, w, grad_inputs[0], init=_mode(accum[0]))
+        geo.map_to_image(dy, w, input_grads[0], init=_mode(accum[0]))
     bias = len(inputs) > 2 and propagate_down[2]
     if propagate_down[1]:   # with the bias gradient from the same transposed dy
-        geo.filter_grad(x, dy, grad_inputs[1], accum[1], reuse_col=True, out_b=grad_inputs[2] if bias else None,
+        geo.filter_grad(x, dy, input_grads[1], accum[1], reuse_col=True, out_b=input_grads[2] if bias else None,
                         b_accumulate=bias and accum[2])
     elif bias:
-        _bias_grad(geo.map2(dy), grad_inputs[2], accum[2], geo.channel_last)
+        _bias_grad(geo.map2(dy), input_grads[2], accum[2], geo.channel_last)
 
 
-def deconvolution_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def deconvolution_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     """Deconvolution and DepthwiseDeconvolution: dx = conv(dy, W), dW = corr(dy, x)."""
-    geo, dy = op.geo, grad_outputs[0]
+    geo, dy = op.geo, output_grads[0]
     x, w = inputs[0], inputs[1]
     if propagate_down[0]:
-        geo.image_to_map(dy, w, grad_inputs[0], init=_mode(accum[0]))
+        geo.image_to_map(dy, w, input_grads[0], init=_mode(accum[0]))
     if propagate_down[1]:   # the col of dy is still in the buffer when dx was just computed
-        geo.filter_grad(dy, x, grad_inputs[1], accum[1], reuse_col=propagate_down[0])
+        geo.filter_grad(dy, x, input_grads[1], accum[1], reuse_col=propagate_down[0])
     if len(inputs) > 2 and propagate_down[2]:
-        _bias_grad(geo.img2(dy), grad_inputs[2], accum[2], geo.channel_last)
+        _bias_grad(geo.img2(dy), input_grads[2], accum[2], geo.channel_last)
 
 
-def filter_grad_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def filter_grad_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     """ConvolutionFilterGrad(img, mp) is bilinear: d img = conv^T(mp, g), d mp = conv(img, g)."""
-    geo, g = op.geo, grad_outputs[0]
+    geo, g = op.geo, output_grads[0]
     img, mp = inputs
     if propagate_down[0]:
-        geo.map_to_image(mp, g, grad_inputs[0], init=_mode(accum[0]))
+        geo.map_to_image(mp, g, input_grads[0], init=_mode(accum[0]))
     if propagate_down[1]:
-        geo.image_to_map(img, g, grad_inputs[1], init=_mode(accum[1]), reuse_col=True)
+        geo.image_to_map(img, g, input_grads[1], init=_mode(accum[1]), reuse_col=True)
 
 
 # ------------------------------------------------------------------------------ grad rules
-def _layout(shape, base_axis, channel_last):
-    """(channel axis, spatial dims) of a validated image or map shape."""
-    n = len(shape)
-    base_axis %= n
-    if channel_last:
-        return n - 1, tuple(shape[base_axis:-1])
-    return base_axis, tuple(shape[base_axis + 1:])
-
-
-def _output_padding(img_sp, map_sp, kernel, pad, stride, dilation):
-    """The Deconvolution output_padding that gives back the image size from the map size."""
-    return tuple(i - ((o - 1) * s - 2 * p + d * (k - 1) + 1)
-                 for i, o, k, p, s, d in zip(img_sp, map_sp, kernel, pad, stride, dilation))
-
-
-def _kernel(w_shape, channel_last):
-    return tuple(w_shape[1:-1] if channel_last else w_shape[2:])
-
-
-def _wanted(inputs, i):
-    return len(inputs) > i and inputs[i].need_grad
-
-
 # ------------------------------------------------------------------------------ extras
 # Upper bound on the elements of one im2col buffer; a batch is processed in chunks below it.
 COL_ELEMENTS = 1 << 22

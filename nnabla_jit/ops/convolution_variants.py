@@ -18,11 +18,11 @@ def _zeroed(array, accum):
     return array
 
 
-def deformable_convolution_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def deformable_convolution_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     names = op.input_names
     a = dict(zip(names, inputs))
-    want = {n: (grad_inputs[i], accum[i]) for i, n in enumerate(names) if propagate_down[i]}
-    geo, dy = op.geo, grad_outputs[0]
+    want = {n: (input_grads[i], accum[i]) for i, n in enumerate(names) if propagate_down[i]}
+    geo, dy = op.geo, output_grads[0]
     geo.sample_with(a["offset"], a.get("mask"))
     if "weight" in want:
         geo.filter_grad(a["x"], dy, want["weight"][0], want["weight"][1], reuse_col=True)
@@ -55,13 +55,13 @@ def adaptive_separable_backward_kernel(x, kv, kh, dy, dx, dkv, dkh, want_x, want
                                 dkh[n, j, h, w] += g * v * kv[n, i, h, w]
 
 
-def adaptive_separable_convolution_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down,
+def adaptive_separable_convolution_backward(op, inputs, outputs, output_grads, input_grads, propagate_down,
                                             accum):
     x, kv, kh = inputs
     dummy = np.zeros((0, 0, 0, 0), x.dtype)
-    grads = [_zeroed(grad_inputs[i], accum[i]) if propagate_down[i] else dummy for i in range(3)]
-    adaptive_separable_backward_kernel.for_size(grad_outputs[0].size * kv.shape[1] * kh.shape[1])(
-        x, kv, kh, grad_outputs[0], *grads, *propagate_down[:3])
+    grads = [_zeroed(input_grads[i], accum[i]) if propagate_down[i] else dummy for i in range(3)]
+    adaptive_separable_backward_kernel.for_size(output_grads[0].size * kv.shape[1] * kh.shape[1])(
+        x, kv, kh, output_grads[0], *grads, *propagate_down[:3])
 
 
 @parallel_kernel
@@ -95,12 +95,12 @@ def patch_correlation_backward_kernel(x1, x2, dy, dx1, dx2, patch, shift, patch_
                                         dx2[n, h2, w2, c] += g * x1[n, h1, w1, c]
 
 
-def patch_correlation_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def patch_correlation_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     x1, x2 = inputs
     dummy = np.zeros((0, 0, 0, 0), x1.dtype)
-    grads = [_zeroed(grad_inputs[i], accum[i]) if propagate_down[i] else dummy for i in range(2)]
-    patch_correlation_backward_kernel.for_size(grad_outputs[0].size * x1.shape[3])(
-        x1, x2, grad_outputs[0], *grads, *op.args_a, op.padding[0], op.padding[2], *propagate_down[:2])
+    grads = [_zeroed(input_grads[i], accum[i]) if propagate_down[i] else dummy for i in range(2)]
+    patch_correlation_backward_kernel.for_size(output_grads[0].size * x1.shape[3])(
+        x1, x2, output_grads[0], *grads, *op.args_a, op.padding[0], op.padding[2], *propagate_down[:2])
 
 
 # ============================================================================== deformable

@@ -13,10 +13,10 @@ import numpy as np
 
 
 # ------------------------------------------------------------------ backward kernels
-def cumsum_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def cumsum_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     """The adjoint of a cumulative sum is the cumulative sum in the other direction."""
     if propagate_down[0]:
-        op.kernel(grad_outputs[0].reshape(op.shape3), grad_inputs[0].reshape(op.shape3), False,
+        op.kernel(output_grads[0].reshape(op.shape3), input_grads[0].reshape(op.shape3), False,
                   op.exclusive, not op.reverse, accum[0])
 
 
@@ -54,11 +54,11 @@ def cumprod_backward_kernel(x3, dy3, dx3, exclusive, reverse, accum):
                 dx3[a, k, c] = g
 
 
-def cumprod_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def cumprod_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0]:
         s = op.shape3
         cumprod_backward_kernel.for_size(s[0] * s[1] * s[2])(
-            inputs[0].reshape(s), grad_outputs[0].reshape(s), grad_inputs[0].reshape(s),
+            inputs[0].reshape(s), output_grads[0].reshape(s), input_grads[0].reshape(s),
             op.exclusive, op.reverse, accum[0])
 
 

@@ -12,9 +12,9 @@ from .registry import Op, register
 
 
 # ------------------------------------------------------------------ backward kernels
-def zero_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def zero_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0] and not accum[0]:
-        grad_inputs[0].fill(0)
+        input_grads[0].fill(0)
 
 
 INDEX_DTYPE = np.dtype(np.uint64)   # nnabla's index outputs are size_t

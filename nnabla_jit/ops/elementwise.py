@@ -349,15 +349,15 @@ class ElementwiseOp(Op):
             views, shape4 = _strided_views(inputs, y.shape)
             self._forward(*views, y.reshape(shape4), *scalars)
 
-    def backward(self, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
-        y, dy = outputs[0], grad_outputs[0]
+    def backward(self, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+        y, dy = outputs[0], output_grads[0]
         # Inputs the derivatives do not read may have been freed; any array of the right
         # size stands in for them (the kernel never loads it).
         ins = [x if x is not None else dy for x in inputs]
         if y is None:
             y = dy
         scalars = self._scalars(dy.dtype)
-        for k, dx in enumerate(grad_inputs):
+        for k, dx in enumerate(input_grads):
             kernel = self._backward[k]
             if not propagate_down[k] or kernel is None:
                 continue

@@ -23,24 +23,24 @@ from .registry import Op, register
 
 
 # ------------------------------------------------------------------ backward kernels
-def affine_grid_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def affine_grid_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if not propagate_down[0]:
         return
-    dtheta = grad_inputs[0]
+    dtheta = input_grads[0]
     base = op.base_for(dtheta.dtype)
-    dgrid = grad_outputs[0].reshape(dtheta.shape[0], base.shape[0], dtheta.shape[1])
+    dgrid = output_grads[0].reshape(dtheta.shape[0], base.shape[0], dtheta.shape[1])
     for b in range(dtheta.shape[0]):   # dtheta[b] = dgrid[b]^T base
         gemm(dgrid[b], base, dtheta[b], trans_a=True, accumulate=accum[0])
 
 
-def warp_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def warp_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     want_dx, want_dgrid = propagate_down[0], propagate_down[1]
     coords, slope = op.coordinates(inputs)
-    dy = op.to_channels_first(grad_outputs[0], op.y_view)
+    dy = op.to_channels_first(output_grads[0], op.y_view)
     x = op.to_channels_first(inputs[0], op.x_view) if want_dgrid else dy
     direct = want_dx and not op.channel_last
     if direct:
-        dx = grad_inputs[0].reshape(op.x_view)
+        dx = input_grads[0].reshape(op.x_view)
         if not accum[0]:
             dx.fill(0)
     else:
@@ -49,40 +49,28 @@ def warp_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down
     op.warp_backward(x, coords, op.sizes, op.strides, op.nearest, dy, dx, dcoords, want_dx,
                      want_dgrid)
     if want_dx and not direct:
-        op.from_channels_first(dx, grad_inputs[0], op.spatial, accum[0])
+        op.from_channels_first(dx, input_grads[0], op.spatial, accum[0])
     if want_dgrid:
-        op.store_grid_gradient(dcoords * slope, grad_inputs[1], accum[1])
+        op.store_grid_gradient(dcoords * slope, input_grads[1], accum[1])
 
 
-def warp_coordinates_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down,
+def warp_coordinates_backward(op, inputs, outputs, output_grads, input_grads, propagate_down,
                               accum):
     if propagate_down[0]:
-        g = grad_outputs[0] * outputs[1]
+        g = output_grads[0] * outputs[1]
         if accum[0]:
-            grad_inputs[0] += g
+            input_grads[0] += g
         else:
-            grad_inputs[0][...] = g
+            input_grads[0][...] = g
 
 
-def grid_corners_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def grid_corners_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0]:
-        dx = grad_inputs[0]
+        dx = input_grads[0]
         if not accum[0]:
             dx.fill(0)
-        dc = grad_outputs[0]
+        dc = output_grads[0]
         scatter_corners.for_size(dc.size)(dc, inputs[1], op.sizes, op.strides, op.nearest, dx)
-
-
-def grid_corners_adjoint_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down,
-                                  accum):
-    if propagate_down[0]:
-        dc = grad_inputs[0]
-        target = np.empty_like(dc) if accum[0] else dc
-        base = np.empty(inputs[1].shape, dc.dtype)
-        gather_corners.for_size(dc.size)(grad_outputs[0], inputs[1], op.sizes, op.strides,
-                                                op.nearest, target, base)
-        if accum[0]:
-            dc += target
 
 
 ZERO, REPEAT, REFLECT = 0, 1, 2
@@ -460,22 +448,3 @@ class GridCorners(_GridOp):
                                                  self.nearest, *outputs)
 
     backward = grid_corners_backward
-
-
-@register(name="GridCornersAdjoint")
-class GridCornersAdjoint(_GridOp):
-    """Internal: the transpose of GridCorners' corner values: dcorners -> (B, C, pixels)."""
-    no_grad_inputs = (1,)
-
-    def setup(self, dcorners, coords):
-        if (len(dcorners) != 4 or dcorners[3] != self.corners
-                or tuple(coords[:2]) != (dcorners[0], dcorners[2])):
-            self.fail("corner gradient {} and coordinates {} do not match", dcorners, coords)
-        return [(dcorners[0], dcorners[1], int(np.prod(self.spatial)))]
-
-    def forward(self, inputs, outputs):
-        outputs[0].fill(0)
-        scatter_corners.for_size(inputs[0].size)(inputs[0], inputs[1], self.sizes, self.strides,
-                                                 self.nearest, outputs[0])
-
-    backward = grid_corners_adjoint_backward

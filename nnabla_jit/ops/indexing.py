@@ -47,22 +47,22 @@ def _scatter_into(dx, dy, dx_starts, dy_starts, block, accum):
 
 
 # ------------------------------------------------------------------------------ kernels
-def gather_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def gather_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0]:
-        _scatter_into(grad_inputs[0].reshape(-1), grad_outputs[0].reshape(-1),
+        _scatter_into(input_grads[0].reshape(-1), output_grads[0].reshape(-1),
                       op.src_starts(inputs[1]), op.dst_starts, op.dims[3], accum[0])
 
 
-def gather_nd_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def gather_nd_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0]:
-        _scatter_into(grad_inputs[0].reshape(-1), grad_outputs[0].reshape(-1),
+        _scatter_into(input_grads[0].reshape(-1), output_grads[0].reshape(-1),
                       op.src_starts(inputs[1]), op.dst_starts, op.block, accum[0])
 
 
-def bool_gather_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def bool_gather_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0]:
         rows = nonzero_rows(inputs[1])
-        _scatter_into(grad_inputs[0].reshape(-1), grad_outputs[0].reshape(-1), rows * op.block,
+        _scatter_into(input_grads[0].reshape(-1), output_grads[0].reshape(-1), rows * op.block,
                       _rows(rows.size, op.block), op.block, accum[0])
 
 
@@ -74,48 +74,48 @@ def _gather_from(dx, dy, dy_starts, dx_starts, block, accum):
         copy_blocks.serial(dy, dy_starts, dx, dx_starts, block)
 
 
-def scatter_nd_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def scatter_nd_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     """d data = the gradient at the scattered places (also for repeated indices, as nnabla)."""
     if propagate_down[0]:
-        _gather_from(grad_inputs[0].reshape(-1), grad_outputs[0].reshape(-1),
+        _gather_from(input_grads[0].reshape(-1), output_grads[0].reshape(-1),
                      op.dst_starts(inputs[1]), op.src_starts, op.block, accum[0])
 
 
-def scatter_add_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
-    dy = grad_outputs[0]
+def scatter_add_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    dy = output_grads[0]
     if propagate_down[0]:
-        accumulate(grad_inputs[0], dy, accum[0])
+        accumulate(input_grads[0], dy, accum[0])
     if propagate_down[2]:
-        dx1 = grad_inputs[2].reshape(-1)
+        dx1 = input_grads[2].reshape(-1)
         if not accum[2]:
             dx1.fill(0)   # places of x1 outside the indices get nothing
         add_blocks(dy.reshape(-1), op.dst(inputs[1]), dx1, op.src, 1)
 
 
-def bool_scatter_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
-    dy = grad_outputs[0].reshape(-1)
+def bool_scatter_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    dy = output_grads[0].reshape(-1)
     rows = nonzero_rows(inputs[1])
     if propagate_down[0]:
-        _gather_from(grad_inputs[0].reshape(-1), dy, rows * op.block, _rows(rows.size, op.block),
+        _gather_from(input_grads[0].reshape(-1), dy, rows * op.block, _rows(rows.size, op.block),
                      op.block, accum[0])
     if len(propagate_down) == 3 and propagate_down[2]:   # the kept values of ``output``
         g = dy.reshape(-1, op.block).copy()
         g[rows] = 0
-        accumulate(grad_inputs[2], g.reshape(grad_inputs[2].shape), accum[2])
+        accumulate(input_grads[2], g.reshape(input_grads[2].shape), accum[2])
 
 
-def sort_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def sort_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if op.only_index:
         raise NoGradient("Sort: only_index=True outputs indices, which have no gradient")
     if propagate_down[0]:
-        unsort_lines(grad_outputs[0].reshape(op.shape3), op.order(inputs[0]),
-                            grad_inputs[0].reshape(op.shape3), accum[0])
+        unsort_lines(output_grads[0].reshape(op.shape3), op.order(inputs[0]),
+                            input_grads[0].reshape(op.shape3), accum[0])
 
 
-def top_k_data_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def top_k_data_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if not propagate_down[0]:
         return
-    dx, dy = grad_inputs[0].reshape(-1), grad_outputs[0].reshape(-1)
+    dx, dy = input_grads[0].reshape(-1), output_grads[0].reshape(-1)
     if not op.reduce:   # nnabla passes the whole gradient through when not reducing
         accumulate(dx, dy, accum[0])
         return
@@ -123,11 +123,11 @@ def top_k_data_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagat
     _scatter_into(dx, dy, positions, _rows(positions.size, 1), 1, accum[0])
 
 
-def top_k_grad_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def top_k_grad_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0]:
-        dy = grad_outputs[0].reshape(-1)
+        dy = output_grads[0].reshape(-1)
         positions = op.flat_positions(dy)
-        _scatter_into(grad_inputs[0].reshape(-1), dy, positions, positions, 1, accum[0])
+        _scatter_into(input_grads[0].reshape(-1), dy, positions, positions, 1, accum[0])
 
 
 INDEX_DTYPE = np.dtype(np.uint64)   # nnabla's index outputs (Sort, TopKData, NonZero) are size_t

@@ -26,58 +26,58 @@ def _t(m):
 
 
 # ------------------------------------------------------------------------------ kernels
-def matrix_diag_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def matrix_diag_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0]:
         n = op.shape2[1]
-        op.part(grad_outputs[0].reshape(-1, n, n), grad_inputs[0].reshape(op.shape2), accum[0])
+        op.part(output_grads[0].reshape(-1, n, n), input_grads[0].reshape(op.shape2), accum[0])
 
 
-def matrix_diag_part_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def matrix_diag_part_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0]:
         n = op.shape2[1]
-        op.embed(grad_outputs[0].reshape(op.shape2), grad_inputs[0].reshape(-1, n, n), accum[0])
+        op.embed(output_grads[0].reshape(op.shape2), input_grads[0].reshape(-1, n, n), accum[0])
 
 
-def trilu_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def trilu_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0]:
-        op.kernel(grad_outputs[0].reshape(op.shape3), grad_inputs[0].reshape(op.shape3), op.k,
+        op.kernel(output_grads[0].reshape(op.shape3), input_grads[0].reshape(op.shape3), op.k,
                   op.upper, accum[0])
 
 
-def batch_det_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def batch_det_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0]:
         x = inputs[0]
-        scale = (grad_outputs[0] * outputs[0])[:, None, None]
-        accumulate(grad_inputs[0], scale * _t(op.linalg(np.linalg.inv, x)), accum[0])
+        scale = (output_grads[0] * outputs[0])[:, None, None]
+        accumulate(input_grads[0], scale * _t(op.linalg(np.linalg.inv, x)), accum[0])
 
 
-def batch_logdet_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def batch_logdet_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0]:
         x = inputs[0]
-        accumulate(grad_inputs[0], grad_outputs[0][:, None, None] * _t(op.linalg(np.linalg.inv, x)),
+        accumulate(input_grads[0], output_grads[0][:, None, None] * _t(op.linalg(np.linalg.inv, x)),
                    accum[0])
 
 
-def batch_inv_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def batch_inv_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0]:
         yt = _t(outputs[0])
-        accumulate(grad_inputs[0], -(yt @ grad_outputs[0] @ yt), accum[0])
+        accumulate(input_grads[0], -(yt @ output_grads[0] @ yt), accum[0])
 
 
-def batch_cholesky_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def batch_cholesky_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0]:
-        y, g = outputs[0], grad_outputs[0]
+        y, g = outputs[0], output_grads[0]
         lower, g = (_t(y), _t(g)) if op.upper else (y, g)
         p = np.tril(_t(lower) @ g)
         p -= 0.5 * np.eye(p.shape[-1]) * p   # Phi: halve the diagonal
         lower_inv = op.linalg(np.linalg.inv, lower)
         s = _t(lower_inv) @ p @ lower_inv
-        accumulate(grad_inputs[0], 0.5 * (s + _t(s)), accum[0])
+        accumulate(input_grads[0], 0.5 * (s + _t(s)), accum[0])
 
 
-def einsum_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
-    dy = grad_outputs[0]
-    for i, dx in enumerate(grad_inputs):
+def einsum_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    dy = output_grads[0]
+    for i, dx in enumerate(input_grads):
         if propagate_down[i]:
             eq, constants, path = op.gradients[i]
             others = [x for j, x in enumerate(inputs) if j != i]

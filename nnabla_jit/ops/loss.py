@@ -51,11 +51,11 @@ def softmax_cross_entropy_backward_kernel(prob3, t3, dy, dx3, accum):
                 dx3[o, c, i] = dx3[o, c, i] + v if accum else v
 
 
-def softmax_cross_entropy_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def softmax_cross_entropy_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0]:
         t3 = inputs[1].reshape(op.shape3[0], 1, op.shape3[2])
         softmax_cross_entropy_backward_kernel.for_size(t3.size * op.shape3[1])(
-            op.saved_prob, t3, grad_outputs[0].reshape(-1), grad_inputs[0].reshape(op.shape3), accum[0])
+            op.saved_prob, t3, output_grads[0].reshape(-1), input_grads[0].reshape(op.shape3), accum[0])
 
 
 @parallel_kernel
@@ -74,11 +74,11 @@ def categorical_cross_entropy_backward_kernel(x3, t3, dy, dx3, accum):
                 dx3[o, c, i] = v
 
 
-def categorical_cross_entropy_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def categorical_cross_entropy_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0]:
         x3, t3 = op.views(inputs)
-        categorical_cross_entropy_backward_kernel.for_size(x3.size)(x3, t3, grad_outputs[0].reshape(-1),
-                                                  grad_inputs[0].reshape(op.shape3), accum[0])
+        categorical_cross_entropy_backward_kernel.for_size(x3.size)(x3, t3, output_grads[0].reshape(-1),
+                                                  input_grads[0].reshape(op.shape3), accum[0])
 
 
 @parallel_kernel
@@ -102,12 +102,12 @@ def kl_multinomial_backward_kernel(p2, q2, dy, dp2, dq2, want_p, want_q, accum_p
                     dq2[n, k] = v
 
 
-def kl_multinomial_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def kl_multinomial_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     s = op.shape2
     p2, q2 = inputs[0].reshape(s), inputs[1].reshape(s)
-    dp2 = grad_inputs[0].reshape(s) if propagate_down[0] else p2
-    dq2 = grad_inputs[1].reshape(s) if propagate_down[1] else q2
-    kl_multinomial_backward_kernel.for_size(p2.size)(p2, q2, grad_outputs[0].reshape(-1), dp2, dq2, propagate_down[0],
+    dp2 = input_grads[0].reshape(s) if propagate_down[0] else p2
+    dq2 = input_grads[1].reshape(s) if propagate_down[1] else q2
+    kl_multinomial_backward_kernel.for_size(p2.size)(p2, q2, output_grads[0].reshape(-1), dp2, dq2, propagate_down[0],
                                    propagate_down[1], accum[0], accum[1])
 
 

@@ -8,20 +8,20 @@ from .common import sum_to_shape
 
 
 # ------------------------------------------------------------------ backward kernels
-def batch_matmul_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def batch_matmul_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     """Y = opA(A) opB(B): d opA(A) = dY opB(B)^T and d opB(B) = opA(A)^T dY (BLAS)."""
     def t(m):
         return np.swapaxes(m, -1, -2)
     a, b = inputs
-    dy = grad_outputs[0]
+    dy = output_grads[0]
     op_a = t(a) if op.transpose_a else a
     op_b = t(b) if op.transpose_b else b
     if propagate_down[0]:
         g = np.matmul(dy, t(op_b))
-        sum_to_shape(t(g) if op.transpose_a else g, grad_inputs[0], accum[0])
+        sum_to_shape(t(g) if op.transpose_a else g, input_grads[0], accum[0])
     if propagate_down[1]:
         g = np.matmul(t(op_a), dy)
-        sum_to_shape(t(g) if op.transpose_b else g, grad_inputs[1], accum[1])
+        sum_to_shape(t(g) if op.transpose_b else g, input_grads[1], accum[1])
 
 
 elementwise("Abs", "abs(x)", dx="where(x >= 0, dy, -dy)")

@@ -80,18 +80,18 @@ def _linear_grad(layout, x3, d3, center, power, p, q, r, dx, accum):
 
 
 # ------------------------------------------------------------------------ standardizations
-def standardization_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def standardization_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     lay, slot = op.layout, op.slot
     C, M = lay.channels, max(lay.count, 1)
 
     def wanted(name):
         return name in slot and propagate_down[slot[name]]
 
-    dy = grad_outputs[0]
+    dy = output_grads[0]
     if op.relu:   # through the fused ReLU: only where the output is positive
         dy = dy * (outputs[0] > 0)
         if wanted("z"):
-            accumulate(grad_inputs[slot["z"]], dy, accum[slot["z"]])
+            accumulate(input_grads[slot["z"]], dy, accum[slot["z"]])
     mean, inv_std = op.saved_mean, op.saved_inv_std
     gamma = inputs[slot["gamma"]] if "gamma" in slot and inputs[slot["gamma"]] is not None else None
     x3 = lay.view(inputs[0]) if inputs[0] is not None else None
@@ -103,19 +103,19 @@ def standardization_backward(op, inputs, outputs, grad_outputs, grad_inputs, pro
             # x may have been freed when only dbeta (which does not read it) is wanted
             sum_d, sum_dxc = _channel_sums(x3 if x3 is not None else d3, d3, mean, 0)
         if wanted("beta"):
-            accumulate(grad_inputs[slot["beta"]], sum_d.reshape(lay.stat_shape), accum[slot["beta"]])
+            accumulate(input_grads[slot["beta"]], sum_d.reshape(lay.stat_shape), accum[slot["beta"]])
         if wanted("gamma"):
-            accumulate(grad_inputs[slot["gamma"]], (sum_dxc * inv_std).reshape(lay.stat_shape),
+            accumulate(input_grads[slot["gamma"]], (sum_dxc * inv_std).reshape(lay.stat_shape),
                        accum[slot["gamma"]])
     else:
         if wanted("beta"):
-            sum_to_shape(dy, grad_inputs[slot["beta"]], accum[slot["beta"]])
+            sum_to_shape(dy, input_grads[slot["beta"]], accum[slot["beta"]])
         if wanted("gamma"):
             xhat = np.empty(dy.shape, dy.dtype)
             xhat3 = lay.target(xhat)
             channel_affine.for_size(x3.size)(x3, inv_std, -mean * inv_std, x3, False, False, xhat3)
             lay.store(xhat3, xhat)
-            sum_to_shape(dy * xhat, grad_inputs[slot["gamma"]], accum[slot["gamma"]])
+            sum_to_shape(dy * xhat, input_grads[slot["gamma"]], accum[slot["gamma"]])
         if not propagate_down[0]:
             return
         d3 = lay.view(dy * gamma if gamma is not None else dy)
@@ -129,11 +129,11 @@ def standardization_backward(op, inputs, outputs, grad_outputs, grad_inputs, pro
         q = -factor * inv_std ** 3 * sum_dxc / M
         r = -factor * inv_std * sum_d / M
         if op.with_stats:   # the batch mean and variance are outputs too
-            q = q + 2.0 * grad_outputs[2].reshape(-1) / M
-            r = r + grad_outputs[1].reshape(-1) / M
+            q = q + 2.0 * output_grads[2].reshape(-1) / M
+            r = r + output_grads[1].reshape(-1) / M
     else:
         q = r = np.zeros(C)
-    _linear_grad(lay, x3 if x3 is not None else d3, d3, mean, 2, p, q, r, grad_inputs[0], accum[0])
+    _linear_grad(lay, x3 if x3 is not None else d3, d3, mean, 2, p, q, r, input_grads[0], accum[0])
 
 
 def _input_names(name, n_inputs, args):
@@ -144,61 +144,61 @@ def _input_names(name, n_inputs, args):
 
 
 # ------------------------------------------------------------------------ norms
-def weight_normalization_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def weight_normalization_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     """y = g w n with n = (sum w^2 + eps)^-1/2: dg = n sum(dy w), dw = g n dy - g n^3 sum(dy w) w."""
     lay = op.layout
-    w3, d3 = lay.view(inputs[0]), lay.view(grad_outputs[0])
+    w3, d3 = lay.view(inputs[0]), lay.view(output_grads[0])
     zeros = np.zeros(lay.channels)
     n = op.saved_inv_norm
     _, s = _channel_sums(w3, d3, zeros, 0)
     if propagate_down[1]:
-        accumulate(grad_inputs[1], (n * s).reshape(grad_inputs[1].shape), accum[1])
+        accumulate(input_grads[1], (n * s).reshape(input_grads[1].shape), accum[1])
     if propagate_down[0]:
         g = inputs[1].reshape(-1)
-        _linear_grad(lay, w3, d3, zeros, 2, g * n, -g * n ** 3 * s, zeros, grad_inputs[0], accum[0])
+        _linear_grad(lay, w3, d3, zeros, 2, g * n, -g * n ** 3 * s, zeros, input_grads[0], accum[0])
 
 
-def norm_normalization_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def norm_normalization_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     """y = x / n, n = (sum |x|^p + eps)^(1/p): dx = dy / n - sum(dy x) n^(-1-p) sign(x) |x|^(p-1)."""
     if not propagate_down[0]:
         return
     lay = op.layout
-    x3, d3 = lay.view(inputs[0]), lay.view(grad_outputs[0])
+    x3, d3 = lay.view(inputs[0]), lay.view(output_grads[0])
     zeros = np.zeros(lay.channels)
     n = op.saved_norm
     _, s = _channel_sums(x3, d3, zeros, 0)
-    _linear_grad(lay, x3, d3, zeros, op.p, 1.0 / n, -s * n ** (-1.0 - op.p), zeros, grad_inputs[0], accum[0])
+    _linear_grad(lay, x3, d3, zeros, op.p, 1.0 / n, -s * n ** (-1.0 - op.p), zeros, input_grads[0], accum[0])
 
 
-def spectral_norm_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def spectral_norm_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     """u, v and sigma held fixed: dW = (dy - sum(dy W) / sigma u v^T) / sigma."""
     if not propagate_down[0]:
         return
     u, v, sigma = op.saved
     w = inputs[0]
-    W, D = op.matrix(w), op.matrix(grad_outputs[0])
+    W, D = op.matrix(w), op.matrix(output_grads[0])
     dW = (D - (np.sum(D * W) / sigma) * np.outer(u, v)) / sigma
-    accumulate(grad_inputs[0], op.unmatrix(dW, w.shape), accum[0])
+    accumulate(input_grads[0], op.unmatrix(dW, w.shape), accum[0])
 
 
-def mean_subtraction_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def mean_subtraction_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     """nnabla's approximation: dx = dy (1 - 1 / (batch size * t)) with the updated t."""
     if propagate_down[0]:
         scale = op.saved_scale if op.update_running_mean else 1.0
-        accumulate(grad_inputs[0], grad_outputs[0] * scale, accum[0])
+        accumulate(input_grads[0], output_grads[0] * scale, accum[0])
 
 
-def clip_grad_by_norm_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def clip_grad_by_norm_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     """dx = clip_norm * dy / ||dy|| over ``axes``."""
     if not propagate_down[0]:
         return
     lay = op.layout
-    d3 = lay.view(grad_outputs[0])
+    d3 = lay.view(output_grads[0])
     zeros = np.zeros(lay.channels)
     _, ss = _channel_sums(d3, d3, zeros, 2)
     with np.errstate(divide="ignore"):
         scale = op.clip_norm / np.sqrt(ss)
-    _linear_grad(lay, d3, d3, zeros, 2, scale, zeros, zeros, grad_inputs[0], accum[0])
+    _linear_grad(lay, d3, d3, zeros, 2, scale, zeros, zeros, input_grads[0], accum[0])
 
 
 _BLOCK = 64   # channels per thread when every channel is a single column (I == 1)

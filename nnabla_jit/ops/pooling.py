@@ -116,46 +116,40 @@ def spread_over_windows(geo, dy, dx, mode, including_pad, accum):
 
 
 # ------------------------------------------------------------------------------ backward
-def window_pooling_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def window_pooling_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     """AveragePooling and SumPooling."""
     if propagate_down[0]:
-        spread_over_windows(op.geo, grad_outputs[0], grad_inputs[0], op.mode, op.including_pad, accum[0])
+        spread_over_windows(op.geo, output_grads[0], input_grads[0], op.mode, op.including_pad, accum[0])
 
 
-def max_pooling_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def max_pooling_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0]:
         x = inputs[0]
-        scatter_to_max(op.geo, grad_outputs[0], op.winners(x), grad_inputs[0], accum[0])
+        scatter_to_max(op.geo, output_grads[0], op.winners(x), input_grads[0], accum[0])
 
 
-def max_pooling_backward_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def max_pooling_backward_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     """MaxPoolingBackward(dy, x): d dy = the incoming gradient at the max positions of x."""
     if propagate_down[0]:
-        op.gather(grad_outputs[0], op.winners(inputs[1]), grad_inputs[0], accum[0])
+        op.gather(output_grads[0], op.winners(inputs[1]), input_grads[0], accum[0])
 
 
-def max_pooling_gather_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def max_pooling_gather_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     """MaxPoolingGather(g, x): d g = the incoming gradient scattered to the max positions."""
     if propagate_down[0]:
-        scatter_to_max(op.geo, grad_outputs[0], op.winners(inputs[1]), grad_inputs[0], accum[0])
+        scatter_to_max(op.geo, output_grads[0], op.winners(inputs[1]), input_grads[0], accum[0])
 
 
-def pooling_adjoint_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
-    """PoolingAdjoint's gradient is the pooling of the incoming gradient."""
+def global_average_pooling_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0]:
-        op.geo.run(grad_outputs[0], grad_inputs[0], op.geo.no_index(), op.kind, op.including_pad, accum[0])
+        spread_rows.for_size(input_grads[0].size)(output_grads[0].reshape(op.rows),
+                                                  input_grads[0].reshape(op.rows, op.size), 1.0 / op.size, accum[0])
 
 
-def global_average_pooling_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def unpooling_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0]:
-        spread_rows.for_size(grad_inputs[0].size)(grad_outputs[0].reshape(op.rows),
-                                                  grad_inputs[0].reshape(op.rows, op.size), 1.0 / op.size, accum[0])
-
-
-def unpooling_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
-    if propagate_down[0]:
-        scatter_to_source.for_size(grad_inputs[0].size)(grad_outputs[0].reshape(op.y2), op.source,
-                                                        grad_inputs[0].reshape(op.x2), op.C, accum[0])
+        scatter_to_source.for_size(input_grads[0].size)(output_grads[0].reshape(op.y2), op.source,
+                                                        input_grads[0].reshape(op.x2), op.C, accum[0])
 
 
 # The sampling of RoiAlign, shared with its forward kernel in ops/pooling.py.
@@ -220,14 +214,14 @@ def roi_align_backward_kernel(dy, boxes, dx, H, W, C, OH, OW, scale_y, scale_x, 
                                 img[c * cs + (yb * W + xb) * ss] += v * ly * lx
 
 
-def roi_align_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def roi_align_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0]:
         x, boxes = inputs
         op.check_boxes(boxes)
-        dx = grad_inputs[0]
+        dx = input_grads[0]
         if not accum[0]:
             dx.fill(0)
-        dy = grad_outputs[0]
+        dy = output_grads[0]
         roi_align_backward_kernel.for_size(dy.size * 4)(dy.reshape(dy.shape[0], -1), boxes, dx.reshape(op.N, -1),
                                                        *op.kernel_args())
 
@@ -514,34 +508,6 @@ class MaxPoolingGather(_KeepsWinners, Op):
 
     def grad_depends_input_data(self, i, j):
         return j == 1
-
-
-@register(name="PoolingAdjoint")
-class PoolingAdjoint(Op):
-    """Internal: the transpose of AveragePooling / SumPooling (``mode``), mapping a pooled
-    gradient back to the input shape ``x_shape``; its own gradient is the pooling again."""
-
-    def __init__(self, input_names=(), x_shape=(), mode="sum", kernel=(), stride=(), ignore_border=True, pad=(),
-                 channel_last=False, including_pad=True):
-        super().__init__(input_names, x_shape=tuple(x_shape), mode=mode, kernel=tuple(kernel),
-                         stride=tuple(stride), ignore_border=ignore_border, pad=tuple(pad),
-                         channel_last=channel_last, including_pad=including_pad)
-        self.kind = AVERAGE if mode == "average" else SUM
-
-    def setup(self, dy):
-        self.geo = PoolGeometry(self, self.x_shape, self.kernel, self.stride, self.pad, self.ignore_border,
-                                self.channel_last)
-        if tuple(dy) != self.geo.out_shape:
-            self.fail("gradient of shape {} must have the pooled shape {}", tuple(dy), self.geo.out_shape)
-        return [self.x_shape]
-
-    def forward(self, inputs, outputs):
-        spread_over_windows(self.geo, inputs[0], outputs[0], self.kind, self.including_pad, False)
-
-    backward = pooling_adjoint_backward
-
-    def grad_depends_input_data(self, i, j):
-        return False
 
 
 @register

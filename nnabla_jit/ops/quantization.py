@@ -30,19 +30,19 @@ from .registry import accumulate
 
 # ------------------------------------------------------------------ backward kernels
 # ------------------------------------------------------------------ straight-through estimators
-def range_ste_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def range_ste_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if not propagate_down[0]:
         return
-    dx, dy = grad_inputs[0].reshape(-1), grad_outputs[0].reshape(-1)
+    dx, dy = input_grads[0].reshape(-1), output_grads[0].reshape(-1)
     if op.range is None:
         accumulate(dx, dy, accum[0])
     else:
         op.bw_kernel(inputs[0].reshape(-1), dy, dx, op.range[0], op.range[1], accum[0])
 
 
-def identity_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def identity_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0]:
-        accumulate(grad_inputs[0], grad_outputs[0], accum[0])
+        accumulate(input_grads[0], output_grads[0], accum[0])
 
 
 # ------------------------------------------------------------------ min-max
@@ -66,20 +66,20 @@ def min_max_quantize_backward_kernel(x, dy, qindex, lo, hi, dx, d_min, d_max, fi
                 d_max[k] += dy[i]
 
 
-def min_max_quantize_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def min_max_quantize_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     x, qr_min, qr_max, ql_min, ql_max = inputs
     scale, lo, hi = nudged_range(qr_min, qr_max, ql_min, ql_max)
     # qr_min / qr_max get gradients only when they are trained (no x statistics, no EMA).
     trained = not op.x_min_max and not op.ema
     dq = []
     for k in (1, 2):
-        g = grad_inputs[k] if propagate_down[k] else None
+        g = input_grads[k] if propagate_down[k] else None
         if g is not None and not accum[k]:
             g.fill(0)
         dq.append(g.reshape(-1) if g is not None and trained else np.zeros(lo.size, lo.dtype))
-    dx = grad_inputs[0].reshape(-1) if propagate_down[0] else x.reshape(-1)
+    dx = input_grads[0].reshape(-1) if propagate_down[0] else x.reshape(-1)
     min_max_quantize_backward_kernel(
-        x.reshape(-1), grad_outputs[0].reshape(-1), op.qindex, lo.reshape(-1), hi.reshape(-1),
+        x.reshape(-1), output_grads[0].reshape(-1), op.qindex, lo.reshape(-1), hi.reshape(-1),
         dx, dq[0], dq[1], op.ste_fine_grained, propagate_down[0],
         trained and (propagate_down[1] or propagate_down[2]), accum[0])
 
@@ -95,46 +95,46 @@ def quantize_linear_backward_kernel(dy, scale, sindex, dx, accum):
             dx[i] = g
 
 
-def quantize_linear_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def quantize_linear_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0]:
-        quantize_linear_backward_kernel(grad_outputs[0].reshape(-1), inputs[1].reshape(-1),
-                                        op.sindex, grad_inputs[0].reshape(-1), accum[0])
+        quantize_linear_backward_kernel(output_grads[0].reshape(-1), inputs[1].reshape(-1),
+                                        op.sindex, input_grads[0].reshape(-1), accum[0])
 
 
 # ------------------------------------------------------------------ quantized affine layers
-def _affine_backward(op, x, dy, w_for_dx, grad_inputs, propagate_down, accum):
+def _affine_backward(op, x, dy, w_for_dx, input_grads, propagate_down, accum):
     """dx = dy w_for_dx^T, dW = x^T dy (the float weight, input 1), db = sum(dy)."""
     n, d, m = op.dims
     dy2 = dy.reshape(n, m)
     if propagate_down[0]:
-        gemm(dy2, w_for_dx.reshape(d, m), grad_inputs[0].reshape(n, d), trans_b=True,
+        gemm(dy2, w_for_dx.reshape(d, m), input_grads[0].reshape(n, d), trans_b=True,
              accumulate=accum[0])
     if propagate_down[1]:
-        gemm(x.reshape(n, d), dy2, grad_inputs[1].reshape(d, m), trans_a=True, accumulate=accum[1])
+        gemm(x.reshape(n, d), dy2, input_grads[1].reshape(d, m), trans_a=True, accumulate=accum[1])
     b = op.bias_index
     if b is not None and propagate_down[b]:
-        sum_rows(dy2, grad_inputs[b].reshape(m), accum[b])
+        sum_rows(dy2, input_grads[b].reshape(m), accum[b])
 
 
-def binary_connect_affine_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down,
+def binary_connect_affine_backward(op, inputs, outputs, output_grads, input_grads, propagate_down,
                                    accum):
-    _affine_backward(op, inputs[0], grad_outputs[0], inputs[2], grad_inputs, propagate_down, accum)
+    _affine_backward(op, inputs[0], output_grads[0], inputs[2], input_grads, propagate_down, accum)
 
 
-def binary_weight_affine_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down,
+def binary_weight_affine_backward(op, inputs, outputs, output_grads, input_grads, propagate_down,
                                   accum):
     n, d, m = op.dims
-    dy = grad_outputs[0].reshape(n, m)
+    dy = output_grads[0].reshape(n, m)
     if propagate_down[0]:   # the output scale alpha applies to dx only; dW ignores it (nnabla)
-        gemm(dy * inputs[3].reshape(1, m), inputs[2].reshape(d, m), grad_inputs[0].reshape(n, d),
+        gemm(dy * inputs[3].reshape(1, m), inputs[2].reshape(d, m), input_grads[0].reshape(n, d),
              trans_b=True, accumulate=accum[0])
     pd = list(propagate_down)
     pd[0] = False
-    _affine_backward(op, inputs[0], dy, inputs[2], grad_inputs, pd, accum)
+    _affine_backward(op, inputs[0], dy, inputs[2], input_grads, pd, accum)
 
 
-def inq_affine_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
-    _affine_backward(op, inputs[0], grad_outputs[0], inputs[1], grad_inputs, propagate_down, accum)
+def inq_affine_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    _affine_backward(op, inputs[0], output_grads[0], inputs[1], input_grads, propagate_down, accum)
 
 
 def _affine_dims(x_shape, w_shape, base_axis):
@@ -144,18 +144,18 @@ def _affine_dims(x_shape, w_shape, base_axis):
 
 
 # ------------------------------------------------------------------ quantized convolutions
-def quantized_convolution_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down,
+def quantized_convolution_backward(op, inputs, outputs, output_grads, input_grads, propagate_down,
                                    accum):
-    geo, dy = op.geo, grad_outputs[0]
+    geo, dy = op.geo, output_grads[0]
     if propagate_down[0]:
-        geo.map_to_image(dy, op.forward_filter(inputs), grad_inputs[0],
+        geo.map_to_image(dy, op.forward_filter(inputs), input_grads[0],
                          init=INIT_ADD if accum[0] else INIT_ZERO)
     if propagate_down[1]:
-        geo.filter_grad(inputs[0], dy, grad_inputs[1], accum[1], reuse_col=True)
+        geo.filter_grad(inputs[0], dy, input_grads[1], accum[1], reuse_col=True)
     b = op.bias_index
     if b is not None and propagate_down[b]:
         axes = tuple(a for a in range(dy.ndim) if a != op.channel_axis)
-        accumulate(grad_inputs[b], dy.sum(axis=axes), accum[b])
+        accumulate(input_grads[b], dy.sum(axis=axes), accum[b])
 
 
 elementwise("BinarySigmoid", "where(x > 0, 1.0, 0.0)", dx="where(abs(x) < 1, 0.5 * dy, 0.0)")

@@ -100,7 +100,7 @@ def _bptt_direction(op, state, dy, dh_last, dc_last, w_h, reverse):
     return dgx, dgh, dh, dc
 
 
-def recurrent_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def recurrent_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if not op.training:
         op.fail("backward is called with training=False; build the layer with training=True "
                 "to differentiate it")
@@ -109,13 +109,13 @@ def recurrent_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate
     seq_len, batch, _, n_hidden, n_dir = op.dims
     names = op.input_names
     pd = dict(zip(names, propagate_down))
-    dtype = grad_outputs[0].dtype
-    param_grads = {name: np.zeros(grad_inputs[k].shape, dtype) for k, name in enumerate(names)
+    dtype = output_grads[0].dtype
+    param_grads = {name: np.zeros(input_grads[k].shape, dtype) for k, name in enumerate(names)
                    if name in ("weight_l0", "weight", "bias") and propagate_down[k]}
     state_shape = (op.num_layers, n_dir, batch, n_hidden)
     dh0 = np.empty(state_shape, dtype)
     dc0 = np.empty(state_shape, dtype) if op.has_cell else None
-    d_out = grad_outputs[0]
+    d_out = output_grads[0]
     for layer in reversed(range(op.num_layers)):
         saved = op.saved[layer]
         layer_input = inputs[0] if layer == 0 else saved["input"]
@@ -127,8 +127,8 @@ def recurrent_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate
             state = saved["directions"][d]
             w_x, w_h, _ = op.layer_weights(inputs, layer, d)
             dgx, dgh, dh0[layer, d], dc_first = _bptt_direction(
-                op, state, d_out[:, :, d * n_hidden:(d + 1) * n_hidden], grad_outputs[1][layer, d],
-                grad_outputs[2][layer, d] if op.has_cell else None, w_h, d == 1)
+                op, state, d_out[:, :, d * n_hidden:(d + 1) * n_hidden], output_grads[1][layer, d],
+                output_grads[2][layer, d] if op.has_cell else None, w_h, d == 1)
             if op.has_cell:
                 dc0[layer, d] = dc_first
             gx, gh = dgx.reshape(rows, -1), dgh.reshape(rows, -1)
@@ -151,16 +151,16 @@ def recurrent_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate
         if layer > 0:
             d_out = d_in if saved["mask"] is None else d_in * saved["mask"]
         elif pd["x"]:
-            accumulate(grad_inputs[0], d_in, accum[0])
+            accumulate(input_grads[0], d_in, accum[0])
     for k, name in enumerate(names):
         if not propagate_down[k]:
             continue
         if name == "h":
-            accumulate(grad_inputs[k], dh0, accum[k])
+            accumulate(input_grads[k], dh0, accum[k])
         elif name == "c":
-            accumulate(grad_inputs[k], dc0, accum[k])
+            accumulate(input_grads[k], dc0, accum[k])
         elif name in param_grads:
-            accumulate(grad_inputs[k], param_grads[name], accum[k])
+            accumulate(input_grads[k], param_grads[name], accum[k])
 
 
 @njit(cache=True)
@@ -183,7 +183,7 @@ def rnn_cell_forward(xw, hw, bias, relu, h_out):
 @njit(cache=True)
 def lstm_cell_forward(xw, hw, bias, c_prev, h_out, c_out, gates):
     """One LSTM step; xw, hw (B, 4H) in gate order (i, f, g, o). ``gates`` keeps the activated
-    gates for backward."""
+    gates for backward. The same update built from F ops: ``composite_functions.lstm_cell_update``."""
     n_hidden = h_out.shape[1]
     for b in range(h_out.shape[0]):
         for k in range(n_hidden):

@@ -36,13 +36,13 @@ def _write(op, dx, g3, accum):
         dx[...] = g
 
 
-def sum_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def sum_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if not propagate_down[0]:
         return
     lay = op.layout
     scale = 1.0 / max(lay.size_reduced, 1) if op.mean else 1.0
-    dy = grad_outputs[0].reshape(lay.shape3[0], lay.shape3[2])
-    dx = grad_inputs[0]
+    dy = output_grads[0].reshape(lay.shape3[0], lay.shape3[2])
+    dx = input_grads[0]
     kernel = broadcast_back.for_size(dx.size)
     if lay.perm is None:
         kernel(dy, dx.reshape(lay.shape3), scale, accum[0])
@@ -63,7 +63,7 @@ def arg_backward_kernel(dy, index, dx3, accum):
             dx3[a, index[a, c], c] += dy[a, c]
 
 
-def arg_reduction_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def arg_reduction_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if not propagate_down[0]:
         return
     if op.only_index:
@@ -72,8 +72,8 @@ def arg_reduction_backward(op, inputs, outputs, grad_outputs, grad_inputs, propa
     index = getattr(op, "saved_index", None)
     if index is None:
         _, index = op._reduce(inputs[0])
-    dy = grad_outputs[0].reshape(lay.shape3[0], lay.shape3[2])
-    dx = grad_inputs[0]
+    dy = output_grads[0].reshape(lay.shape3[0], lay.shape3[2])
+    dx = input_grads[0]
     if lay.perm is None:
         arg_backward_kernel(dy, index, dx.reshape(lay.shape3), accum[0])
     else:
@@ -99,27 +99,27 @@ def prod_backward_kernel(x3, dy, g3):
                 right *= x3[a, b, c]
 
 
-def prod_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def prod_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if not propagate_down[0]:
         return
     lay = op.layout
     x3 = lay.view(inputs[0])
     g3 = np.empty(lay.shape3, x3.dtype)
-    prod_backward_kernel(x3, grad_outputs[0].reshape(lay.shape3[0], lay.shape3[2]), g3)
-    _write(op, grad_inputs[0], g3, accum[0])
+    prod_backward_kernel(x3, output_grads[0].reshape(lay.shape3[0], lay.shape3[2]), g3)
+    _write(op, input_grads[0], g3, accum[0])
 
 
-def norm_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def norm_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if not propagate_down[0]:
         return
     lay = op.layout
     x3 = lay.view(inputs[0])
     y = outputs[0].reshape(lay.shape3[0], 1, lay.shape3[2])
-    dy = grad_outputs[0].reshape(lay.shape3[0], 1, lay.shape3[2])
+    dy = output_grads[0].reshape(lay.shape3[0], 1, lay.shape3[2])
     p = op.p
     with np.errstate(divide="ignore", invalid="ignore"):
         g3 = dy * np.sign(x3) * np.abs(x3) ** (p - 1) * np.where(y > 0, y, 1) ** (1 - p)
-    _write(op, grad_inputs[0], g3.astype(x3.dtype), accum[0])
+    _write(op, input_grads[0], g3.astype(x3.dtype), accum[0])
 
 
 def _axes_of(input_shape, axes):

@@ -8,12 +8,13 @@ under a table name with :func:`register`; it supplies the behaviour the table ca
   that names the op, the argument and the shapes when the inputs do not fit;
 - ``forward(inputs, outputs)``: runs ``@njit`` kernels that write into the output arrays the
   executor owns;
-- ``backward(inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum)``: first-order
-  kernels that overwrite (``accum[i]`` False) or add into (True) ``grad_inputs[i]``;
-- ``grad_depends_input_data(i, j)`` / ``grad_depends_output_data(i, o)``: what backward reads;
+- ``backward(inputs, outputs, output_grads, input_grads, propagate_down, accum)``: first-order
+  kernels that overwrite (``accum[i]`` False) or add into (True) ``input_grads[i]``;
+- ``grad_depends_input_data(i, j)`` / ``grad_depends_output_data(i, o)``: what backward reads.
 
 The grad rules ``nn.grad`` uses (built from ``F`` ops, nnabla's signature
-``fn(grad_inputs, inputs, input_shapes, outputs, output_shapes, **args)``) live above ``F`` in
+``fn(grad_inputs, inputs, input_shapes, outputs, output_shapes, **args)``, where ``grad_inputs``
+are the gradients of the function's outputs, the inputs of the gradient) live above ``F`` in
 ``backward_function/`` and are filed here by op name (:data:`GRAD_RULES`, :func:`grad_rule`),
 so the executor and ``nn.grad`` find them without importing upward.
 
@@ -242,7 +243,7 @@ class Op:
     def forward(self, inputs, outputs):
         raise NotImplementedError("{}: no forward kernel".format(self.name))
 
-    def backward(self, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+    def backward(self, inputs, outputs, output_grads, input_grads, propagate_down, accum):
         raise NoGradient("{}: this function has no backward".format(self.name))
 
     def grad_depends_input_data(self, i, j):

@@ -19,21 +19,21 @@ def _node_op(outputs):
     return next(o for o in outputs if o is not None).parent.op
 
 
-def pack_padded_sequence_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down,
+def pack_padded_sequence_backward(op, inputs, outputs, output_grads, input_grads, propagate_down,
                                   accum):
     if not propagate_down[0]:
         return
-    dx = grad_inputs[0]
+    dx = input_grads[0]
     if not accum[0]:
         dx.fill(0)
-    pack_rows(time_major(dx, op.batch_first), as_rows(grad_outputs[0]), op.batch_sizes, False, True)
+    pack_rows(time_major(dx, op.batch_first), as_rows(output_grads[0]), op.batch_sizes, False, True)
 
 
-def pad_packed_sequence_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down,
+def pad_packed_sequence_backward(op, inputs, outputs, output_grads, input_grads, propagate_down,
                                  accum):
     if not propagate_down[0]:
         return
-    pack_rows(time_major(grad_outputs[0], op.batch_first), as_rows(grad_inputs[0]), op.batch_sizes,
+    pack_rows(time_major(output_grads[0], op.batch_first), as_rows(input_grads[0]), op.batch_sizes,
               True, accum[0])
 
 

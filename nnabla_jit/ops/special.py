@@ -25,26 +25,26 @@ def _zero_unless_accum(dx, accum):
         dx.fill(0)
 
 
-def unlink_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def unlink_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0]:
-        _zero_unless_accum(grad_inputs[0], accum[0])
+        _zero_unless_accum(input_grads[0], accum[0])
 
 
-def sink_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def sink_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if not op.one_input_grad:
         return   # the gradients already in the inputs are the ones to propagate
-    for dx, pd in zip(grad_inputs, propagate_down):
+    for dx, pd in zip(input_grads, propagate_down):
         if pd:
             dx.fill(1)
 
 
-def vat_noise_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def vat_noise_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     w = inputs[1]
-    w.reshape(-1)[...] = op.eps * grad_outputs[0].reshape(-1)
+    w.reshape(-1)[...] = op.eps * output_grads[0].reshape(-1)
     if propagate_down[0]:
-        _zero_unless_accum(grad_inputs[0], accum[0])
+        _zero_unless_accum(input_grads[0], accum[0])
     if propagate_down[1]:
-        _zero_unless_accum(grad_inputs[1], accum[1])
+        _zero_unless_accum(input_grads[1], accum[1])
 
 
 VAT_NORM_EPS = 1e-8   # nnabla's constant under the square root

@@ -15,14 +15,14 @@ from numba import njit
 
 
 # ------------------------------------------------------------------ backward kernels
-def dropout_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def dropout_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0]:
-        accumulate(grad_inputs[0], grad_outputs[0] * op.mask, accum[0])
+        accumulate(input_grads[0], output_grads[0] * op.mask, accum[0])
 
 
-def dropout_mask_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def dropout_mask_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0]:
-        accumulate(grad_inputs[0], grad_outputs[0] * op.dropout.mask, accum[0])
+        accumulate(input_grads[0], output_grads[0] * op.dropout.mask, accum[0])
 
 
 @njit(cache=True)
@@ -33,12 +33,12 @@ def scatter_draws(index, dy, dx):
             dx[b, index[b, k]] += dy[b, k]
 
 
-def random_choice_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def random_choice_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     index = op.saved_index
-    dy = grad_outputs[0].reshape(index.shape)
+    dy = output_grads[0].reshape(index.shape)
     for i in range(2):
         if propagate_down[i]:
-            g = grad_inputs[i].reshape(index.shape[0], -1)
+            g = input_grads[i].reshape(index.shape[0], -1)
             if not accum[i]:
                 g[...] = 0
             scatter_draws(index, dy, g)

@@ -3,9 +3,9 @@
 import numpy as np
 
 from .. import functions as F
+from ..ops.registry import grad_rule
 from .adjoint import linear_adjoint
 from .elementwise import reduce_to_shape
-from ..ops.registry import grad_rule
 
 
 # ------------------------------------------------------------------------------- grad rules

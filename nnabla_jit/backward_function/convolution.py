@@ -10,9 +10,9 @@ AdaptiveSeparableConvolution and PatchCorrelation have backward kernels but, as 
 grad rule.
 """
 from .. import functions as F
+from ..composite_functions import _fused_input_names, fused_convolution_graph
 from ..function import build
 from ..grad import grad
-from ..composite_functions import _fused_input_names, fused_convolution_graph
 from ..ops.registry import REGISTRY, grad_rule
 
 

@@ -3,8 +3,8 @@
 import numpy as np
 
 from .. import functions as F
-from ..variable import Variable
 from ..ops.registry import grad_rule
+from ..variable import Variable
 
 
 @grad_rule('CumSum')

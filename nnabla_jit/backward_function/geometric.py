@@ -4,11 +4,11 @@ import numpy as np
 
 from .. import functions as F
 from ..function import build
-from ..variable import Variable
-from ..ops.geometric import target_grid
-from .adjoint import linear_adjoint
 from ..ops import geometric as geo
+from ..ops.geometric import target_grid
 from ..ops.registry import grad_rule
+from ..variable import Variable
+from .adjoint import linear_adjoint
 
 
 @grad_rule('AffineGrid')

@@ -6,9 +6,9 @@ det: dX = G det(X) X^-T; log|det|: dX = G X^-T; inverse: dX = -Y^T G Y^T; Choles
 diagonal halved and sym(S) = (S + S^T) / 2 (Murray, 2016).
 """
 from .. import functions as F
-from ..variable import Variable
 from ..ops.linalg import Einsum, EinsumEquation
 from ..ops.registry import grad_rule
+from ..variable import Variable
 
 
 # ------------------------------------------------------------------------------ grad rules

@@ -1,8 +1,8 @@
 """Grad rules of the math ops (``ops/math.py``): graphs of F ops, differentiable again.
 """
 from .. import functions as F
-from .elementwise import reduce_to_shape
 from ..ops.registry import grad_rule
+from .elementwise import reduce_to_shape
 
 
 @grad_rule('BatchMatmul')

@@ -11,8 +11,8 @@ import numpy as np
 
 from .. import functions as F
 from ..function import build
-from .adjoint import linear_adjoint
 from ..ops.registry import REGISTRY, grad_rule
+from .adjoint import linear_adjoint
 
 
 # ------------------------------------------------------------------------------ grad rules

@@ -8,9 +8,9 @@ import numpy as np
 
 from .. import functions as F
 from ..function import build
-from .elementwise import reduce_to_shape
 from ..ops.quantization import _affine_dims, fixed_point_pass_range, pow2_pass_range
 from ..ops.registry import REGISTRY, grad_rule
+from .elementwise import reduce_to_shape
 
 
 def _ste_grad(dy, x, pass_range):

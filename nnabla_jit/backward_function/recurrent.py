@@ -13,10 +13,10 @@ The grad rules (``nn.grad``) rebuild the layer unrolled in time from ``F`` ops (
 sigmoid, tanh, ...) and differentiate that graph, so the result is differentiable again.
 """
 from .. import functions as F
-from ..grad import grad
-from ..variable import Variable
 from ..composite_functions import lstm_cell_update
+from ..grad import grad
 from ..ops.registry import grad_rule
+from ..variable import Variable
 
 
 # ------------------------------------------------------------------------------ grad rules

@@ -5,9 +5,9 @@ PackPaddedSequence and PadPackedSequence are each the other's adjoint.
 import numpy as np
 
 from .. import functions as F
-from ..variable import Variable
 from ..ops.registry import grad_rule
 from ..ops.sequence import _node_op
+from ..variable import Variable
 
 
 @grad_rule('PackPaddedSequence')

@@ -3,8 +3,7 @@
 Each backward kernel of a signal op is the transpose of a linear map; each grad rule builds
 that transpose as a graph node.
 """
-from .. import functions as F
-from .. import function_bases as FB
+from .. import function_bases as FB, functions as F
 from ..ops.registry import grad_rule
 from ..ops.signal import _STFT_ARGS, _signal_size
 from .adjoint import linear_adjoint

@@ -6,9 +6,9 @@ and PReLU work along an axis or with a weight and have their own kernels.
 import numpy as np
 from numba import njit, prange
 
+from .common import normalize_axis, outer_axis_inner
 from .elementwise import elementwise
 from .kernels import parallel_kernel
-from .common import normalize_axis, outer_axis_inner
 from .registry import Op, register
 
 

@@ -2,11 +2,10 @@
 import numpy as np
 from numba import njit, prange
 
+from .blas import add_row_vector, gemm, sum_rows
 from .common import normalize_axis
-from .blas import add_row_vector, gemm
 from .kernels import parallel_kernel
 from .registry import Op, register
-from .blas import sum_rows
 
 
 # ------------------------------------------------------------------ backward kernels

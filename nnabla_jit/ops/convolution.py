@@ -27,8 +27,8 @@ import weakref
 import numpy as np
 from numba import njit, prange, uint64
 
-from .common import normalize_axis
 from .blas import gemm
+from .common import normalize_axis
 from .kernels import parallel_kernel
 from .registry import Op, register
 

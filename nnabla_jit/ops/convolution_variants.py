@@ -6,9 +6,9 @@ backward kernels. They reuse the geometry and scratch buffers of ``convolution.p
 import numpy as np
 from numba import njit, prange
 
+from .convolution import ConvGeometry, _bias_grad, _init, check_bias
 from .kernels import parallel_kernel
 from .registry import Op, register
-from .convolution import ConvGeometry, _bias_grad, _init, check_bias
 
 
 def _zeroed(array, accum):

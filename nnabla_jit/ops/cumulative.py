@@ -4,12 +4,12 @@ The input is seen as (outer, n, inner) around the axis and each of the outer x i
 accumulated by one parametrised kernel; CumSum's backward is the same kernel run the other
 way, CumProd's is a zero-safe recurrence (``cumprod_backward_kernel``).
 """
+import numpy as np
 from numba import prange
 
 from .common import normalize_axis, outer_axis_inner
 from .kernels import parallel_kernel
 from .registry import Op, register
-import numpy as np
 
 
 # ------------------------------------------------------------------ backward kernels

@@ -25,8 +25,7 @@ from numba import njit, prange
 from .common import normalize_axis
 from .elementwise import ElementwiseOp, elementwise
 from .kernels import parallel_kernel
-from .registry import Op, register
-from .registry import NoGradient, accumulate
+from .registry import NoGradient, Op, accumulate, register
 
 
 # ------------------------------------------------------------------ backward kernels

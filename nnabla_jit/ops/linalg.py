@@ -14,10 +14,9 @@ import string
 import numpy as np
 from numba import prange
 
-from .kernels import parallel_kernel
 from .array import zero_backward
-from .registry import Op, register
-from .registry import accumulate
+from .kernels import parallel_kernel
+from .registry import Op, accumulate, register
 
 
 # ------------------------------------------------------------------ backward kernels

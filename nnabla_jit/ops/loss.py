@@ -7,13 +7,12 @@ gradient are 0, as in nnabla); a label that is not an integer or not below the n
 is an error.
 """
 import numpy as np
-from numba import prange
+from numba import njit, prange
 
 from .common import label_of, normalize_axis, outer_axis_inner
 from .elementwise import elementwise
 from .kernels import parallel_kernel
 from .registry import Op, register
-from numba import njit
 
 
 # ------------------------------------------------------------------ backward kernels

@@ -2,9 +2,9 @@
 import numpy as np
 from numba import njit
 
+from .common import sum_to_shape
 from .elementwise import elementwise
 from .registry import Op, register
-from .common import sum_to_shape
 
 
 # ------------------------------------------------------------------ backward kernels

@@ -15,11 +15,10 @@ max window wholly in the padding takes the input element nearest to its start, a
 import weakref
 
 import numpy as np
-from numba import prange, uint64
+from numba import njit, prange, uint64
 
 from .kernels import parallel_kernel
 from .registry import Op, register
-from numba import njit
 
 
 # ------------------------------------------------------------------ backward kernels

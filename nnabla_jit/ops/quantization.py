@@ -18,14 +18,12 @@ import numpy as np
 from numba import njit, prange
 
 from .. import random as nn_random
+from .blas import add_row_vector, gemm, sum_rows
 from .common import normalize_axis
-from .blas import add_row_vector, gemm
 from .convolution import INIT_ADD, INIT_BIAS, INIT_ZERO, ConvGeometry, check_bias
 from .elementwise import elementwise
 from .kernels import parallel_kernel
-from .registry import Op, register
-from .blas import sum_rows
-from .registry import accumulate
+from .registry import Op, accumulate, register
 
 
 # ------------------------------------------------------------------ backward kernels

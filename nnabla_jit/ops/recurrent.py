@@ -23,8 +23,7 @@ from numba import njit
 
 from .. import random as nn_random
 from .blas import gemm
-from .registry import Op, register
-from .registry import accumulate
+from .registry import Op, accumulate, register
 
 
 # ------------------------------------------------------------------ backward kernels

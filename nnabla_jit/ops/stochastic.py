@@ -5,13 +5,11 @@ state (``nn.random.prng``, looked up at every forward so ``nn.seed`` takes effec
 seed of its own creates its RandomState once and keeps drawing from it.
 """
 import numpy as np
-from numba import prange
+from numba import njit, prange
 
 from .. import random as _random
 from .kernels import parallel_kernel
-from .registry import Op, register
-from .registry import accumulate
-from numba import njit
+from .registry import Op, accumulate, register
 
 
 # ------------------------------------------------------------------ backward kernels

@@ -16,6 +16,7 @@ from .function import (PythonFunction, auto_forward, get_auto_forward, no_grad,
                        set_auto_forward)
 from .graph import forward_all
 from . import functions  # noqa: F401  (builds F from the op registry)
+from . import backward_function  # noqa: F401  (files the grad rules, built from F, by op name)
 from .grad import grad
 from .parameter import (clear_parameters, get_current_parameter_scope, get_parameters,
                         load_parameters, parameter_scope, save_parameters)

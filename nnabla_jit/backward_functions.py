@@ -1,17 +1,16 @@
 """nnabla's ``backward_functions``: the grad rules ``nn.grad`` uses, by function type name.
 
-The registry is filled from the op registry (each op's ``grad``); ``register(name, fn)`` adds or
-replaces a rule. A rule has nnabla's signature::
+The registry is ``ops.registry.GRAD_RULES``, filled by the modules of ``backward_function/``;
+``register(name, fn)`` adds or replaces a rule. A rule has nnabla's signature::
 
     fn(grad_inputs, inputs, input_shapes, outputs, output_shapes, **function_args)
 
 and returns one Variable (or None) per input of the forward function.
 """
-from collections import OrderedDict
+from . import backward_function  # noqa: F401  (files every rule)
+from .ops.registry import GRAD_RULES
 
-from .ops.registry import REGISTRY
-
-registry = OrderedDict((name, cls.grad) for name, cls in REGISTRY.items() if cls.grad is not None)
+registry = GRAD_RULES
 
 
 def register(func_name, func):

@@ -4,6 +4,7 @@
 Variables and (weakly, as in nnabla) its outputs, and returns the output Variables. The executor
 in ``graph.py`` runs nodes; this module only builds them.
 """
+import copy
 import weakref
 from contextlib import contextmanager
 
@@ -148,7 +149,9 @@ def build(op, inputs, n_outputs=-1, outputs=None):
         inputs = [x.data if isinstance(x, Variable) else x for x in inputs]
     names = op.input_names or ["x{}".format(i) for i in range(len(inputs))]
     variables = [_as_variable(x, op.name, n) for x, n in zip(inputs, names)]
-    op.n_outputs = n_outputs   # ops whose output count is chosen by the caller (output_stat)
+    if n_outputs != op.n_outputs:   # the caller chooses the output count (output_stat)
+        op = copy.copy(op)          # on a copy: the op given keeps its own
+        op.n_outputs = n_outputs
     out_shapes = op.setup(*[v.shape for v in variables])
     ctx = get_current_context()
     if op.data_dependent:

@@ -15,7 +15,7 @@ import ast
 import os
 import sys
 
-from . import ops  # noqa: F401  (registers every op)
+from . import functions  # noqa: F401  (registers every op, composite ones too)
 from .ops.registry import REGISTRY, TABLE
 
 TARGET = os.path.join(os.path.dirname(__file__), "function_bases.py")

@@ -12,6 +12,7 @@ from . import function_bases as _fb
 from .function_bases import *  # noqa: F401,F403
 from .normalization_functions import (batch_normalization, group_normalization,  # noqa: F401
                                       instance_normalization, layer_normalization)
+from . import composite_functions  # noqa: F401  (registers FusedConvolution, an op made of F ops)
 from .ndarray import NdArray
 from .variable import Variable
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from .function import PythonFunction
 from .ndarray import NdArray
+from .ops.registry import GRAD_RULES
 from .variable import Variable
 
 __all__ = ["grad"]
@@ -89,8 +90,7 @@ def _downstream(variables):
 
 
 def _grad_rule(f):
-    from .backward_functions import registry
-    rule = registry.get(f.info.type_name)
+    rule = GRAD_RULES.get(f.info.type_name)
     if rule is None:
         raise ValueError("nn.grad: {} has no grad rule in the backward function registry; "
                          "register one with nnabla_jit.backward_functions.register('{}', fn)"

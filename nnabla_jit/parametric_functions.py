@@ -11,6 +11,7 @@ import inspect
 import numpy as np
 
 from . import functions as F
+from .composite_functions import lstm_cell_update
 from .initializer import (ConstantInitializer, NormalInitializer, UniformInitializer,
                           WeightNormalizationScaleInitializer, calc_uniform_lim_glorot)
 from .parameter import get_parameter, get_parameter_or_create, parameter_scope, set_parameter
@@ -1069,8 +1070,7 @@ def lstm_cell(x, h, c, state_size, w_init=None, b_init=None, fix_parameters=Fals
     gates = affine(F.concatenate(x, h, axis=1), (4, state_size), w_init=w_init, b_init=b_init,
                    fix_parameters=fix_parameters)
     i_t, o_t, f_t, candidate = F.split(gates, axis=1)
-    c_t = F.sigmoid(f_t) * c + F.sigmoid(i_t) * F.tanh(candidate)
-    return F.sigmoid(o_t) * F.tanh(c_t), c_t
+    return lstm_cell_update(i_t, f_t, candidate, o_t, c)
 
 
 class LSTMCell:

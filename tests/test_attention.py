@@ -95,14 +95,14 @@ cases = st.fixed_dictionaries(dict(
 @given(cases)
 def test_forward_backward_and_grad_rule(case):
     fn, ref, inputs, wrt = as_call(make_case(**case), case["num_heads"])
-    check_function(fn, inputs, ref, grad_inputs=wrt, double_backward=False)
+    check_function(fn, inputs, ref, wrt=wrt, double_backward=False)
 
 
 def test_double_backward():
     arrays = make_case(2, 2, 1, 2, 1, 1, True, True, True, True, seed=4, d_q=1, d_k=1, d_v=1,
                        out_dim=1)
     fn, _, inputs, wrt = as_call(arrays, 2)
-    check_function(fn, inputs, grad_inputs=wrt, backward=False, grad_rule=False)
+    check_function(fn, inputs, wrt=wrt, backward=False, grad_rule=False)
 
 
 def pinned(shape, offset):

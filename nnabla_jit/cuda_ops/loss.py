@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from ..backward_ops.loss import label_of as cpu_label_of
+from ..ops.common import label_of as cpu_label_of
 from . import device
 from .registry import backward, device_function, forward, kernel
 

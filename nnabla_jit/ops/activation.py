@@ -6,10 +6,98 @@ and PReLU work along an axis or with a weight and have their own kernels.
 import numpy as np
 from numba import njit, prange
 
-from ..backward_ops import activation as bw
+from .common import normalize_axis, outer_axis_inner
 from .elementwise import elementwise
 from .kernels import parallel_kernel
 from .registry import Op, register
+
+
+# ------------------------------------------------------------------ backward kernels
+@parallel_kernel
+def softmax_backward_kernel(y, dy, dx, log, accum):
+    """Softmax: dx = y (dy - sum(dy y)); log-softmax: dx = dy - exp(y) sum(dy). 3-d arrays."""
+    outer, n, inner = y.shape
+    for o in prange(outer):
+        for i in range(inner):
+            s = 0.0
+            for k in range(n):
+                s += dy[o, k, i] if log else dy[o, k, i] * y[o, k, i]
+            for k in range(n):
+                g = dy[o, k, i] - np.exp(y[o, k, i]) * s if log else y[o, k, i] * (dy[o, k, i] - s)
+                if accum:
+                    dx[o, k, i] += g
+                else:
+                    dx[o, k, i] = g
+
+
+def softmax_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if propagate_down[0]:
+        s = op.shape3
+        op.backward_kernel(outputs[0].reshape(s), output_grads[0].reshape(s),
+                                input_grads[0].reshape(s), op.log, accum[0])
+
+
+@njit(cache=True)
+def crelu_backward_kernel(x, dy, dx, alpha, elu, accum):
+    outer, n, inner = x.shape
+    for o in range(outer):
+        for k in range(n):
+            for i in range(inner):
+                v = x[o, k, i]
+                if v > 0:
+                    g = dy[o, 0, k, i]
+                elif elu:
+                    g = dy[o, 0, k, i] * alpha * np.exp(v)
+                else:
+                    g = 0.0
+                if -v > 0:
+                    g -= dy[o, 1, k, i]
+                elif elu:
+                    g -= dy[o, 1, k, i] * alpha * np.exp(-v)
+                if accum:
+                    dx[o, k, i] += g
+                else:
+                    dx[o, k, i] = g
+
+
+def concatenated_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    """CReLU / CELU: the two halves of dy flow back through f(x) and f(-x)."""
+    if propagate_down[0]:
+        o, n, i = op.shape3
+        crelu_backward_kernel(inputs[0].reshape(o, n, i), output_grads[0].reshape(o, 2, n, i),
+                              input_grads[0].reshape(o, n, i), op.args.get("alpha", 0.0), op.elu,
+                              accum[0])
+
+
+@njit(cache=True)
+def prelu_backward_kernel(x, w, dy, dx, dw, want_dx, want_dw, accum_dx, accum_dw):
+    outer, n, inner = x.shape
+    if want_dw and not accum_dw:
+        dw[:] = 0.0
+    for o in range(outer):
+        for k in range(n):
+            wk = k if w.size > 1 else 0
+            for i in range(inner):
+                v = x[o, k, i]
+                g = dy[o, k, i]
+                if want_dx:
+                    gx = g if v > 0 else w[wk] * g
+                    if accum_dx:
+                        dx[o, k, i] += gx
+                    else:
+                        dx[o, k, i] = gx
+                if want_dw and v <= 0:
+                    dw[wk] += g * v
+
+
+def prelu_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    s = op.shape3
+    x, w = inputs[0].reshape(s), inputs[1].reshape(-1)
+    dx = input_grads[0].reshape(s) if propagate_down[0] else x
+    dw = input_grads[1].reshape(-1) if propagate_down[1] else w
+    prelu_backward_kernel(x, w, output_grads[0].reshape(s), dx, dw,
+                          propagate_down[0], propagate_down[1], accum[0], accum[1])
+
 
 elementwise("Sigmoid", "sigmoid(x)", dx="dy * y * (1 - y)")
 elementwise("Swish", "x * sigmoid(x)", dx="dy * (y + sigmoid(x) * (1 - y))")
@@ -35,20 +123,6 @@ elementwise("SoftSign", "x / (1 + abs(x))", dx="dy / (1 + abs(x)) ** 2")
 elementwise("TanhShrink", "x - tanh(x)", dx="dy * tanh(x) ** 2")
 elementwise("Sinc", "where(x == 0, 1.0, sin(x) / x)",
             dx="where(eq(x, 0), 0.0, dy * (cos(x) / x - sin(x) / (x * x)))")
-
-
-def normalize_axis(op, axis, ndim, arg="axis"):
-    """Map a negative axis to its positive index; reject one outside [-ndim, ndim)."""
-    if not -ndim <= axis < ndim:
-        op.fail("{} {} is out of range for an input of {} dimensions", arg, axis, ndim)
-    return axis % ndim
-
-
-def outer_axis_inner(shape, axis):
-    """(outer, size, inner): the input seen as a 3-d array around ``axis``."""
-    outer = int(np.prod(shape[:axis], dtype=np.int64))
-    inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
-    return outer, shape[axis], inner
 
 
 @parallel_kernel
@@ -81,13 +155,13 @@ class _AxisSoftmax(Op):
         self.shape3 = outer_axis_inner(x, self.axis)
         size = int(np.prod(x, dtype=np.int64))
         self.forward_kernel = softmax_kernel.for_size(size)
-        self.backward_kernel = bw.softmax_backward_kernel.for_size(size)
+        self.backward_kernel = softmax_backward_kernel.for_size(size)
         return [x]
 
     def forward(self, inputs, outputs):
         self.forward_kernel(inputs[0].reshape(self.shape3), outputs[0].reshape(self.shape3), self.log)
 
-    backward = bw.softmax_backward
+    backward = softmax_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -98,13 +172,12 @@ class _AxisSoftmax(Op):
 
 @register
 class Softmax(_AxisSoftmax):
-    grad = bw.softmax_grad
+    pass
 
 
 @register
 class LogSoftmax(_AxisSoftmax):
     log = True
-    grad = bw.log_softmax_grad
 
 
 class _Concatenated(Op):
@@ -123,18 +196,17 @@ class _Concatenated(Op):
         crelu_kernel(inputs[0].reshape(o, n, i), outputs[0].reshape(o, 2, n, i),
                      self.args.get("alpha", 0.0), self.elu)
 
-    backward = bw.concatenated_backward
+    backward = concatenated_backward
 
 
 @register
 class CReLU(_Concatenated):
-    grad = bw.crelu_grad
+    pass
 
 
 @register
 class CELU(_Concatenated):
     elu = True
-    grad = bw.celu_grad
 
 
 @njit(cache=True)
@@ -173,8 +245,7 @@ class PReLU(Op):
     def forward(self, inputs, outputs):
         prelu_kernel(inputs[0].reshape(self.shape3), inputs[1].reshape(-1), outputs[0].reshape(self.shape3))
 
-    backward = bw.prelu_backward
-    grad = bw.prelu_grad
+    backward = prelu_backward
 
 
 @njit(cache=True)

@@ -2,11 +2,39 @@
 import numpy as np
 from numba import njit, prange
 
-from ..backward_ops import affine as bw
-from .activation import normalize_axis
-from .blas import add_row_vector, gemm
+from .blas import add_row_vector, gemm, sum_rows
+from .common import normalize_axis
 from .kernels import parallel_kernel
 from .registry import Op, register
+
+
+# ------------------------------------------------------------------ backward kernels
+def affine_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    n, d, m = op.dims
+    dy = output_grads[0].reshape(n, m)
+    if propagate_down[0]:   # dx = dy W^T
+        gemm(dy, inputs[1].reshape(d, m), input_grads[0].reshape(n, d), trans_b=True, accumulate=accum[0])
+    if propagate_down[1]:   # dW = x^T dy
+        gemm(inputs[0].reshape(n, d), dy, input_grads[1].reshape(d, m), trans_a=True, accumulate=accum[1])
+    if len(inputs) == 3 and propagate_down[2]:
+        sum_rows(dy, input_grads[2].reshape(m), accum[2])
+
+
+@njit(cache=True)
+def embed_backward_kernel(index, dy, dw):
+    for n in range(index.size):
+        dw[index[n], :] += dy[n, :]
+
+
+def embed_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if not propagate_down[1]:
+        return
+    index, w = inputs
+    dw = input_grads[1].reshape(w.shape[0], -1)
+    if not accum[1]:
+        dw[...] = 0
+    index = index.reshape(-1).astype(np.int64)
+    embed_backward_kernel(index, output_grads[0].reshape(index.size, -1), dw)
 
 
 @register
@@ -34,8 +62,7 @@ class Affine(Op):
         if len(inputs) == 3:
             self.bias_kernel(y, inputs[2].reshape(m))
 
-    backward = bw.affine_backward
-    grad = bw.affine_grad
+    backward = affine_backward
 
     def grad_depends_input_data(self, i, j):
         return (i == 0 and j == 1) or (i == 1 and j == 0)
@@ -66,8 +93,7 @@ class Embed(Op):
             self.fail("index out of range [0, {}): min {} max {}", w.shape[0], index.min(), index.max())
         embed_kernel.for_size(index.size * w[0].size)(index, w.reshape(w.shape[0], -1), outputs[0].reshape(index.size, -1))
 
-    backward = bw.embed_backward
-    grad = bw.embed_grad
+    backward = embed_backward
 
     def grad_depends_input_data(self, i, j):
         return j == 0

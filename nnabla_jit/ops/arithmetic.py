@@ -5,9 +5,34 @@ each input in terms of the inputs, the output ``y`` and its gradient ``dy``.
 """
 from numba import njit
 
-from ..backward_ops import arithmetic as bw
 from .elementwise import elementwise
 from .registry import Op, register
+
+
+# ------------------------------------------------------------------ backward kernels
+@njit(cache=True)
+def scaled_accumulate(dst, dy, scale, accum):
+    """dst (+)= dy * scale over flat arrays."""
+    if accum:
+        for i in range(dst.size):
+            dst[i] += dy[i] * scale[i]
+    else:
+        for i in range(dst.size):
+            dst[i] = dy[i] * scale[i]
+
+
+def n_ary_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    dy = output_grads[0].reshape(-1)
+    for k, dx in enumerate(input_grads):
+        if not propagate_down[k]:
+            continue
+        scale = np.ones_like(dy)
+        if op.multiply:
+            for j, x in enumerate(inputs):
+                if j != k:
+                    scale *= x.reshape(-1)
+        scaled_accumulate(dx.reshape(-1), dy, scale, accum[k])
+
 
 elementwise("Add2", "x0 + x1", dx0="dy", dx1="dy")
 elementwise("BcAdd2", "x0 + x1", dx0="dy", dx1="dy")
@@ -53,7 +78,7 @@ class _NAryOp(Op):
         for k, x in enumerate(inputs):
             combine(y, x.reshape(-1), self.multiply, k == 0)
 
-    backward = bw.n_ary_backward
+    backward = n_ary_backward
 
     def grad_depends_input_data(self, i, j):
         return self.multiply and i != j
@@ -61,13 +86,12 @@ class _NAryOp(Op):
 
 @register
 class AddN(_NAryOp):
-    grad = bw.add_n_grad
+    pass
 
 
 @register
 class MulN(_NAryOp):
     multiply = True
-    grad = bw.mul_n_grad
 
 
 # ------------------------------------------------------------------------------ Mod2

@@ -10,9 +10,86 @@
 import numpy as np
 from numba import njit
 
-from ..backward_ops import array as bw
-from .activation import normalize_axis
+from .common import normalize_axis
 from .registry import Op, register
+
+
+# ------------------------------------------------------------------ backward kernels
+def _store(dst, g, accum):
+    copy_view(g, dst, accum)
+
+
+def gather_op_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    """Adjoint of a per-axis gather: scatter-add dy back through each gathered axis."""
+    if not propagate_down[0]:
+        return
+    dx = input_grads[0]
+    in_shape = getattr(op, "aligned", None) or getattr(op, "in_shape", None) or dx.shape
+    g = scatter_axes(output_grads[0], op.indices, in_shape)
+    _store(dx, g.reshape(dx.shape), accum[0])
+
+
+def reshape_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if propagate_down[0]:
+        _store(input_grads[0].reshape(-1), output_grads[0].reshape(-1), accum[0])
+
+
+def transpose_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if propagate_down[0]:
+        _store(input_grads[0], output_grads[0].transpose(np.argsort(op.axes)), accum[0])
+
+
+def slice_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if propagate_down[0]:
+        dx = input_grads[0]
+        if not accum[0]:
+            dx.fill(0)
+        _store(dx[op.slices], output_grads[0], True)
+
+
+def concatenate_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    for k, dx in enumerate(input_grads):
+        if propagate_down[k]:
+            _store(dx, op.part(output_grads[0], k), accum[k])
+
+
+def stack_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    dy = np.moveaxis(output_grads[0], op.axis, 0)
+    for k, dx in enumerate(input_grads):
+        if propagate_down[k]:
+            _store(dx, dy[k, ...], accum[k])
+
+
+def split_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if propagate_down[0]:
+        dx = np.moveaxis(input_grads[0], op.axis, 0)
+        for k, dy in enumerate(output_grads):
+            _store(dx[k, ...], dy, accum[0])
+
+
+# ------------------------------------------------------------------------------- Shift, Meshgrid,
+# Shape, Assign (appended with the indexing/linalg family)
+def zero_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    """For outputs that do not depend on the input values (Shape, EyeLike): a zero gradient."""
+    for dx, pd, acc in zip(input_grads, propagate_down, accum):
+        if pd and not acc:
+            dx.fill(0)
+
+
+def meshgrid_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    """Each input gets its output's gradient summed over the other axes of the grid."""
+    for i, (dx, axis) in enumerate(zip(input_grads, op.axes)):
+        if propagate_down[i]:
+            shape = op.grid_shape
+            dy3 = output_grads[i].reshape(int(np.prod(shape[:axis])), shape[axis],
+                                          int(np.prod(shape[axis + 1:])))
+            sum_outer_inner(dy3, dx, accum[i])
+
+
+def assign_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    """As in nnabla the gradient flows to ``dst`` (src gets none)."""
+    if propagate_down[0]:
+        _store(input_grads[0], output_grads[0], accum[0])
 
 
 @njit(cache=True)
@@ -96,7 +173,7 @@ class _GatherOp(Op):
         y = gather_axes(inputs[0], self.indices, self.fill)
         copy_view(y, outputs[0], False)
 
-    backward = bw.gather_op_backward
+    backward = gather_op_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -125,8 +202,7 @@ class Reshape(Op):
     def forward(self, inputs, outputs):
         copy_view(inputs[0].reshape(-1), outputs[0].reshape(-1), False)
 
-    backward = bw.reshape_backward
-    grad = bw.reshape_grad
+    backward = reshape_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -143,8 +219,6 @@ class Broadcast(_GatherOp):
             self.fail("cannot broadcast input of shape {} to {} (axes must be equal or 1)", x, shape)
         self.indices = [np.zeros(b, np.int64) if a == 1 and b != 1 else None for a, b in zip(x, shape)]
         return [shape]
-
-    grad = bw.broadcast_grad
 
 
 @register
@@ -165,8 +239,6 @@ class BroadcastTo(_GatherOp):
         y = gather_axes(inputs[0].reshape(self.aligned), self.indices)
         copy_view(y, outputs[0], False)
 
-    grad = bw.broadcast_to_grad
-
 
 @register
 class Tile(_GatherOp):
@@ -186,8 +258,6 @@ class Tile(_GatherOp):
     def forward(self, inputs, outputs):
         copy_view(gather_axes(inputs[0].reshape(self.in_shape), self.indices), outputs[0], False)
 
-    grad = bw.tile_grad
-
 
 @register
 class Flip(_GatherOp):
@@ -198,8 +268,6 @@ class Flip(_GatherOp):
         self.indices = [np.arange(s - 1, -1, -1, dtype=np.int64) if a in axes else None
                         for a, s in enumerate(x)]
         return [tuple(x)]
-
-    grad = bw.flip_grad
 
 
 @register
@@ -229,8 +297,6 @@ class Pad(_GatherOp):
         self.fill = self.constant_value
         return [tuple(n + b + a for n, (b, a) in zip(x, pairs))]
 
-    grad = bw.pad_grad
-
 
 # ------------------------------------------------------------------------------ views
 @register
@@ -247,15 +313,10 @@ class Transpose(Op):
     def forward(self, inputs, outputs):
         copy_view(inputs[0].transpose(self.axes), outputs[0], False)
 
-    backward = bw.transpose_backward
-    grad = bw.transpose_grad
+    backward = transpose_backward
 
     def grad_depends_input_data(self, i, j):
         return False
-
-
-def _slices(start, stop, step):
-    return tuple(slice(b, e, s) for b, e, s in zip(start, stop, step))
 
 
 @register
@@ -283,8 +344,7 @@ class Slice(Op):
     def forward(self, inputs, outputs):
         copy_view(inputs[0][self.slices], outputs[0], False)
 
-    backward = bw.slice_backward
-    grad = bw.slice_grad
+    backward = slice_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -315,8 +375,7 @@ class Concatenate(Op):
         for k, x in enumerate(inputs):
             copy_view(x, self.part(outputs[0], k), False)
 
-    backward = bw.concatenate_backward
-    grad = bw.concatenate_grad
+    backward = concatenate_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -341,8 +400,7 @@ class Stack(Op):
         for k, x in enumerate(inputs):
             copy_view(x, y[k, ...], False)
 
-    backward = bw.stack_backward
-    grad = bw.stack_grad
+    backward = stack_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -362,8 +420,7 @@ class Split(Op):
         for k, y in enumerate(outputs):
             copy_view(x[k, ...], y, False)   # [k, ...]: a view even for 0-d parts
 
-    backward = bw.split_backward
-    grad = bw.split_grad
+    backward = split_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -401,60 +458,6 @@ class OneHot(Op):
         one_hot_kernel(index, self.strides, y)
 
 
-# ------------------------------------------------------------------------------ internal
-# Adjoints used by grad rules (not nnabla functions): their gradient is the forward op again,
-# so nn.grad of a Pad or Slice gradient works to any order.
-@register(name="PadAdjoint")
-class PadAdjoint(Op):
-    """Scatter-add a padded gradient back to the unpadded shape (the transpose of Pad)."""
-
-    def __init__(self, input_names=(), in_shape=(), pad_width=(), mode="constant", constant_value=0.0):
-        super().__init__(input_names, in_shape=tuple(in_shape), pad_width=tuple(pad_width), mode=mode,
-                         constant_value=constant_value)
-        self.pad = Pad(pad_width=self.pad_width, mode=mode, constant_value=0.0)
-
-    def setup(self, dy):
-        expected = self.pad.setup(self.in_shape)[0]
-        if tuple(dy) != tuple(expected):
-            self.fail("gradient of shape {} does not match the padded shape {}", dy, expected)
-        return [self.in_shape]
-
-    def forward(self, inputs, outputs):
-        copy_view(scatter_axes(inputs[0], self.pad.indices, self.in_shape), outputs[0], False)
-
-    backward = bw.pad_adjoint_backward
-    grad = bw.pad_adjoint_grad
-
-    def grad_depends_input_data(self, i, j):
-        return False
-
-
-@register(name="SliceAdjoint")
-class SliceAdjoint(Op):
-    """Place a sliced gradient into zeros of the input's shape (the transpose of Slice)."""
-
-    def __init__(self, input_names=(), in_shape=(), start=(), stop=(), step=()):
-        super().__init__(input_names, in_shape=tuple(in_shape), start=tuple(start), stop=tuple(stop),
-                         step=tuple(step))
-        self.slice = Slice(start=self.start, stop=self.stop, step=self.step)
-
-    def setup(self, dy):
-        expected = self.slice.setup(self.in_shape)[0]
-        if tuple(dy) != tuple(expected):
-            self.fail("gradient of shape {} does not match the sliced shape {}", dy, expected)
-        return [self.in_shape]
-
-    def forward(self, inputs, outputs):
-        outputs[0].fill(0)
-        copy_view(inputs[0], outputs[0][self.slice.slices], False)
-
-    backward = bw.slice_adjoint_backward
-    grad = bw.slice_adjoint_grad
-
-    def grad_depends_input_data(self, i, j):
-        return False
-
-
 # ------------------------------------------------------------------------------ Shift, Meshgrid,
 # Shape, Assign (appended with the indexing/linalg family)
 def shift_index(n, shift, reflect):
@@ -480,29 +483,6 @@ class Shift(_GatherOp):
         reflect = self.border_mode == "reflect"
         self.indices = [shift_index(n, s, reflect) if s else None for n, s in zip(x, shifts)]
         return [tuple(x)]
-
-    grad = bw.shift_grad
-
-
-@register(name="ShiftAdjoint")
-class ShiftAdjoint(Op):
-    """Scatter-add a shifted gradient back to the unshifted places (the transpose of Shift)."""
-
-    def __init__(self, input_names=(), shifts=(), border_mode="nearest"):
-        super().__init__(input_names, shifts=tuple(shifts), border_mode=border_mode)
-        self.shift = Shift(shifts=self.shifts, border_mode=border_mode)
-
-    def setup(self, dy):
-        return self.shift.setup(dy)
-
-    def forward(self, inputs, outputs):
-        copy_view(scatter_axes(inputs[0], self.shift.indices, inputs[0].shape), outputs[0], False)
-
-    backward = bw.shift_adjoint_backward
-    grad = bw.shift_adjoint_grad
-
-    def grad_depends_input_data(self, i, j):
-        return False
 
 
 @njit(cache=True)
@@ -539,8 +519,7 @@ class Meshgrid(Op):
             aligned[a] = x.size
             copy_view(np.broadcast_to(x.reshape(aligned), self.grid_shape), y, False)
 
-    backward = bw.meshgrid_backward
-    grad = bw.meshgrid_grad
+    backward = meshgrid_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -560,8 +539,7 @@ class Shape(Op):
     def forward(self, inputs, outputs):
         outputs[0][...] = self.dims
 
-    backward = bw.zero_backward
-    grad = bw.no_input_grad
+    backward = zero_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -584,8 +562,7 @@ class Assign(Op):
         dst[...] = src
         outputs[0][...] = src
 
-    backward = bw.assign_backward
-    grad = bw.assign_grad
+    backward = assign_backward
 
     def grad_depends_input_data(self, i, j):
         return False

@@ -17,10 +17,40 @@ import numpy as np
 from numba import njit, prange
 
 from .. import random as nn_random
-from ..backward_ops import augmentation as bw
-from .activation import normalize_axis
+from .common import normalize_axis
 from .kernels import parallel_kernel
 from .registry import Op, register
+
+
+# ------------------------------------------------------------------ backward kernels
+def random_index_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    """dx (+)= dy scattered back through the index map of the last forward."""
+    if propagate_down[0]:
+        run_index_map(output_grads[0], input_grads[0], op.index, False, accum[0])
+
+
+def random_index_scatter_backward(op, inputs, outputs, output_grads, input_grads, propagate_down,
+                                  accum):
+    if propagate_down[0]:
+        run_index_map(output_grads[0], input_grads[0], op.source.index, not op.gather,
+                             accum[0])
+
+
+def random_erase_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    """Fine-grained: the gradient reaches the elements that were not erased; else all."""
+    if not propagate_down[0]:
+        return
+    if op.ste_fine_grained:
+        random_index_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum)
+    elif accum[0]:
+        input_grads[0] += output_grads[0]
+    else:
+        input_grads[0][...] = output_grads[0]
+
+
+def no_gradient_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if propagate_down[0] and not accum[0]:
+        input_grads[0].fill(0)
 
 
 @parallel_kernel
@@ -46,7 +76,6 @@ def scatter_by_index(dy, index, dx):
 
 class _RandomIndexOp(Op):
     """A random op whose forward is a gather through a freshly drawn index map."""
-    stateful = True
 
     def random_setup(self, x):
         self.base_axis = min(normalize_axis(self, self.base_axis, len(x) + 1, "base_axis"), len(x))
@@ -86,8 +115,7 @@ class _RandomIndexOp(Op):
                                                   np.asarray(fill, inputs[0].dtype).reshape(-1),
                                                   outputs[0].reshape(-1))
 
-    backward = bw.random_index_backward
-    grad = bw.random_index_grad
+    backward = random_index_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -227,8 +255,7 @@ class RandomErase(_RandomIndexOp):
         fill = rng.uniform(self.replacements[0], self.replacements[1], keep.size)
         return np.where(keep, np.arange(keep.size), -1), fill
 
-    backward = bw.random_erase_backward
-    grad = bw.random_erase_grad
+    backward = random_erase_backward
 
 
 @register(name="RandomIndexScatter")
@@ -253,8 +280,7 @@ class RandomIndexScatter(Op):
             self.fail("{} has not run forward yet, so it has drawn no index map", self.source.name)
         run_index_map(inputs[0], outputs[0], index, self.gather, False)
 
-    backward = bw.random_index_scatter_backward
-    grad = bw.random_index_scatter_grad
+    backward = random_index_scatter_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -307,7 +333,6 @@ class ImageAugmentation(Op):
     """Random geometric (scale, aspect ratio, rotation, distortion, flips, translation within
     ``pad``) and photometric (brightness, contrast, noise) changes of the trailing (H, W)
     images; axis -3, if any, is the channel. No gradient passes (as in nnabla)."""
-    stateful = True
 
     def setup(self, x):
         if len(x) < 2:
@@ -374,8 +399,7 @@ class ImageAugmentation(Op):
                     np.ascontiguousarray(contrast), self.contrast_center, noise,
                     outputs[0].reshape(self.out_view))
 
-    backward = bw.no_gradient_backward
-    grad = bw.no_gradient_grad
+    backward = no_gradient_backward
 
     def grad_depends_input_data(self, i, j):
         return False

@@ -12,6 +12,7 @@ several times faster. ``NNABLA_JIT_BLAS_THREADS=keep`` leaves OpenBLAS as it was
 import ctypes
 import os
 
+import numba
 import numpy as np
 from llvmlite import ir
 from numba import njit, prange, types
@@ -135,7 +136,6 @@ def gemm(a, b, out, trans_a=False, trans_b=False, accumulate=False):
 
 
 def _threads():
-    import numba
     return numba.get_num_threads()
 
 

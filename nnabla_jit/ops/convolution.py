@@ -27,15 +27,81 @@ import weakref
 import numpy as np
 from numba import njit, prange, uint64
 
-from ..backward_ops import convolution as bw
-from .activation import normalize_axis
 from .blas import gemm
+from .common import normalize_axis
 from .kernels import parallel_kernel
 from .registry import Op, register
+
 
 # How a kernel starts the array it writes: add into it, from zero, or from the bias.
 INIT_ADD, INIT_ZERO, INIT_BIAS = 0, 1, 2
 
+
+# ------------------------------------------------------------------ backward kernels
+def _mode(accum):
+    """The write mode of a gradient: add into it (accum) or overwrite it."""
+    return INIT_ADD if accum else INIT_ZERO
+
+
+@parallel_kernel
+def channel_sums(a2, out, accum, channel_last):
+    """out[c] (+)= sum over samples and positions of channel c; a2 is (B, C * S) with element
+    (c, s) at c * S + s, or at s * C + c channel-last."""
+    B = a2.shape[0]
+    C = out.shape[0]
+    S = a2.shape[1] // C if C > 0 else 0
+    cs, ss = (1, C) if channel_last else (S, 1)
+    for c in prange(C):
+        acc = 0.0
+        for b in range(B):
+            sample = a2[b]
+            for s in range(S):
+                acc += sample[uint64(c * cs + s * ss)]
+        out[c] = out[c] + acc if accum else acc
+
+
+def _bias_grad(a2, db, accum, channel_last):
+    channel_sums.for_size(a2.size)(a2, db, accum, channel_last)
+
+
+def convolution_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    """Convolution and DepthwiseConvolution: dx = conv^T(dy, W), dW = corr(x, dy), db = sum dy."""
+    geo, dy = op.geo, output_grads[0]
+    x, w = inputs[0], inputs[1]
+    if propagate_down[0]:
+        geo.map_to_image(dy, w, input_grads[0], init=_mode(accum[0]))
+    bias = len(inputs) > 2 and propagate_down[2]
+    if propagate_down[1]:   # with the bias gradient from the same transposed dy
+        geo.filter_grad(x, dy, input_grads[1], accum[1], reuse_col=True, out_b=input_grads[2] if bias else None,
+                        b_accumulate=bias and accum[2])
+    elif bias:
+        _bias_grad(geo.map2(dy), input_grads[2], accum[2], geo.channel_last)
+
+
+def deconvolution_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    """Deconvolution and DepthwiseDeconvolution: dx = conv(dy, W), dW = corr(dy, x)."""
+    geo, dy = op.geo, output_grads[0]
+    x, w = inputs[0], inputs[1]
+    if propagate_down[0]:
+        geo.image_to_map(dy, w, input_grads[0], init=_mode(accum[0]))
+    if propagate_down[1]:   # the col of dy is still in the buffer when dx was just computed
+        geo.filter_grad(dy, x, input_grads[1], accum[1], reuse_col=propagate_down[0])
+    if len(inputs) > 2 and propagate_down[2]:
+        _bias_grad(geo.img2(dy), input_grads[2], accum[2], geo.channel_last)
+
+
+def filter_grad_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    """ConvolutionFilterGrad(img, mp) is bilinear: d img = conv^T(mp, g), d mp = conv(img, g)."""
+    geo, g = op.geo, output_grads[0]
+    img, mp = inputs
+    if propagate_down[0]:
+        geo.map_to_image(mp, g, input_grads[0], init=_mode(accum[0]))
+    if propagate_down[1]:
+        geo.image_to_map(img, g, input_grads[1], init=_mode(accum[1]), reuse_col=True)
+
+
+# ------------------------------------------------------------------------------ grad rules
+# ------------------------------------------------------------------------------ extras
 # Upper bound on the elements of one im2col buffer; a batch is processed in chunks below it.
 COL_ELEMENTS = 1 << 22
 # A node keeps its own col (for its backward to reuse) only up to this size; bigger ones and
@@ -451,8 +517,7 @@ class Convolution(_ImageToMap):
         check_bias(self, b, self.geo.M, w)
         return [self.geo.map_shape]
 
-    backward = bw.convolution_backward
-    grad = bw.convolution_grad
+    backward = convolution_backward
 
 
 @register
@@ -471,8 +536,7 @@ class DepthwiseConvolution(_ImageToMap):
         check_bias(self, b, self.geo.M, w)
         return [self.geo.map_shape]
 
-    backward = bw.convolution_backward
-    grad = bw.depthwise_convolution_grad
+    backward = convolution_backward
 
 
 class _MapToImage(Op):
@@ -523,8 +587,7 @@ class Deconvolution(_MapToImage):
         check_bias(self, b, self.geo.C, w)
         return [self.geo.img_shape]
 
-    backward = bw.deconvolution_backward
-    grad = bw.deconvolution_grad
+    backward = deconvolution_backward
 
 
 @register
@@ -545,8 +608,7 @@ class DepthwiseDeconvolution(_MapToImage):
         check_bias(self, b, self.geo.C, w)
         return [self.geo.img_shape]
 
-    backward = bw.deconvolution_backward
-    grad = bw.depthwise_deconvolution_grad
+    backward = deconvolution_backward
 
 
 @register(name="ConvolutionFilterGrad")
@@ -572,366 +634,7 @@ class ConvolutionFilterGrad(Op):
     def forward(self, inputs, outputs):
         self.geo.filter_grad(inputs[0], inputs[1], outputs[0])
 
-    backward = bw.filter_grad_backward
-    grad = bw.filter_grad_grad
+    backward = filter_grad_backward
 
     def grad_depends_input_data(self, i, j):
         return i != j
-
-
-# ============================================================================== deformable
-@njit(cache=True, inline="always")
-def _corners(y, x, H, W):
-    """Bilinear corners of (y, x): (y0, x0, ly, lx, inside); a point outside (-1, H) x (-1, W)
-    reads as 0 (corners outside the image count as 0 too)."""
-    if y <= -1.0 or y >= H or x <= -1.0 or x >= W:
-        return 0, 0, 0.0, 0.0, False
-    y0 = int(np.floor(y))
-    x0 = int(np.floor(x))
-    return y0, x0, y - y0, x - x0, True
-
-
-@njit(cache=True, inline="always")
-def _bilinear(plane, H, W, y, x):
-    """plane (a flattened H x W image) interpolated at (y, x)."""
-    y0, x0, ly, lx, inside = _corners(y, x, H, W)
-    v = 0.0
-    if inside:
-        if y0 >= 0 and x0 >= 0:
-            v += (1 - ly) * (1 - lx) * plane[y0 * W + x0]
-        if y0 >= 0 and x0 + 1 < W:
-            v += (1 - ly) * lx * plane[y0 * W + x0 + 1]
-        if y0 + 1 < H and x0 >= 0:
-            v += ly * (1 - lx) * plane[(y0 + 1) * W + x0]
-        if y0 + 1 < H and x0 + 1 < W:
-            v += ly * lx * plane[(y0 + 1) * W + x0 + 1]
-    return v
-
-
-@parallel_kernel
-def deformable_im2col(x, offset, mask, col, geom, dg, use_mask):
-    """col[c * K + k, b * O + o] = x[b, c] sampled at tap k of map position o moved by its
-    offset (times its mask). ``geom`` = (H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw); the
-    offsets and masks of map position (oh, ow) sit at (oh * sh, ow * sw) of their H x W maps."""
-    H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw = geom
-    nb = x.shape[0]
-    HW, K, O = H * W, KH * KW, OH * OW
-    C = x.shape[1] // HW
-    Cdg = C // dg
-    for task in prange(C * K * nb):
-        r = task // nb
-        b = task - r * nb
-        c, k = r // K, r % K
-        g = c // Cdg
-        plane = x[b, c * HW:(c + 1) * HW]
-        oy = offset[b, (g * 2 * K + 2 * k) * HW:(g * 2 * K + 2 * k + 1) * HW]
-        ox = offset[b, (g * 2 * K + 2 * k + 1) * HW:(g * 2 * K + 2 * k + 2) * HW]
-        out = col[r, b * O:(b + 1) * O]
-        for oh in range(OH):
-            for ow in range(OW):
-                pos = oh * sh * W + ow * sw
-                v = _bilinear(plane, H, W, oh * sh - ph + (k // KW) * dh + oy[pos],
-                              ow * sw - pw + (k % KW) * dw + ox[pos])
-                if use_mask:
-                    v *= mask[b, (g * K + k) * HW + pos]
-                out[oh * OW + ow] = v
-
-
-@parallel_kernel
-def deformable_col2im(dcol, x, offset, mask, dx, doffset, dmask, geom, dg, use_mask, want_x, want_offset,
-                      want_mask):
-    """The gradients of deformable_im2col from the col gradient ``dcol``, added into dx (the
-    bilinear weights), doffset (their derivatives) and dmask (the sampled values)."""
-    H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw = geom
-    nb = x.shape[0]
-    HW, K, O = H * W, KH * KW, OH * OW
-    C = x.shape[1] // HW
-    Cdg = C // dg
-    for task in prange(nb * dg):   # one task writes one sample's deformable group: no races
-        b = task // dg
-        g = task - b * dg
-        for c in range(g * Cdg, (g + 1) * Cdg):
-            plane = x[b, c * HW:(c + 1) * HW]
-            for k in range(K):
-                oyb = (g * 2 * K + 2 * k) * HW
-                oxb = oyb + HW
-                mb = (g * K + k) * HW
-                grow = dcol[c * K + k, b * O:(b + 1) * O]
-                for oh in range(OH):
-                    for ow in range(OW):
-                        pos = oh * sh * W + ow * sw
-                        y = oh * sh - ph + (k // KW) * dh + offset[b, oyb + pos]
-                        xx = ow * sw - pw + (k % KW) * dw + offset[b, oxb + pos]
-                        y0, x0, ly, lx, inside = _corners(y, xx, H, W)
-                        if not inside:
-                            continue
-                        m = mask[b, mb + pos] if use_mask else 1.0
-                        gm = grow[oh * OW + ow] * m
-                        v = vy = vx = 0.0
-                        for corner in range(4):
-                            cy, cx = y0 + corner // 2, x0 + corner % 2
-                            if cy < 0 or cy >= H or cx < 0 or cx >= W:
-                                continue
-                            wy = ly if corner // 2 else 1 - ly
-                            wx = lx if corner % 2 else 1 - lx
-                            val = plane[cy * W + cx]
-                            v += wy * wx * val
-                            vy += (1.0 if corner // 2 else -1.0) * wx * val
-                            vx += wy * (1.0 if corner % 2 else -1.0) * val
-                            if want_x:
-                                dx[b, c * HW + cy * W + cx] += gm * wy * wx
-                        if want_offset:
-                            doffset[b, oyb + pos] += gm * vy
-                            doffset[b, oxb + pos] += gm * vx
-                        if want_mask:
-                            dmask[b, mb + pos] += grow[oh * OW + ow] * v
-
-
-class DeformableGeometry(ConvGeometry):
-    """A 2-d channel-first convolution whose col samples the image at offset positions."""
-
-    def __init__(self, op, x, w, offset, mask, pad, stride, dilation, group, deformable_group, base_axis):
-        super().__init__(op, x, w, pad, stride, dilation, group, False, base_axis)
-        if len(self.img_sp) != 2:
-            op.fail("only 2-d inputs are supported, got input of shape {}", tuple(x))
-        dg = deformable_group
-        if dg < 1 or self.C % dg:
-            op.fail("input channels {} must be divisible by deformable_group {}", self.C, dg)
-        lead = tuple(x)[:len(x) - 3]
-        for name, shape, per_tap in (("offset", offset, 2), ("mask", mask, 1)):
-            want = lead + (per_tap * self.K * dg,) + self.img_sp
-            if shape is not None and tuple(shape) != want:
-                op.fail("{} of shape {} must have shape {} (input {}, weight {}, deformable_group {})", name,
-                        tuple(shape), want, tuple(x), tuple(w), dg)
-        for d in range(2):
-            if (self.map_sp[d] - 1) * stride[d] >= self.img_sp[d]:
-                op.fail("pad {} leaves output positions without an offset: the offsets of output position o "
-                        "are read at o * stride {} of the input-sized offset map {}", tuple(pad), tuple(stride),
-                        self.img_sp)
-        self.dg = dg
-        (H, W), (OH, OW), (KH, KW) = self.img_sp, self.map_sp, self.kernel
-        self.geom = np.array([H, W, OH, OW, KH, KW, stride[0], stride[1], pad[0], pad[1], dilation[0], dilation[1]],
-                             np.int64)
-        self.sources = ()
-
-    def sample_with(self, offset, mask):
-        """Set the offsets (and masks) the next products use."""
-        self.sources = (offset,) if mask is None else (offset, mask)
-        self.offset = offset.reshape(self.B, -1)
-        self.mask = mask.reshape(self.B, -1) if mask is not None else np.zeros((self.B, 0), offset.dtype)
-
-    def _col_sources(self, img):
-        return (img,) + self.sources
-
-    def _fill_col(self, img2, b0, b1, col):
-        deformable_im2col.for_size(col.size)(img2[b0:b1], self.offset[b0:b1], self.mask[b0:b1], col, self.geom,
-                                             self.dg, len(self.sources) > 1)
-
-    def sampling_grads(self, dy, w, x, dx=None, doffset=None, dmask=None):
-        """Add into dx, doffset and dmask (each when given) their gradients from the map
-        gradient dy: the bilinear sampling run backwards from the col gradient W^T dy."""
-        x2 = self.img2(x)
-        empty = np.zeros((self.B, 0), x2.dtype)
-        dx2, doff2, dmask2 = [a.reshape(self.B, -1) if a is not None else empty for a in (dx, doffset, dmask)]
-        for b0, b1, dcol in self.map_to_cols(dy, w):
-            deformable_col2im.for_size(dcol.size)(
-                dcol, x2[b0:b1], self.offset[b0:b1], self.mask[b0:b1], dx2[b0:b1], doff2[b0:b1], dmask2[b0:b1],
-                self.geom, self.dg, len(self.sources) > 1, dx is not None, doffset is not None, dmask is not None)
-
-
-def _named(op, values):
-    """Inputs (shapes or arrays) by name; absent optional inputs are None."""
-    return {name: v for name, v in zip(op.input_names, values)}
-
-
-@register
-class DeformableConvolution(Op):
-    """Convolution sampling the input at learned offsets (bilinear), optionally modulated by a
-    mask (DCNv2). Offsets (N, 2 * K * deformable_group, H, W) hold (dy, dx) per tap."""
-
-    def setup(self, *shapes):
-        s = _named(self, shapes)
-        if self.channel_last:
-            self.fail("channel_last=True is not supported (neither is it by nnabla on CPU)")
-        self.geo = DeformableGeometry(self, s["x"], s["weight"], s["offset"], s.get("mask"), self.pad, self.stride,
-                                      self.dilation, self.group, self.deformable_group, self.base_axis)
-        check_bias(self, s.get("bias"), self.geo.M, s["weight"])
-        return [self.geo.map_shape]
-
-    def forward(self, inputs, outputs):
-        a = _named(self, inputs)
-        self.geo.sample_with(a["offset"], a.get("mask"))
-        bias = a.get("bias")
-        self.geo.image_to_map(a["x"], a["weight"], outputs[0], bias, _init(bias))
-
-    backward = bw.deformable_convolution_backward
-
-    def grad_depends_input_data(self, i, j):
-        return "bias" not in (self.input_names[i], self.input_names[j])
-
-
-# ============================================================================== adaptive separable
-@parallel_kernel
-def adaptive_separable_kernel(x, kv, kh, y):
-    """y[n, c, h, w] = sum_ij x[n, c, h + i, w + j] * kv[n, i, h, w] * kh[n, j, h, w]."""
-    N, C, H, W = x.shape
-    _, Kv, Ho, Wo = kv.shape
-    Kh = kh.shape[1]
-    for task in prange(N * C):
-        n, c = task // C, task % C
-        for h in range(Ho):
-            for w in range(Wo):
-                acc = 0.0
-                for i in range(Kv):
-                    row = 0.0
-                    for j in range(Kh):
-                        row += x[n, c, h + i, w + j] * kh[n, j, h, w]
-                    acc += row * kv[n, i, h, w]
-                y[n, c, h, w] = acc
-
-
-@register
-class AdaptiveSeparableConvolution(Op):
-    """Per-pixel separable filters: a vertical (N, Kv, Ho, Wo) and a horizontal (N, Kh, Ho, Wo)
-    kernel for every output pixel of x (N, C, H, W); Ho = H - Kv + 1, Wo = W - Kh + 1."""
-
-    def setup(self, x, kv, kh):
-        x, kv, kh = tuple(x), tuple(kv), tuple(kh)
-        if len(x) != 4 or len(kv) != 4 or len(kh) != 4:
-            self.fail("x {}, vertical_kernel {} and horizontal_kernel {} must be 4-d", x, kv, kh)
-        out = (x[2] - kv[1] + 1, x[3] - kh[1] + 1)
-        if min(out) < 1 or min(kv[1], kh[1]) < 1:
-            self.fail("kernel sizes {} x {} do not fit input of shape {}", kv[1], kh[1], x)
-        if kv != (x[0], kv[1]) + out or kh != (x[0], kh[1]) + out:
-            self.fail("vertical_kernel {} and horizontal_kernel {} must be (N, K, {}, {}) for input {}", kv, kh,
-                      out[0], out[1], x)
-        return [x[:2] + out]
-
-    def forward(self, inputs, outputs):
-        adaptive_separable_kernel.for_size(outputs[0].size * inputs[1].shape[1] * inputs[2].shape[1])(
-            *inputs, outputs[0])
-
-    backward = bw.adaptive_separable_convolution_backward
-
-    def grad_depends_input_data(self, i, j):
-        return i != j
-
-
-# ============================================================================== patch correlation
-@parallel_kernel
-def patch_correlation_kernel(x1, x2, y, patch, shift, patch_step, shift_step, top, left):
-    """y[n, ho, wo, iy, ix] = sum over the patch at (ho, wo) and the channels of x1 times x2
-    moved by shift (iy, ix); x1, x2 (N, H, W, C), zero outside."""
-    N, H, W, C = x1.shape
-    _, Ho, Wo, Cy, Cx = y.shape
-    for task in prange(N * Ho):
-        n, ho = task // Ho, task % Ho
-        for wo in range(Wo):
-            for iy in range(Cy):
-                dy = iy * shift_step[0] - shift[0]
-                for ix in range(Cx):
-                    dx = ix * shift_step[1] - shift[1]
-                    acc = 0.0
-                    for kh in range(patch[0]):
-                        h1 = ho * patch_step[0] + kh - top
-                        h2 = h1 + dy
-                        if h1 < 0 or h1 >= H or h2 < 0 or h2 >= H:
-                            continue
-                        for kw in range(patch[1]):
-                            w1 = wo * patch_step[1] + kw - left
-                            w2 = w1 + dx
-                            if w1 < 0 or w1 >= W or w2 < 0 or w2 >= W:
-                                continue
-                            for c in range(C):
-                                acc += x1[n, h1, w1, c] * x2[n, h2, w2, c]
-                    y[n, ho, wo, iy, ix] = acc
-
-
-@register
-class PatchCorrelation(Op):
-    """FlowNet's correlation of NHWC x1 and x2: (N, Ho, Wo, Cy, Cx), Ho = (H + top + bottom -
-    patch_h) // patch_step_h + 1, Cy = 2 * shift_h // shift_step_h + 1 (likewise W and x)."""
-
-    def setup(self, x1, x2):
-        x1, x2 = tuple(x1), tuple(x2)
-        if len(x1) != 4 or x1 != x2:
-            self.fail("x1 {} and x2 {} must be 4-d (N, H, W, C) and of equal shape", x1, x2)
-        for name, n, low in (("patch", 2, 1), ("shift", 2, 0), ("patch_step", 2, 1), ("shift_step", 2, 1),
-                             ("padding", 4, 0)):
-            value = tuple(getattr(self, name))
-            if len(value) != n or min(value) < low:
-                self.fail("{} {} must have {} entries of at least {}", name, value, n, low)
-        top, bottom, left, right = self.padding
-        out = ((x1[1] + top + bottom - self.patch[0]) // self.patch_step[0] + 1,
-               (x1[2] + left + right - self.patch[1]) // self.patch_step[1] + 1,
-               2 * self.shift[0] // self.shift_step[0] + 1, 2 * self.shift[1] // self.shift_step[1] + 1)
-        if min(out[:2]) < 1:
-            self.fail("patch {} is larger than the padded input {} (padding {})", tuple(self.patch), x1,
-                      tuple(self.padding))
-        self.args_a = [np.array(getattr(self, n), np.int64) for n in ("patch", "shift", "patch_step", "shift_step")]
-        return [(x1[0],) + out]
-
-    def forward(self, inputs, outputs):
-        patch_correlation_kernel.for_size(outputs[0].size * int(np.prod(self.patch)) * inputs[0].shape[3])(
-            inputs[0], inputs[1], outputs[0], *self.args_a, self.padding[0], self.padding[2])
-
-    backward = bw.patch_correlation_backward
-
-    def grad_depends_input_data(self, i, j):
-        return i != j
-
-
-# ============================================================================== fused
-@register
-class FusedConvolution(Op):
-    """Convolution (+ bias) -> batch normalization -> + z -> nonlinearity, as nnabla's (with
-    pad_mode 'reflect' / 'repeat' or a constant_value, x is padded first). It runs as a small
-    graph of exactly those ops on this node's inputs, built at the first forward."""
-    python_level = True
-
-    def setup(self, *shapes):
-        from ..context import get_current_context
-        from ..variable import Variable
-        s = _named(self, shapes)
-        bn = [n for n in ("beta", "gamma", "mean", "variance") if n in s]
-        if 0 < len(bn) < 4:
-            self.fail("batch normalization needs all of beta, gamma, mean and variance, got only {}", bn)
-        need = bw.NONLINEARITY_ARGS.get(self.nonlinearity, 0)
-        if len(self.nonlinearity_args) != need:
-            self.fail("nonlinearity '{}' takes {} nonlinearity_args, got {}", self.nonlinearity, need,
-                      list(self.nonlinearity_args))
-        self.ctx = get_current_context()
-        try:
-            probe = self._graph({n: Variable(shape) for n, shape in s.items()})
-        except ValueError as e:
-            self.fail("{}", e)
-        self.sub = None   # (proxies of the inputs, output) of the graph that runs
-        return [probe.shape]
-
-    def _graph(self, variables, keep_running_stats=False):
-        from ..context import context_scope
-        from ..function import auto_forward, no_grad
-        with context_scope(self.ctx), no_grad(False), auto_forward(False):
-            return bw.fused_convolution_graph(variables, **self.args)
-
-    def _subgraph(self, inputs):
-        """The graph on unlinked twins of the inputs (same buffers, grads included)."""
-        if self.sub is None or any(p._body is not v._body for p, v in zip(self.sub[0], inputs)):
-            proxies = [v.get_unlinked_variable(need_grad=True) for v in inputs]
-            self.sub = (proxies, self._graph(dict(zip(self.input_names, proxies))))
-        return self.sub
-
-    def forward(self, inputs, outputs):
-        _, out = self._subgraph(inputs)
-        out.forward()
-        outputs[0].d = out.d
-
-    def backward(self, inputs, outputs, propagate_down, accum):
-        proxies, out = self._subgraph(inputs)
-        for p, v, down, acc in zip(proxies, inputs, propagate_down, accum):
-            p.need_grad = down
-            if down and not acc:
-                v.grad.zero()
-        out.backward(outputs[0].grad)   # leaf twins accumulate into the inputs' grads
-
-    grad = bw.fused_convolution_grad

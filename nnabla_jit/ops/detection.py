@@ -8,8 +8,14 @@ outputs integer indices.
 import numpy as np
 from numba import njit
 
-from ..backward_ops import detection as bw
 from .registry import Op, register
+
+
+# ------------------------------------------------------------------ backward kernels
+def zero_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if propagate_down[0] and not accum[0]:
+        input_grads[0].fill(0)
+
 
 INDEX_DTYPE = np.dtype(np.uint64)   # nnabla's index outputs are size_t
 
@@ -87,8 +93,7 @@ class NmsDetection2d(Op):
     def forward(self, inputs, outputs):
         nms_detection2d_kernel(inputs[0], outputs[0], self.thresh, self.nms, self.nms_per_class)
 
-    backward = bw.zero_backward
-    grad = bw.zero_grad
+    backward = zero_backward
 
     def grad_depends_input_data(self, i, j):
         return False

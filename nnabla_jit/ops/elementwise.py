@@ -17,27 +17,27 @@ From that one line come:
   a flat loop for same-shaped operands, a 4-d strided loop for NumPy broadcasting, a ``prange``
   variant for large arrays, and the backward loops honouring ``accum``;
 * the grad-depends flags (does a derivative mention an input or ``y``?);
-* the differentiable grad rule for ``nn.grad``: the derivative expressions evaluated over
-  Variables, so ``dy * (1 - y * y)`` becomes a graph of F ops that can be differentiated again.
+* the differentiable grad rule for ``nn.grad`` (made in ``backward_function/elementwise.py``):
+  the derivative expressions evaluated over Variables, so ``dy * (1 - y * y)`` becomes a graph
+  of F ops that can be differentiated again.
 """
 import ast
 import hashlib
 import importlib.util
-import math
 import os
 import sys
 import tempfile
 
 import numpy as np
 
-from ..backward_ops.reduction_utils import sum_to_shape
+from .common import sum_to_shape
 from .kernels import PARALLEL_THRESHOLD
-from .registry import Op, register
+from .registry import TABLE, Op, register
 
 __all__ = ["elementwise", "SCALAR_FUNCTIONS", "kernel_module"]
 
 # Scalar functions an expression may call. Kernels get them from ``math`` or from the prelude
-# below; grad rules get the F op of the same meaning (see _grad_namespace).
+# below; grad rules get the F op of the same meaning (``backward_function/elementwise.py``).
 SCALAR_FUNCTIONS = ("exp", "log", "tanh", "sin", "cos", "tan", "sinh", "cosh", "asin", "acos",
                     "atan", "atan2", "asinh", "acosh", "atanh", "erf", "sqrt", "floor", "ceil",
                     "where", "sign", "minimum", "maximum", "round_away", "isnan", "isinf",
@@ -192,6 +192,12 @@ class _Line:
 
 
 _LINES = []
+
+
+def declared_lines():
+    """Every declared line, in declaration order (the grad rules are made from them)."""
+    return list(_LINES)
+
 _module = [None]
 
 
@@ -343,15 +349,15 @@ class ElementwiseOp(Op):
             views, shape4 = _strided_views(inputs, y.shape)
             self._forward(*views, y.reshape(shape4), *scalars)
 
-    def backward(self, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
-        y, dy = outputs[0], grad_outputs[0]
+    def backward(self, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+        y, dy = outputs[0], output_grads[0]
         # Inputs the derivatives do not read may have been freed; any array of the right
         # size stands in for them (the kernel never loads it).
         ins = [x if x is not None else dy for x in inputs]
         if y is None:
             y = dy
         scalars = self._scalars(dy.dtype)
-        for k, dx in enumerate(grad_inputs):
+        for k, dx in enumerate(input_grads):
             kernel = self._backward[k]
             if not propagate_down[k] or kernel is None:
                 continue
@@ -379,14 +385,15 @@ class ElementwiseOp(Op):
         return d is not None and "y" in _names_in(d)
 
 
-def elementwise(name, forward, baked_args=(), **derivatives):
+def elementwise(name, forward, baked_args=(), grad_rule=True, **derivatives):
     """Declare and register an elementwise op (see the module docstring).
 
     ``derivatives`` maps ``dx`` (one input) or ``dx0, dx1, ...`` to expressions; an input
     without one receives no gradient (nnabla raises when asked to differentiate it).
-    ``baked_args`` are written into fused kernels as literals (see ``_Line``).
+    ``baked_args`` are written into fused kernels as literals (see ``_Line``). ``grad_rule``
+    False: the op gets no rule for ``nn.grad`` at all (``backward_function/elementwise.py`` makes
+    one from the derivatives of every other line).
     """
-    from .registry import TABLE
     spec = TABLE[name]
     n_in = len(spec.inputs)
     input_names = ["x"] if n_in == 1 else ["x{}".format(i) for i in range(n_in)]
@@ -396,99 +403,11 @@ def elementwise(name, forward, baked_args=(), **derivatives):
     if unknown:
         raise TypeError("elementwise({}): unknown derivative names {}".format(name, sorted(unknown)))
     line = _Line(name, forward, [derivatives.get(k) for k in keys], input_names, arg_names, baked_args)
+    line.grad_rule = grad_rule
     _LINES.append(line)
     cls = type(name, (ElementwiseOp,), {"line": line, "__doc__": "y = {}".format(forward)})
     if all(d is None for d in line.derivatives):
         cls.backward = Op.backward
     cls.no_grad_inputs = tuple(k for k, d in enumerate(line.derivatives) if d is None)
-    cls.grad = _make_grad_rule(line)
     register(cls, name=name)
     return cls
-
-
-# ------------------------------------------------------------------------------ grad rules
-def _grad_namespace():
-    """Evaluate derivative expressions over Variables: each scalar function becomes its F op."""
-    from .. import functions as F
-    from ..variable import Variable
-
-    def lift(scalar_fn, var_fn):
-        def fn(*a):
-            if any(isinstance(v, Variable) for v in a):
-                return var_fn(*a)
-            return scalar_fn(*a)
-        return fn
-
-    def where(c, a, b):
-        ref = next(v for v in (c, a, b) if isinstance(v, Variable))
-        c, a, b = [v if isinstance(v, Variable) else F.constant(float(v), ref.shape) for v in (c, a, b)]
-        return F.where(c, a, b)
-
-    ns = {"pi": math.pi, "abs": abs}
-    for fname in ("exp", "log", "tanh", "sin", "cos", "tan", "sinh", "cosh", "asin", "acos",
-                  "atan", "asinh", "acosh", "atanh", "erf", "floor", "ceil"):
-        ns[fname] = lift(getattr(math, fname), getattr(F, fname))
-    ns.update(
-        sqrt=lift(math.sqrt, lambda v: v ** 0.5),
-        atan2=lift(math.atan2, F.atan2),
-        where=where,
-        sign=lift(lambda v, a: math.copysign(1.0, v) if v else a, F.sign),
-        minimum=lift(min, lambda a, b: _pairwise(a, b, F.minimum2, F.minimum_scalar)),
-        maximum=lift(max, lambda a, b: _pairwise(a, b, F.maximum2, F.maximum_scalar)),
-        sigmoid=lift(lambda v: 1 / (1 + math.exp(-v)), F.sigmoid),
-        softplus=lift(lambda v: math.log1p(math.exp(v)), F.softplus),
-        isnan=lift(math.isnan, F.isnan),
-        isinf=lift(math.isinf, F.isinf),
-        round_away=lift(lambda v: math.floor(v + 0.5), F.round),
-        power=lift(lambda v, p: v ** p, F.pow_scalar),
-        eq=lift(lambda a, b: a == b, lambda a, b: F.equal_scalar(a, b) if not hasattr(b, "shape") else F.equal(a, b)),
-        ne=lift(lambda a, b: a != b, lambda a, b: F.not_equal_scalar(a, b) if not hasattr(b, "shape") else F.not_equal(a, b)),
-    )
-    return ns
-
-
-def _pairwise(a, b, both, with_scalar):
-    """min/max of two Variables, or of a Variable and a number (either order)."""
-    from ..variable import Variable
-    if isinstance(a, Variable) and isinstance(b, Variable):
-        return both(a, b)
-    return with_scalar(a, float(b)) if isinstance(a, Variable) else with_scalar(b, float(a))
-
-
-def _make_grad_rule(line):
-    """nnabla-signature grad rule evaluating the line's derivatives over Variables."""
-    def rule(grad_inputs, inputs, input_shapes, outputs, output_shapes, **args):
-        from .. import functions as F
-        ns = _grad_namespace()
-        ns.update({a: args[a] for a in line.arg_names if a in args})
-        ns["dy"] = grad_inputs[0]
-        ns["y"] = outputs[0] if outputs else None
-        for n, v in zip(line.input_names, inputs):
-            ns[n] = v
-        out_shape = tuple(output_shapes[0])
-        grads = []
-        for k, d in enumerate(line.derivatives):
-            if d is None:
-                grads.append(None)
-                continue
-            g = eval(d, ns)   # our own table expressions, evaluated over Variables
-            if not hasattr(g, "shape") or tuple(g.shape) != out_shape:
-                g = F.broadcast(g if hasattr(g, "shape") else F.constant(float(g), ()), out_shape) \
-                    if hasattr(g, "shape") else F.constant(float(g), out_shape)
-            grads.append(reduce_to_shape(g, tuple(input_shapes[k])))
-        return grads
-    rule.__name__ = line.ident + "_backward"
-    rule.__doc__ = "Gradient of {} from its table line.".format(line.name)
-    return rule
-
-
-def reduce_to_shape(g, shape):
-    """Sum a gradient over the axes that broadcasting expanded, giving ``shape``."""
-    from .. import functions as F
-    if tuple(g.shape) == shape:
-        return g
-    lead = len(g.shape) - len(shape)
-    axes = list(range(lead)) + [lead + i for i, s in enumerate(shape) if s == 1 and g.shape[lead + i] != 1]
-    if axes:
-        g = F.sum(g, axis=axes, keepdims=True)
-    return F.reshape(g, shape, inplace=False)

@@ -17,10 +17,61 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ..backward_ops import geometric as bw
 from .blas import gemm
 from .kernels import parallel_kernel
 from .registry import Op, register
+
+
+# ------------------------------------------------------------------ backward kernels
+def affine_grid_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if not propagate_down[0]:
+        return
+    dtheta = input_grads[0]
+    base = op.base_for(dtheta.dtype)
+    dgrid = output_grads[0].reshape(dtheta.shape[0], base.shape[0], dtheta.shape[1])
+    for b in range(dtheta.shape[0]):   # dtheta[b] = dgrid[b]^T base
+        gemm(dgrid[b], base, dtheta[b], trans_a=True, accumulate=accum[0])
+
+
+def warp_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    want_dx, want_dgrid = propagate_down[0], propagate_down[1]
+    coords, slope = op.coordinates(inputs)
+    dy = op.to_channels_first(output_grads[0], op.y_view)
+    x = op.to_channels_first(inputs[0], op.x_view) if want_dgrid else dy
+    direct = want_dx and not op.channel_last
+    if direct:
+        dx = input_grads[0].reshape(op.x_view)
+        if not accum[0]:
+            dx.fill(0)
+    else:
+        dx = np.zeros(op.x_view if want_dx else (1, 1, 1), dy.dtype)
+    dcoords = np.empty_like(coords)
+    op.warp_backward(x, coords, op.sizes, op.strides, op.nearest, dy, dx, dcoords, want_dx,
+                     want_dgrid)
+    if want_dx and not direct:
+        op.from_channels_first(dx, input_grads[0], op.spatial, accum[0])
+    if want_dgrid:
+        op.store_grid_gradient(dcoords * slope, input_grads[1], accum[1])
+
+
+def warp_coordinates_backward(op, inputs, outputs, output_grads, input_grads, propagate_down,
+                              accum):
+    if propagate_down[0]:
+        g = output_grads[0] * outputs[1]
+        if accum[0]:
+            input_grads[0] += g
+        else:
+            input_grads[0][...] = g
+
+
+def grid_corners_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if propagate_down[0]:
+        dx = input_grads[0]
+        if not accum[0]:
+            dx.fill(0)
+        dc = output_grads[0]
+        scatter_corners.for_size(dc.size)(dc, inputs[1], op.sizes, op.strides, op.nearest, dx)
+
 
 ZERO, REPEAT, REFLECT = 0, 1, 2
 PADDING = {"zero": ZERO, "repeat": REPEAT, "reflect": REFLECT}
@@ -66,8 +117,7 @@ class AffineGrid(Op):
         for b in range(theta.shape[0]):
             gemm(base, theta[b], grid[b], trans_b=True)
 
-    backward = bw.affine_grid_backward
-    grad = bw.affine_grid_grad
+    backward = affine_grid_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -235,7 +285,7 @@ class _Warp(Op):
         if self.channel_last:
             self.from_channels_first(y, outputs[0], self.out_spatial)
 
-    backward = bw.warp_backward
+    backward = warp_backward
 
     def grad_depends_input_data(self, i, j):
         return j == 1 or i == 1   # dx reads the grid; dgrid reads x and the grid
@@ -269,7 +319,6 @@ class WarpByGrid(_Warp):
         return self.transformed(grid.reshape(grid.shape[0], -1, grid.shape[-1]), False,
                                 self.align_corners, self.padding)
 
-    grad = bw.warp_by_grid_grad
 
     def store_grid_gradient(self, g, dgrid, accum):
         """dgrid (+)= g, the gradient of the (B, O, nd) coordinates."""
@@ -277,7 +326,6 @@ class WarpByGrid(_Warp):
             dgrid += g.reshape(dgrid.shape)
         else:
             dgrid[...] = g.reshape(dgrid.shape)
-
 
 
 @register
@@ -302,7 +350,6 @@ class WarpByFlow(_Warp):
         grid = flow.reshape(n, 2, -1).transpose(0, 2, 1) + self.pixels.astype(flow.dtype)
         return self.transformed(np.ascontiguousarray(grid), True, True, REPEAT)
 
-    grad = bw.warp_by_flow_grad
 
     def store_grid_gradient(self, g, dflow, accum):
         g = g.transpose(0, 2, 1).reshape(dflow.shape)
@@ -310,7 +357,6 @@ class WarpByFlow(_Warp):
             dflow += g
         else:
             dflow[...] = g
-
 
 
 # ------------------------------------------------------------------ internal ops of the grad rules
@@ -377,8 +423,7 @@ class WarpCoordinates(_GridOp):
         grid_coordinates.for_size(inputs[0].shape[0] * inputs[0].shape[1])(
             inputs[0], self.sizes, self.pixel_units, self.align_corners, self.padding, *outputs)
 
-    backward = bw.warp_coordinates_backward
-    grad = bw.warp_coordinates_grad
+    backward = warp_coordinates_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -402,25 +447,4 @@ class GridCorners(_GridOp):
         gather_corners.for_size(outputs[0].size)(inputs[0], inputs[1], self.sizes, self.strides,
                                                  self.nearest, *outputs)
 
-    backward = bw.grid_corners_backward
-    grad = bw.grid_corners_grad
-
-
-@register(name="GridCornersAdjoint")
-class GridCornersAdjoint(_GridOp):
-    """Internal: the transpose of GridCorners' corner values: dcorners -> (B, C, pixels)."""
-    no_grad_inputs = (1,)
-
-    def setup(self, dcorners, coords):
-        if (len(dcorners) != 4 or dcorners[3] != self.corners
-                or tuple(coords[:2]) != (dcorners[0], dcorners[2])):
-            self.fail("corner gradient {} and coordinates {} do not match", dcorners, coords)
-        return [(dcorners[0], dcorners[1], int(np.prod(self.spatial)))]
-
-    def forward(self, inputs, outputs):
-        outputs[0].fill(0)
-        scatter_corners.for_size(inputs[0].size)(inputs[0], inputs[1], self.sizes, self.strides,
-                                                 self.nearest, outputs[0])
-
-    backward = bw.grid_corners_adjoint_backward
-    grad = bw.grid_corners_adjoint_grad
+    backward = grid_corners_backward

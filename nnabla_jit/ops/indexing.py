@@ -22,11 +22,112 @@ shapes seen at build time, so those graphs are rebuilt when the number of elemen
 import numpy as np
 from numba import njit, prange
 
-from ..backward_ops import indexing as bw
-from .activation import normalize_axis
+from .common import normalize_axis
 from .elementwise import ElementwiseOp, elementwise
 from .kernels import parallel_kernel
-from .registry import Op, register
+from .registry import NoGradient, Op, accumulate, register
+
+
+# ------------------------------------------------------------------ backward kernels
+def _prod(shape):
+    return int(np.prod(shape, dtype=np.int64))
+
+
+def _rows(n, block):
+    return np.arange(n, dtype=np.int64) * block
+
+
+def _scatter_into(dx, dy, dx_starts, dy_starts, block, accum):
+    """dx (+)= dy moved from ``dy_starts`` to ``dx_starts``; dx is zeroed first unless
+    accumulating (destinations may repeat)."""
+    if not accum:
+        dx.fill(0)
+    add_blocks(dy, dy_starts, dx, dx_starts, block)
+
+
+# ------------------------------------------------------------------------------ kernels
+def gather_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if propagate_down[0]:
+        _scatter_into(input_grads[0].reshape(-1), output_grads[0].reshape(-1),
+                      op.src_starts(inputs[1]), op.dst_starts, op.dims[3], accum[0])
+
+
+def gather_nd_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if propagate_down[0]:
+        _scatter_into(input_grads[0].reshape(-1), output_grads[0].reshape(-1),
+                      op.src_starts(inputs[1]), op.dst_starts, op.block, accum[0])
+
+
+def bool_gather_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if propagate_down[0]:
+        rows = nonzero_rows(inputs[1])
+        _scatter_into(input_grads[0].reshape(-1), output_grads[0].reshape(-1), rows * op.block,
+                      _rows(rows.size, op.block), op.block, accum[0])
+
+
+def _gather_from(dx, dy, dy_starts, dx_starts, block, accum):
+    """dx (+)= blocks of dy at ``dy_starts``, each destination written once."""
+    if accum:
+        add_blocks(dy, dy_starts, dx, dx_starts, block)
+    else:
+        copy_blocks.serial(dy, dy_starts, dx, dx_starts, block)
+
+
+def scatter_nd_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    """d data = the gradient at the scattered places (also for repeated indices, as nnabla)."""
+    if propagate_down[0]:
+        _gather_from(input_grads[0].reshape(-1), output_grads[0].reshape(-1),
+                     op.dst_starts(inputs[1]), op.src_starts, op.block, accum[0])
+
+
+def scatter_add_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    dy = output_grads[0]
+    if propagate_down[0]:
+        accumulate(input_grads[0], dy, accum[0])
+    if propagate_down[2]:
+        dx1 = input_grads[2].reshape(-1)
+        if not accum[2]:
+            dx1.fill(0)   # places of x1 outside the indices get nothing
+        add_blocks(dy.reshape(-1), op.dst(inputs[1]), dx1, op.src, 1)
+
+
+def bool_scatter_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    dy = output_grads[0].reshape(-1)
+    rows = nonzero_rows(inputs[1])
+    if propagate_down[0]:
+        _gather_from(input_grads[0].reshape(-1), dy, rows * op.block, _rows(rows.size, op.block),
+                     op.block, accum[0])
+    if len(propagate_down) == 3 and propagate_down[2]:   # the kept values of ``output``
+        g = dy.reshape(-1, op.block).copy()
+        g[rows] = 0
+        accumulate(input_grads[2], g.reshape(input_grads[2].shape), accum[2])
+
+
+def sort_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if op.only_index:
+        raise NoGradient("Sort: only_index=True outputs indices, which have no gradient")
+    if propagate_down[0]:
+        unsort_lines(output_grads[0].reshape(op.shape3), op.order(inputs[0]),
+                            input_grads[0].reshape(op.shape3), accum[0])
+
+
+def top_k_data_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if not propagate_down[0]:
+        return
+    dx, dy = input_grads[0].reshape(-1), output_grads[0].reshape(-1)
+    if not op.reduce:   # nnabla passes the whole gradient through when not reducing
+        accumulate(dx, dy, accum[0])
+        return
+    positions = op.flat_positions(inputs[0])
+    _scatter_into(dx, dy, positions, _rows(positions.size, 1), 1, accum[0])
+
+
+def top_k_grad_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if propagate_down[0]:
+        dy = output_grads[0].reshape(-1)
+        positions = op.flat_positions(dy)
+        _scatter_into(input_grads[0].reshape(-1), dy, positions, positions, 1, accum[0])
+
 
 INDEX_DTYPE = np.dtype(np.uint64)   # nnabla's index outputs (Sort, TopKData, NonZero) are size_t
 
@@ -107,8 +208,7 @@ class Gather(Op):
         self.copy(inputs[0].reshape(-1), self.src_starts(inputs[1]), outputs[0].reshape(-1),
                   self.dst_starts, self.dims[3])
 
-    backward = bw.gather_backward
-    grad = bw.gather_grad
+    backward = gather_backward
 
     def grad_depends_input_data(self, i, j):
         return j == 1
@@ -141,8 +241,7 @@ class GatherNd(Op):
         self.copy(inputs[0].reshape(-1), self.src_starts(inputs[1]), outputs[0].reshape(-1),
                   self.dst_starts, self.block)
 
-    backward = bw.gather_nd_backward
-    grad = bw.gather_nd_grad
+    backward = gather_nd_backward
 
     def grad_depends_input_data(self, i, j):
         return j == 1
@@ -191,8 +290,7 @@ class BoolGather(Op):
             inputs[0].reshape(-1), rows * self.block, outputs[0].reshape(-1),
             np.arange(rows.size, dtype=np.int64) * self.block, self.block)
 
-    backward = bw.bool_gather_backward
-    grad = bw.bool_gather_grad
+    backward = bool_gather_backward
 
     def grad_depends_input_data(self, i, j):
         return j == 1
@@ -239,8 +337,7 @@ class ScatterNd(Op):
         if len(inputs) == 3:
             inputs[2][...] = outputs[0]
 
-    backward = bw.scatter_nd_backward
-    grad = bw.scatter_nd_grad
+    backward = scatter_nd_backward
 
     def grad_depends_input_data(self, i, j):
         return j == 1
@@ -280,8 +377,7 @@ class ScatterAdd(Op):
         y[:] = x0.reshape(-1)
         add_blocks(x1.reshape(-1), self.src, y, self.dst(indices), 1)
 
-    backward = bw.scatter_add_backward
-    grad = bw.scatter_add_grad
+    backward = scatter_add_backward
 
     def grad_depends_input_data(self, i, j):
         return i == 2 and j == 1
@@ -322,8 +418,7 @@ class BoolScatter(Op):
         if len(inputs) == 3:
             inputs[2][...] = outputs[0]
 
-    backward = bw.bool_scatter_backward
-    grad = bw.bool_scatter_grad
+    backward = bool_scatter_backward
 
     def grad_depends_input_data(self, i, j):
         return j == 1
@@ -506,8 +601,7 @@ class Sort(Op):
         values = x3 if self.only_index else outputs[0].reshape(self.shape3)
         self.sort(x3, values, index.reshape(self.shape3), self.reverse, not self.only_index)
 
-    backward = bw.sort_backward
-    grad = bw.sort_grad
+    backward = sort_backward
 
     def grad_depends_input_data(self, i, j):
         return True
@@ -581,8 +675,7 @@ class TopKData(_TopK):
             y.fill(0)
             copy_blocks.serial(x, src, y, src, 1)
 
-    backward = bw.top_k_data_backward
-    grad = bw.top_k_data_grad
+    backward = top_k_data_backward
 
     def grad_depends_input_data(self, i, j):
         return self.reduce
@@ -593,8 +686,7 @@ class TopKGrad(_TopK):
     """Identity forward; backward passes only the k largest gradients (or magnitudes) of each
     sample. The backward is a selection of the gradient, not the derivative of the forward."""
 
-    backward = bw.top_k_grad_backward
-    grad = bw.top_k_grad_grad
+    backward = top_k_grad_backward
 
     def forward(self, inputs, outputs):
         outputs[0][...] = inputs[0]

@@ -14,10 +14,74 @@ import string
 import numpy as np
 from numba import prange
 
-from ..backward_ops import array as array_bw
-from ..backward_ops import linalg as bw
+from .array import zero_backward
 from .kernels import parallel_kernel
-from .registry import Op, register
+from .registry import Op, accumulate, register
+
+
+# ------------------------------------------------------------------ backward kernels
+def _t(m):
+    return np.swapaxes(m, -1, -2)
+
+
+# ------------------------------------------------------------------------------ kernels
+def matrix_diag_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if propagate_down[0]:
+        n = op.shape2[1]
+        op.part(output_grads[0].reshape(-1, n, n), input_grads[0].reshape(op.shape2), accum[0])
+
+
+def matrix_diag_part_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if propagate_down[0]:
+        n = op.shape2[1]
+        op.embed(output_grads[0].reshape(op.shape2), input_grads[0].reshape(-1, n, n), accum[0])
+
+
+def trilu_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if propagate_down[0]:
+        op.kernel(output_grads[0].reshape(op.shape3), input_grads[0].reshape(op.shape3), op.k,
+                  op.upper, accum[0])
+
+
+def batch_det_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if propagate_down[0]:
+        x = inputs[0]
+        scale = (output_grads[0] * outputs[0])[:, None, None]
+        accumulate(input_grads[0], scale * _t(op.linalg(np.linalg.inv, x)), accum[0])
+
+
+def batch_logdet_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if propagate_down[0]:
+        x = inputs[0]
+        accumulate(input_grads[0], output_grads[0][:, None, None] * _t(op.linalg(np.linalg.inv, x)),
+                   accum[0])
+
+
+def batch_inv_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if propagate_down[0]:
+        yt = _t(outputs[0])
+        accumulate(input_grads[0], -(yt @ output_grads[0] @ yt), accum[0])
+
+
+def batch_cholesky_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if propagate_down[0]:
+        y, g = outputs[0], output_grads[0]
+        lower, g = (_t(y), _t(g)) if op.upper else (y, g)
+        p = np.tril(_t(lower) @ g)
+        p -= 0.5 * np.eye(p.shape[-1]) * p   # Phi: halve the diagonal
+        lower_inv = op.linalg(np.linalg.inv, lower)
+        s = _t(lower_inv) @ p @ lower_inv
+        accumulate(input_grads[0], 0.5 * (s + _t(s)), accum[0])
+
+
+def einsum_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    dy = output_grads[0]
+    for i, dx in enumerate(input_grads):
+        if propagate_down[i]:
+            eq, constants, path = op.gradients[i]
+            others = [x for j, x in enumerate(inputs) if j != i]
+            operands = [dy] + others + [c.astype(dy.dtype) for c in constants]
+            accumulate(dx, np.einsum(eq, *operands, optimize=path), accum[i])
 
 
 def prod(shape):
@@ -82,8 +146,7 @@ class MatrixDiag(Op):
         n = self.shape2[1]
         self.embed(inputs[0].reshape(self.shape2), outputs[0].reshape(-1, n, n), False)
 
-    backward = bw.matrix_diag_backward
-    grad = bw.matrix_diag_grad
+    backward = matrix_diag_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -105,8 +168,7 @@ class MatrixDiagPart(Op):
         n = self.shape2[1]
         self.part(inputs[0].reshape(-1, n, n), outputs[0].reshape(self.shape2), False)
 
-    backward = bw.matrix_diag_part_backward
-    grad = bw.matrix_diag_part_grad
+    backward = matrix_diag_part_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -128,8 +190,7 @@ class Trilu(Op):
         self.kernel(inputs[0].reshape(self.shape3), outputs[0].reshape(self.shape3), self.k,
                     self.upper, False)
 
-    backward = bw.trilu_backward
-    grad = bw.trilu_grad
+    backward = trilu_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -150,8 +211,7 @@ class EyeLike(Op):
         y.fill(0)
         np.fill_diagonal(y[:, self.k:] if self.k >= 0 else y[-self.k:], 1)
 
-    backward = array_bw.zero_backward
-    grad = array_bw.no_input_grad
+    backward = zero_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -185,8 +245,7 @@ class BatchDet(_BatchMatrixOp):
     def forward(self, inputs, outputs):
         outputs[0][...] = np.linalg.det(inputs[0])
 
-    backward = bw.batch_det_backward
-    grad = bw.batch_det_grad
+    backward = batch_det_backward
 
     def grad_depends_output_data(self, i, o):
         return True
@@ -202,8 +261,7 @@ class BatchLogdet(_BatchMatrixOp):
     def forward(self, inputs, outputs):
         outputs[0][...] = np.linalg.slogdet(inputs[0])[1]
 
-    backward = bw.batch_logdet_backward
-    grad = bw.batch_logdet_grad
+    backward = batch_logdet_backward
 
 
 @register
@@ -211,8 +269,7 @@ class BatchInv(_BatchMatrixOp):
     def forward(self, inputs, outputs):
         outputs[0][...] = self.linalg(np.linalg.inv, inputs[0])
 
-    backward = bw.batch_inv_backward
-    grad = bw.batch_inv_grad
+    backward = batch_inv_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -230,8 +287,7 @@ class BatchCholesky(_BatchMatrixOp):
         lower = self.linalg(np.linalg.cholesky, inputs[0])
         outputs[0][...] = np.swapaxes(lower, 1, 2) if self.upper else lower
 
-    backward = bw.batch_cholesky_backward
-    grad = bw.batch_cholesky_grad
+    backward = batch_cholesky_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -388,8 +444,7 @@ class Einsum(Op):
     def forward(self, inputs, outputs):
         np.einsum(self.canonical.equation, *inputs, out=outputs[0], optimize=self.path)
 
-    backward = bw.einsum_backward
-    grad = bw.einsum_grad
+    backward = einsum_backward
 
     def grad_depends_input_data(self, i, j):
         return i != j

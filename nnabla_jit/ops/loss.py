@@ -7,14 +7,108 @@ gradient are 0, as in nnabla); a label that is not an integer or not below the n
 is an error.
 """
 import numpy as np
-from numba import prange
+from numba import njit, prange
 
-from ..backward_ops import loss as bw
-from ..backward_ops.loss import first_bad_label, label_of
-from .activation import normalize_axis, outer_axis_inner
+from .common import label_of, normalize_axis, outer_axis_inner
 from .elementwise import elementwise
 from .kernels import parallel_kernel
 from .registry import Op, register
+
+
+# ------------------------------------------------------------------ backward kernels
+@njit(cache=True)
+def first_bad_label(t3, n_classes):
+    """The flat index of the first invalid label, or -1."""
+    O, _, I = t3.shape
+    for o in range(O):
+        for i in range(I):
+            if label_of(t3, o, i, n_classes) == -2:
+                return o * I + i
+    return -1
+
+
+@parallel_kernel
+def softmax_cross_entropy_backward_kernel(prob3, t3, dy, dx3, accum):
+    """dx (+)= dy (softmax - onehot(label)); 0 for ignored samples. Laid out as the forward."""
+    O, C, I = prob3.shape
+    for o in prange(O):
+        if I == 1:   # one sample per row: scalars
+            k = label_of(t3, o, 0, C)
+            g = dy[o] if k >= 0 else 0.0
+            for c in range(C):
+                v = g * (prob3[o, c, 0] - (1.0 if c == k else 0.0))
+                dx3[o, c, 0] = dx3[o, c, 0] + v if accum else v
+            continue
+        labels = np.empty(I, np.int64)
+        g = np.empty(I)
+        for i in range(I):
+            labels[i] = label_of(t3, o, i, C)
+            g[i] = dy[o * I + i] if labels[i] >= 0 else 0.0
+        for c in range(C):
+            for i in range(I):
+                v = g[i] * (prob3[o, c, i] - (1.0 if c == labels[i] else 0.0))
+                dx3[o, c, i] = dx3[o, c, i] + v if accum else v
+
+
+def softmax_cross_entropy_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if propagate_down[0]:
+        t3 = inputs[1].reshape(op.shape3[0], 1, op.shape3[2])
+        softmax_cross_entropy_backward_kernel.for_size(t3.size * op.shape3[1])(
+            op.saved_prob, t3, output_grads[0].reshape(-1), input_grads[0].reshape(op.shape3), accum[0])
+
+
+@parallel_kernel
+def categorical_cross_entropy_backward_kernel(x3, t3, dy, dx3, accum):
+    """dx[label] (+)= -dy / x[label]; every other element gets 0."""
+    O, C, I = x3.shape
+    for r in prange(O * I):
+        o = r // I
+        i = r - o * I
+        k = label_of(t3, o, i, C)
+        for c in range(C):
+            v = -dy[r] / x3[o, c, i] if c == k else 0.0
+            if accum:
+                dx3[o, c, i] += v
+            else:
+                dx3[o, c, i] = v
+
+
+def categorical_cross_entropy_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if propagate_down[0]:
+        x3, t3 = op.views(inputs)
+        categorical_cross_entropy_backward_kernel.for_size(x3.size)(x3, t3, output_grads[0].reshape(-1),
+                                                  input_grads[0].reshape(op.shape3), accum[0])
+
+
+@parallel_kernel
+def kl_multinomial_backward_kernel(p2, q2, dy, dp2, dq2, want_p, want_q, accum_p, accum_q):
+    """dp = dy (log(p / q) + 1), dq = -dy p / q."""
+    for n in prange(p2.shape[0]):
+        g = dy[n]
+        for k in range(p2.shape[1]):
+            p, q = p2[n, k], q2[n, k]
+            if want_p:
+                v = g * (np.log(p) - np.log(q) + 1.0)
+                if accum_p:
+                    dp2[n, k] += v
+                else:
+                    dp2[n, k] = v
+            if want_q:
+                v = -g * p / q
+                if accum_q:
+                    dq2[n, k] += v
+                else:
+                    dq2[n, k] = v
+
+
+def kl_multinomial_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    s = op.shape2
+    p2, q2 = inputs[0].reshape(s), inputs[1].reshape(s)
+    dp2 = input_grads[0].reshape(s) if propagate_down[0] else p2
+    dq2 = input_grads[1].reshape(s) if propagate_down[1] else q2
+    kl_multinomial_backward_kernel.for_size(p2.size)(p2, q2, output_grads[0].reshape(-1), dp2, dq2, propagate_down[0],
+                                   propagate_down[1], accum[0], accum[1])
+
 
 _TINY = float(np.finfo(np.float32).tiny)   # nnabla clamps log arguments at the float minimum
 
@@ -140,8 +234,7 @@ class SoftmaxCrossEntropy(LabelOp):
         kernel = softmax_cross_entropy_kernel.for_size(x3.size)
         self.check_labels(t3, kernel(x3, t3, self.saved_prob, outputs[0].reshape(-1)))
 
-    backward = bw.softmax_cross_entropy_backward
-    grad = bw.softmax_cross_entropy_grad
+    backward = softmax_cross_entropy_backward
 
     def grad_depends_input_data(self, i, j):
         return j == 1
@@ -156,8 +249,7 @@ class CategoricalCrossEntropy(LabelOp):
         kernel = categorical_cross_entropy_kernel.for_size(x3.size)
         self.check_labels(t3, kernel(x3, t3, outputs[0].reshape(-1)))
 
-    backward = bw.categorical_cross_entropy_backward
-    grad = bw.categorical_cross_entropy_grad
+    backward = categorical_cross_entropy_backward
 
 
 @parallel_kernel
@@ -188,5 +280,4 @@ class KLMultinomial(Op):
         kl_multinomial_kernel.for_size(inputs[0].size)(inputs[0].reshape(self.shape2), inputs[1].reshape(self.shape2),
                               outputs[0].reshape(-1))
 
-    backward = bw.kl_multinomial_backward
-    grad = bw.kl_multinomial_grad
+    backward = kl_multinomial_backward

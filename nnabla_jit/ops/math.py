@@ -2,9 +2,27 @@
 import numpy as np
 from numba import njit
 
-from ..backward_ops import math as bw
+from .common import sum_to_shape
 from .elementwise import elementwise
 from .registry import Op, register
+
+
+# ------------------------------------------------------------------ backward kernels
+def batch_matmul_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    """Y = opA(A) opB(B): d opA(A) = dY opB(B)^T and d opB(B) = opA(A)^T dY (BLAS)."""
+    def t(m):
+        return np.swapaxes(m, -1, -2)
+    a, b = inputs
+    dy = output_grads[0]
+    op_a = t(a) if op.transpose_a else a
+    op_b = t(b) if op.transpose_b else b
+    if propagate_down[0]:
+        g = np.matmul(dy, t(op_b))
+        sum_to_shape(t(g) if op.transpose_a else g, input_grads[0], accum[0])
+    if propagate_down[1]:
+        g = np.matmul(t(op_a), dy)
+        sum_to_shape(t(g) if op.transpose_b else g, input_grads[1], accum[1])
+
 
 elementwise("Abs", "abs(x)", dx="where(x >= 0, dy, -dy)")
 elementwise("Exp", "exp(x)", dx="dy * y")
@@ -91,8 +109,7 @@ class BatchMatmul(Op):
             b = np.swapaxes(b, -1, -2)
         np.matmul(a, b, out=outputs[0])   # BLAS
 
-    backward = bw.batch_matmul_backward
-    grad = bw.batch_matmul_grad
+    backward = batch_matmul_backward
 
 
 # ------------------------------------------------------------------------------ Linspace, BitShift

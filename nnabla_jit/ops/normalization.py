@@ -8,7 +8,7 @@ Every standardization sees its input as a 3-d array (O, C, I) whose statistics a
 normalization of the input with its channel axis split into (groups, channels / groups). When the
 axes that keep their own statistics are not adjacent, the input is first transposed so that they
 are. Four kernels serve every op of the family: per-channel sums, a per-channel affine map (with
-BN's fused add and ReLU), and, in ``backward_ops/normalization.py``, the per-channel linear
+BN's fused add and ReLU), and, below, the per-channel linear
 combination every input gradient of the family reduces to.
 
 Statistics are accumulated and kept in float64 whatever the compute type.
@@ -16,11 +16,190 @@ Statistics are accumulated and kept in float64 whatever the compute type.
 import numpy as np
 from numba import njit, prange
 
-from ..backward_ops import normalization as bw
-from .activation import normalize_axis
+from .common import normalize_axis, sum_to_shape
 from .elementwise import elementwise
 from .kernels import parallel_kernel
-from .registry import Op, register
+from .registry import TABLE, Op, accumulate, register
+
+
+# ------------------------------------------------------------------ backward kernels
+@njit(inline="always")
+def _odd_power(h, power):
+    """sign(h) |h|^(power - 1), i.e. h itself for power 2."""
+    if power == 2:
+        return h
+    return (1.0 if h > 0 else (-1.0 if h < 0 else 0.0)) * abs(h) ** (power - 1)
+
+
+@njit(inline="always")
+def _row_linear_grad(x, d, m, power, p, q, r, dx, accum):
+    """One row of channel_linear_grad; the branches stay outside the loops so they vectorize."""
+    n = d.size
+    if power == 2:
+        if accum:
+            for i in range(n):
+                dx[i] += p * d[i] + q * (x[i] - m) + r
+        else:
+            for i in range(n):
+                dx[i] = p * d[i] + q * (x[i] - m) + r
+    else:
+        for i in range(n):
+            g = p * d[i] + q * _odd_power(x[i] - m, power) + r
+            dx[i] = dx[i] + g if accum else g
+
+
+@parallel_kernel
+def channel_linear_grad(x3, d3, center, power, p, q, r, dx3, accum):
+    """dx (+)= p[c] d + q[c] h + r[c], h = x - center[c] for power 2, else
+    sign(x - center[c]) |x - center[c]|^(power - 1)."""
+    O, C, I = d3.shape
+    if I == 1:   # (rows, channels): rows in parallel, channels in the inner loop
+        for o in prange(O):
+            for c in range(C):
+                g = p[c] * d3[o, c, 0] + q[c] * _odd_power(x3[o, c, 0] - center[c], power) + r[c]
+                dx3[o, c, 0] = dx3[o, c, 0] + g if accum else g
+        return
+    for k in prange(O * C):
+        o = k // C
+        c = k - o * C
+        _row_linear_grad(x3[o, c], d3[o, c], center[c], power, p[c], q[c], r[c], dx3[o, c], accum)
+
+
+def _channel_sums(x3, d3, center, power):
+    C = x3.shape[1]
+    sum_d, sum_e = np.empty(C), np.empty(C)
+    channel_sums.for_size(x3.size)(x3, d3, center, power, sum_d, sum_e)
+    return sum_d, sum_e
+
+
+def _linear_grad(layout, x3, d3, center, power, p, q, r, dx, accum):
+    """Run channel_linear_grad into ``dx`` (shaped like the input) through the layout."""
+    dx3 = layout.target(dx)
+    channel_linear_grad.for_size(d3.size)(x3, d3, center, power, p, q, r, dx3, accum and layout.perm is None)
+    layout.store(dx3, dx, accum)
+
+
+# ------------------------------------------------------------------------ standardizations
+def standardization_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    lay, slot = op.layout, op.slot
+    C, M = lay.channels, max(lay.count, 1)
+
+    def wanted(name):
+        return name in slot and propagate_down[slot[name]]
+
+    dy = output_grads[0]
+    if op.relu:   # through the fused ReLU: only where the output is positive
+        dy = dy * (outputs[0] > 0)
+        if wanted("z"):
+            accumulate(input_grads[slot["z"]], dy, accum[slot["z"]])
+    mean, inv_std = op.saved_mean, op.saved_inv_std
+    gamma = inputs[slot["gamma"]] if "gamma" in slot and inputs[slot["gamma"]] is not None else None
+    x3 = lay.view(inputs[0]) if inputs[0] is not None else None
+    sum_d = sum_dxc = None
+    if op.channel_params:
+        d3 = lay.view(dy)
+        factor = gamma.reshape(-1) if gamma is not None else np.ones(C)
+        if wanted("beta") or wanted("gamma") or (propagate_down[0] and op.batch_stat):
+            # x may have been freed when only dbeta (which does not read it) is wanted
+            sum_d, sum_dxc = _channel_sums(x3 if x3 is not None else d3, d3, mean, 0)
+        if wanted("beta"):
+            accumulate(input_grads[slot["beta"]], sum_d.reshape(lay.stat_shape), accum[slot["beta"]])
+        if wanted("gamma"):
+            accumulate(input_grads[slot["gamma"]], (sum_dxc * inv_std).reshape(lay.stat_shape),
+                       accum[slot["gamma"]])
+    else:
+        if wanted("beta"):
+            sum_to_shape(dy, input_grads[slot["beta"]], accum[slot["beta"]])
+        if wanted("gamma"):
+            xhat = np.empty(dy.shape, dy.dtype)
+            xhat3 = lay.target(xhat)
+            channel_affine.for_size(x3.size)(x3, inv_std, -mean * inv_std, x3, False, False, xhat3)
+            lay.store(xhat3, xhat)
+            sum_to_shape(dy * xhat, input_grads[slot["gamma"]], accum[slot["gamma"]])
+        if not propagate_down[0]:
+            return
+        d3 = lay.view(dy * gamma if gamma is not None else dy)
+        factor = np.ones(C)
+        if op.batch_stat:
+            sum_d, sum_dxc = _channel_sums(x3, d3, mean, 0)
+    if not propagate_down[0]:
+        return
+    p = factor * inv_std
+    if op.batch_stat:
+        q = -factor * inv_std ** 3 * sum_dxc / M
+        r = -factor * inv_std * sum_d / M
+        if op.with_stats:   # the batch mean and variance are outputs too
+            q = q + 2.0 * output_grads[2].reshape(-1) / M
+            r = r + output_grads[1].reshape(-1) / M
+    else:
+        q = r = np.zeros(C)
+    _linear_grad(lay, x3 if x3 is not None else d3, d3, mean, 2, p, q, r, input_grads[0], accum[0])
+
+
+def _input_names(name, n_inputs, args):
+    """The names of the inputs a node of ``name`` was given (optional ones may be absent)."""
+    names = [i.name for i in TABLE[name].inputs
+             if not (i.name == "beta" and args.get("no_bias")) and not (i.name == "gamma" and args.get("no_scale"))]
+    return ["x"] + names[1:n_inputs]
+
+
+# ------------------------------------------------------------------------ norms
+def weight_normalization_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    """y = g w n with n = (sum w^2 + eps)^-1/2: dg = n sum(dy w), dw = g n dy - g n^3 sum(dy w) w."""
+    lay = op.layout
+    w3, d3 = lay.view(inputs[0]), lay.view(output_grads[0])
+    zeros = np.zeros(lay.channels)
+    n = op.saved_inv_norm
+    _, s = _channel_sums(w3, d3, zeros, 0)
+    if propagate_down[1]:
+        accumulate(input_grads[1], (n * s).reshape(input_grads[1].shape), accum[1])
+    if propagate_down[0]:
+        g = inputs[1].reshape(-1)
+        _linear_grad(lay, w3, d3, zeros, 2, g * n, -g * n ** 3 * s, zeros, input_grads[0], accum[0])
+
+
+def norm_normalization_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    """y = x / n, n = (sum |x|^p + eps)^(1/p): dx = dy / n - sum(dy x) n^(-1-p) sign(x) |x|^(p-1)."""
+    if not propagate_down[0]:
+        return
+    lay = op.layout
+    x3, d3 = lay.view(inputs[0]), lay.view(output_grads[0])
+    zeros = np.zeros(lay.channels)
+    n = op.saved_norm
+    _, s = _channel_sums(x3, d3, zeros, 0)
+    _linear_grad(lay, x3, d3, zeros, op.p, 1.0 / n, -s * n ** (-1.0 - op.p), zeros, input_grads[0], accum[0])
+
+
+def spectral_norm_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    """u, v and sigma held fixed: dW = (dy - sum(dy W) / sigma u v^T) / sigma."""
+    if not propagate_down[0]:
+        return
+    u, v, sigma = op.saved
+    w = inputs[0]
+    W, D = op.matrix(w), op.matrix(output_grads[0])
+    dW = (D - (np.sum(D * W) / sigma) * np.outer(u, v)) / sigma
+    accumulate(input_grads[0], op.unmatrix(dW, w.shape), accum[0])
+
+
+def mean_subtraction_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    """nnabla's approximation: dx = dy (1 - 1 / (batch size * t)) with the updated t."""
+    if propagate_down[0]:
+        scale = op.saved_scale if op.update_running_mean else 1.0
+        accumulate(input_grads[0], output_grads[0] * scale, accum[0])
+
+
+def clip_grad_by_norm_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    """dx = clip_norm * dy / ||dy|| over ``axes``."""
+    if not propagate_down[0]:
+        return
+    lay = op.layout
+    d3 = lay.view(output_grads[0])
+    zeros = np.zeros(lay.channels)
+    _, ss = _channel_sums(d3, d3, zeros, 2)
+    with np.errstate(divide="ignore"):
+        scale = op.clip_norm / np.sqrt(ss)
+    _linear_grad(lay, d3, d3, zeros, 2, scale, zeros, zeros, input_grads[0], accum[0])
+
 
 _BLOCK = 64   # channels per thread when every channel is a single column (I == 1)
 
@@ -273,7 +452,7 @@ class Standardization(Op):
     def update_running_stats(self, inputs, mean, var):
         """Batch normalization's moving averages (the running variance is unbiased)."""
 
-    backward = bw.standardization_backward
+    backward = standardization_backward
 
     def grad_depends_input_data(self, i, j):
         if i == 0:   # dx: centred data (batch statistics) and gamma
@@ -287,7 +466,6 @@ class Standardization(Op):
 class _BatchNormalizationBase(Standardization):
     """Statistics per ``axes`` over the other axes; running mean and variance updated in place."""
     keep_input_dtypes = ()   # set per node: the running statistics are written in place
-    stateful = True
 
     def layout_of(self, x):
         kept = _axes_list(self, self.axes, len(x), "axes")
@@ -313,14 +491,13 @@ class _BatchNormalizationBase(Standardization):
 
 @register
 class BatchNormalization(_BatchNormalizationBase):
-    grad = bw.batch_normalization_grad
+    pass
 
 
 @register
 class SyncBatchNormalization(_BatchNormalizationBase):
     """Batch normalization whose statistics would be all-reduced over ``comm``; in a single
     process that is batch normalization itself."""
-    grad = bw.sync_batch_normalization_grad
 
     def setup(self, *shapes):
         if getattr(self.comm, "size", 1) > 1:
@@ -332,13 +509,11 @@ class SyncBatchNormalization(_BatchNormalizationBase):
 class FusedBatchNormalization(_BatchNormalizationBase):
     """relu(batch_normalization(x) + z)."""
     relu = True
-    grad = bw.fused_batch_normalization_grad
 
 
 @register
 class TensorNormalization(Standardization):
     """Batch normalization's statistics without running averages."""
-    grad = bw.tensor_normalization_grad
     layout_of = _BatchNormalizationBase.layout_of
 
 
@@ -346,7 +521,6 @@ class TensorNormalization(Standardization):
 class LayerNormalization(Standardization):
     """Statistics per sample (the ``batch_axis`` axes); gamma/beta shaped like one sample."""
     channel_params = False
-    grad = bw.layer_normalization_grad
 
     def layout_of(self, x):
         self.batch_axis = _axes_list(self, self.batch_axis, len(x), "batch_axis")
@@ -363,7 +537,6 @@ class LayerNormalization(Standardization):
 class InstanceNormalization(Standardization):
     """Statistics per sample and channel; gamma/beta have the channels (and may have the batch)."""
     channel_params = False
-    grad = bw.instance_normalization_grad
 
     def layout_of(self, x):
         self.channel_axis = normalize_axis(self, self.channel_axis, len(x), "channel_axis")
@@ -383,7 +556,6 @@ class InstanceNormalization(Standardization):
 class GroupNormalization(Standardization):
     """Instance normalization over groups of ``channels / num_groups`` channels."""
     channel_params = False
-    grad = bw.group_normalization_grad
 
     def layout_of(self, x):
         ca = self.channel_axis = normalize_axis(self, self.channel_axis, len(x), "channel_axis")
@@ -404,7 +576,6 @@ class GroupNormalization(Standardization):
 @register
 class WeightStandardization(Standardization):
     """Standardize a weight per output channel (``output_stat`` gives mean and variance)."""
-    grad = bw.weight_standardization_grad
 
     def layout_of(self, x):
         self.channel_axis = normalize_axis(self, self.channel_axis, len(x), "channel_axis")
@@ -436,8 +607,7 @@ class WeightNormalization(Op):
                                          False, y3)
         lay.store(y3, outputs[0])
 
-    backward = bw.weight_normalization_backward
-    grad = bw.weight_normalization_grad
+    backward = weight_normalization_backward
 
     def grad_depends_input_data(self, i, j):
         return j == 0 or i == 0
@@ -465,8 +635,7 @@ class NormNormalization(Op):
         channel_affine.for_size(x3.size)(x3, 1.0 / self.saved_norm, np.zeros(C), x3, False, False, y3)
         lay.store(y3, outputs[0])
 
-    backward = bw.norm_normalization_backward
-    grad = bw.norm_normalization_grad
+    backward = norm_normalization_backward
 
 
 @register
@@ -475,7 +644,6 @@ class SpectralNorm(Op):
     unless ``test``). With ``output_u`` the second output is ``u`` as it was before."""
     keep_input_dtypes = (1,)
     no_grad_inputs = (1,)
-    stateful = True
 
     def setup(self, w, u):
         self.dim = normalize_axis(self, self.dim, len(w), "dim")
@@ -512,8 +680,7 @@ class SpectralNorm(Op):
         if not self.test:
             u_in[...] = u
 
-    backward = bw.spectral_norm_backward
-    grad = bw.spectral_norm_grad
+    backward = spectral_norm_backward
 
     def grad_depends_input_data(self, i, j):
         return j == 0
@@ -525,7 +692,6 @@ class MeanSubtraction(Op):
     (``t`` counts the batches); both are updated in place when ``update_running_mean``."""
     keep_input_dtypes = (1, 2)
     no_grad_inputs = (1, 2)
-    stateful = True
 
     def setup(self, x, rmean, t):
         self.base_axis = normalize_axis(self, self.base_axis, len(x), "base_axis")
@@ -552,8 +718,7 @@ class MeanSubtraction(Op):
         channel_affine.for_size(x3.size)(x3, np.ones(C), -flat.astype(np.float64), x3, False, False,
                                          lay.target(outputs[0]))
 
-    backward = bw.mean_subtraction_backward
-    grad = bw.mean_subtraction_grad
+    backward = mean_subtraction_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -576,8 +741,7 @@ class ClipGradByNorm(Op):
     def forward(self, inputs, outputs):
         outputs[0][...] = inputs[0]
 
-    backward = bw.clip_grad_by_norm_backward
-    grad = bw.clip_grad_by_norm_grad
+    backward = clip_grad_by_norm_backward
 
     def grad_depends_input_data(self, i, j):
         return False

@@ -18,13 +18,143 @@ import numpy as np
 from numba import njit, prange
 
 from .. import random as nn_random
-from ..backward_ops import quantization as bw
-from .activation import normalize_axis
-from .blas import add_row_vector, gemm
-from .convolution import INIT_BIAS, INIT_ZERO, ConvGeometry, check_bias
+from .blas import add_row_vector, gemm, sum_rows
+from .common import normalize_axis
+from .convolution import INIT_ADD, INIT_BIAS, INIT_ZERO, ConvGeometry, check_bias
 from .elementwise import elementwise
 from .kernels import parallel_kernel
-from .registry import Op, register
+from .registry import Op, accumulate, register
+
+
+# ------------------------------------------------------------------ backward kernels
+# ------------------------------------------------------------------ straight-through estimators
+def range_ste_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if not propagate_down[0]:
+        return
+    dx, dy = input_grads[0].reshape(-1), output_grads[0].reshape(-1)
+    if op.range is None:
+        accumulate(dx, dy, accum[0])
+    else:
+        op.bw_kernel(inputs[0].reshape(-1), dy, dx, op.range[0], op.range[1], accum[0])
+
+
+def identity_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if propagate_down[0]:
+        accumulate(input_grads[0], output_grads[0], accum[0])
+
+
+# ------------------------------------------------------------------ min-max
+@njit(cache=True)
+def min_max_quantize_backward_kernel(x, dy, qindex, lo, hi, dx, d_min, d_max, fine_grained,
+                                     want_dx, want_dq, accum_dx):
+    """dx: dy inside [lo, hi] (or everywhere); d_min / d_max: sums of dy below / above it."""
+    for i in range(x.size):
+        k = qindex[i]
+        v = x[i]
+        if want_dx:
+            g = dy[i] if (not fine_grained or lo[k] <= v <= hi[k]) else 0.0
+            if accum_dx:
+                dx[i] += g
+            else:
+                dx[i] = g
+        if want_dq:
+            if v < lo[k]:
+                d_min[k] += dy[i]
+            elif v > hi[k]:
+                d_max[k] += dy[i]
+
+
+def min_max_quantize_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    x, qr_min, qr_max, ql_min, ql_max = inputs
+    scale, lo, hi = nudged_range(qr_min, qr_max, ql_min, ql_max)
+    # qr_min / qr_max get gradients only when they are trained (no x statistics, no EMA).
+    trained = not op.x_min_max and not op.ema
+    dq = []
+    for k in (1, 2):
+        g = input_grads[k] if propagate_down[k] else None
+        if g is not None and not accum[k]:
+            g.fill(0)
+        dq.append(g.reshape(-1) if g is not None and trained else np.zeros(lo.size, lo.dtype))
+    dx = input_grads[0].reshape(-1) if propagate_down[0] else x.reshape(-1)
+    min_max_quantize_backward_kernel(
+        x.reshape(-1), output_grads[0].reshape(-1), op.qindex, lo.reshape(-1), hi.reshape(-1),
+        dx, dq[0], dq[1], op.ste_fine_grained, propagate_down[0],
+        trained and (propagate_down[1] or propagate_down[2]), accum[0])
+
+
+# ------------------------------------------------------------------ linear quantization
+@njit(cache=True)
+def quantize_linear_backward_kernel(dy, scale, sindex, dx, accum):
+    for i in range(dy.size):
+        g = dy[i] / scale[sindex[i]]
+        if accum:
+            dx[i] += g
+        else:
+            dx[i] = g
+
+
+def quantize_linear_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if propagate_down[0]:
+        quantize_linear_backward_kernel(output_grads[0].reshape(-1), inputs[1].reshape(-1),
+                                        op.sindex, input_grads[0].reshape(-1), accum[0])
+
+
+# ------------------------------------------------------------------ quantized affine layers
+def _affine_backward(op, x, dy, w_for_dx, input_grads, propagate_down, accum):
+    """dx = dy w_for_dx^T, dW = x^T dy (the float weight, input 1), db = sum(dy)."""
+    n, d, m = op.dims
+    dy2 = dy.reshape(n, m)
+    if propagate_down[0]:
+        gemm(dy2, w_for_dx.reshape(d, m), input_grads[0].reshape(n, d), trans_b=True,
+             accumulate=accum[0])
+    if propagate_down[1]:
+        gemm(x.reshape(n, d), dy2, input_grads[1].reshape(d, m), trans_a=True, accumulate=accum[1])
+    b = op.bias_index
+    if b is not None and propagate_down[b]:
+        sum_rows(dy2, input_grads[b].reshape(m), accum[b])
+
+
+def binary_connect_affine_backward(op, inputs, outputs, output_grads, input_grads, propagate_down,
+                                   accum):
+    _affine_backward(op, inputs[0], output_grads[0], inputs[2], input_grads, propagate_down, accum)
+
+
+def binary_weight_affine_backward(op, inputs, outputs, output_grads, input_grads, propagate_down,
+                                  accum):
+    n, d, m = op.dims
+    dy = output_grads[0].reshape(n, m)
+    if propagate_down[0]:   # the output scale alpha applies to dx only; dW ignores it (nnabla)
+        gemm(dy * inputs[3].reshape(1, m), inputs[2].reshape(d, m), input_grads[0].reshape(n, d),
+             trans_b=True, accumulate=accum[0])
+    pd = list(propagate_down)
+    pd[0] = False
+    _affine_backward(op, inputs[0], dy, inputs[2], input_grads, pd, accum)
+
+
+def inq_affine_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    _affine_backward(op, inputs[0], output_grads[0], inputs[1], input_grads, propagate_down, accum)
+
+
+def _affine_dims(x_shape, w_shape, base_axis):
+    xs, ws = tuple(x_shape), tuple(w_shape)
+    base_axis %= len(xs)
+    return xs, ws, (int(np.prod(xs[:base_axis])), ws[0], int(np.prod(ws[1:])))
+
+
+# ------------------------------------------------------------------ quantized convolutions
+def quantized_convolution_backward(op, inputs, outputs, output_grads, input_grads, propagate_down,
+                                   accum):
+    geo, dy = op.geo, output_grads[0]
+    if propagate_down[0]:
+        geo.map_to_image(dy, op.forward_filter(inputs), input_grads[0],
+                         init=INIT_ADD if accum[0] else INIT_ZERO)
+    if propagate_down[1]:
+        geo.filter_grad(inputs[0], dy, input_grads[1], accum[1], reuse_col=True)
+    b = op.bias_index
+    if b is not None and propagate_down[b]:
+        axes = tuple(a for a in range(dy.ndim) if a != op.channel_axis)
+        accumulate(input_grads[b], dy.sum(axis=axes), accum[b])
+
 
 elementwise("BinarySigmoid", "where(x > 0, 1.0, 0.0)", dx="where(abs(x) < 1, 0.5 * dy, 0.0)")
 elementwise("BinaryTanh", "where(x > 0, 1.0, -1.0)", dx="where(abs(x) < 1, dy, 0.0)")
@@ -63,7 +193,7 @@ class _RangeSTE(Op):
         self.bw_kernel = ste_range_backward_kernel.for_size(self.size)
         return [x]
 
-    backward = bw.range_ste_backward
+    backward = range_ste_backward
 
     def grad_depends_input_data(self, i, j):
         return self.range is not None
@@ -97,7 +227,6 @@ def fixed_point_kernel(x, y, lo, hi, delta):
 class FixedPointQuantize(_RangeSTE):
     """Round to multiples of ``delta`` and clip to the n-bit range."""
     pass_range = staticmethod(fixed_point_pass_range)
-    grad = bw.fixed_point_quantize_grad
 
     def setup(self, x):
         if self.n < 1 or (self.sign and self.n < 2):
@@ -149,7 +278,6 @@ def pow2_kernel(x, y, signed, with_zero, p_min, p_max):
 class Pow2Quantize(_RangeSTE):
     """Round to signed powers of two in [2^(m - 2^bits + 1), 2^m] (log-domain quantization)."""
     pass_range = staticmethod(pow2_pass_range)
-    grad = bw.pow2_quantize_grad
 
     def setup(self, x):
         self.levels = pow2_levels(self.sign, self.with_zero, self.n, self.m)
@@ -188,8 +316,7 @@ class Prune(Op):
         if inputs[0].size:
             prune_kernel(inputs[0].reshape(-1), outputs[0].reshape(-1), self.rate)
 
-    backward = bw.identity_backward
-    grad = bw.prune_grad
+    backward = identity_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -221,7 +348,6 @@ class MinMaxQuantize(Op):
     [ql_min, ql_max]; x_min_max / ema update qr_min and qr_max in place during forward."""
     no_grad_inputs = (3, 4)
     keep_input_dtypes = (1, 2)
-    stateful = True
 
     def setup(self, x, qr_min, qr_max, ql_min, ql_max):
         qs = [tuple(qr_min), tuple(qr_max), tuple(ql_min), tuple(ql_max)]
@@ -254,8 +380,7 @@ class MinMaxQuantize(Op):
             x.reshape(-1), self.qindex, lo.reshape(-1), hi.reshape(-1), scale.reshape(-1),
             outputs[0].reshape(-1))
 
-    backward = bw.min_max_quantize_backward
-    grad = bw.min_max_quantize_grad
+    backward = min_max_quantize_backward
 
 
 # ------------------------------------------------------------------ ONNX-style linear quantization
@@ -308,8 +433,7 @@ class QuantizeLinear(Op):
             x.reshape(-1), scale.reshape(-1), zero_point.reshape(-1), self.sindex, self.zindex,
             outputs[0].reshape(-1), self.range[0], self.range[1], self.round_mode == "HALF_TO_EVEN")
 
-    backward = bw.quantize_linear_backward
-    grad = bw.quantize_linear_grad
+    backward = quantize_linear_backward
 
     def grad_depends_input_data(self, i, j):
         return j == 1
@@ -381,8 +505,7 @@ class BinaryConnectAffine(_QuantizedAffine):
     def quantize(self, inputs):
         binarize_kernel(inputs[1].reshape(-1), inputs[2].reshape(-1), self.quantize_zero_to)
 
-    backward = bw.binary_connect_affine_backward
-    grad = bw.binary_connect_affine_grad
+    backward = binary_connect_affine_backward
 
     def grad_depends_input_data(self, i, j):
         return (i == 0 and j == 2) or (i == 1 and j == 0)
@@ -421,8 +544,7 @@ class BinaryWeightAffine(_QuantizedAffine):
     def scale_output(self, inputs, y):
         y *= inputs[3].reshape(1, -1)
 
-    backward = bw.binary_weight_affine_backward
-    grad = bw.binary_weight_affine_grad
+    backward = binary_weight_affine_backward
 
     def grad_depends_input_data(self, i, j):
         return (i == 0 and j in (2, 3)) or (i == 1 and j == 0)
@@ -452,7 +574,6 @@ class _INQ:
     quantized and fixed (all of them at the last entry); fixed weights are restored to their
     quantized values at every forward, so solver updates to them are undone."""
 
-    stateful = True
 
     def inq_setup(self, weight, indicator):
         if tuple(indicator) != tuple(weight):
@@ -497,8 +618,7 @@ class INQAffine(_INQ, _QuantizedAffine):
         self.inq_setup(weight, indicator_fixedweights)
         return self.affine_setup(x, weight, bias)
 
-    backward = bw.inq_affine_backward
-    grad = bw.inq_affine_grad
+    backward = inq_affine_backward
 
     def grad_depends_input_data(self, i, j):
         return (i == 0 and j == 1) or (i == 1 and j == 0)
@@ -527,7 +647,7 @@ class _QuantizedConvolution(Op):
         self.geo.image_to_map(inputs[0], w, outputs[0], bias,
                               INIT_BIAS if bias is not None else INIT_ZERO)
 
-    backward = bw.quantized_convolution_backward
+    backward = quantized_convolution_backward
 
     def grad_depends_input_data(self, i, j):
         return (i == 0 and 1 <= j < self.n_filter_inputs) or (i == 1 and j == 0)
@@ -550,8 +670,6 @@ class BinaryConnectConvolution(_QuantizedConvolution):
 
     def forward_filter(self, inputs):
         return inputs[2]
-
-    grad = bw.binary_connect_convolution_grad
 
 
 @register
@@ -580,8 +698,6 @@ class BinaryWeightConvolution(_QuantizedConvolution):
         wb = inputs[2]
         return wb * inputs[3].reshape((-1,) + (1,) * (wb.ndim - 1))   # the scale folded in
 
-    grad = bw.binary_weight_convolution_grad
-
 
 @register
 class INQConvolution(_INQ, _QuantizedConvolution):
@@ -599,4 +715,3 @@ class INQConvolution(_INQ, _QuantizedConvolution):
     def grad_depends_input_data(self, i, j):
         return (i == 0 and j == 1) or (i == 1 and j == 0)
 
-    grad = bw.inq_convolution_grad

@@ -14,7 +14,7 @@ Layouts are nnabla's (checked against nnabla 1.39 numerically):
 
 Forward runs, per layer and direction, one GEMM for the input projections of all time steps,
 then a time loop of one small GEMM (the recurrent projection) and one fused gate kernel per
-step. What backward (BPTT, ``backward_ops/recurrent.py``) needs is saved on the op instance.
+step. What backward (BPTT, below) needs is saved on the op instance.
 With ``training`` and ``dropout > 0``, the inputs of layers 1..L-1 are dropped out (as cuDNN
 and nnabla's CUDA backend do; nnabla's CPU backend ignores ``dropout``).
 """
@@ -22,9 +22,144 @@ import numpy as np
 from numba import njit
 
 from .. import random as nn_random
-from ..backward_ops import recurrent as bw
 from .blas import gemm
-from .registry import Op, register
+from .registry import Op, accumulate, register
+
+
+# ------------------------------------------------------------------ backward kernels
+@njit(cache=True)
+def rnn_cell_backward(dh, h, relu, dg):
+    """dg = dh * act'(pre), from the step's output h."""
+    for b in range(dh.shape[0]):
+        for k in range(dh.shape[1]):
+            if relu:
+                dg[b, k] = dh[b, k] if h[b, k] > 0 else 0.0
+            else:
+                dg[b, k] = dh[b, k] * (1.0 - h[b, k] * h[b, k])
+
+
+@njit(cache=True)
+def lstm_cell_backward(dh, dc, gates, c, c_prev, dg):
+    """Gate pre-activation gradients (i, f, g, o) of one step. ``dc`` holds the gradient of
+    c_t from later steps on entry and that of c_{t-1} on exit."""
+    n_hidden = dh.shape[1]
+    for b in range(dh.shape[0]):
+        for k in range(n_hidden):
+            i = gates[b, k]
+            f = gates[b, n_hidden + k]
+            g = gates[b, 2 * n_hidden + k]
+            o = gates[b, 3 * n_hidden + k]
+            tc = np.tanh(c[b, k])
+            dct = dc[b, k] + dh[b, k] * o * (1.0 - tc * tc)
+            dg[b, k] = dct * g * i * (1.0 - i)
+            dg[b, n_hidden + k] = dct * c_prev[b, k] * f * (1.0 - f)
+            dg[b, 2 * n_hidden + k] = dct * i * (1.0 - g * g)
+            dg[b, 3 * n_hidden + k] = dh[b, k] * tc * o * (1.0 - o)
+            dc[b, k] = dct * f
+
+
+@njit(cache=True)
+def gru_cell_backward(dh, gates, hidden_new, h_prev, dgx, dgh, dh_prev):
+    """Gradients of one GRU step: of the input projections (dgx), of the recurrent projections
+    (dgh: the new gate's is scaled by r) and the direct part z * dh of dh_prev."""
+    n_hidden = dh.shape[1]
+    for b in range(dh.shape[0]):
+        for k in range(n_hidden):
+            r = gates[b, k]
+            z = gates[b, n_hidden + k]
+            n = gates[b, 2 * n_hidden + k]
+            dn = dh[b, k] * (1.0 - z) * (1.0 - n * n)
+            dz = dh[b, k] * (h_prev[b, k] - n) * z * (1.0 - z)
+            dr = dn * hidden_new[b, k] * r * (1.0 - r)
+            dgx[b, k] = dr
+            dgx[b, n_hidden + k] = dz
+            dgx[b, 2 * n_hidden + k] = dn
+            dgh[b, k] = dr
+            dgh[b, n_hidden + k] = dz
+            dgh[b, 2 * n_hidden + k] = dn * r
+            dh_prev[b, k] = dh[b, k] * z
+
+
+def _bptt_direction(op, state, dy, dh_last, dc_last, w_h, reverse):
+    """Back through the time loop of one (layer, direction). ``dy`` (T, B, H): gradient of this
+    direction's outputs; returns the gate gradients (input and recurrent side, by time) and
+    the gradients of the initial h and c."""
+    seq_len, batch, n_hidden = dy.shape
+    gh = w_h.shape[0]
+    dgx = np.empty((seq_len, batch, gh), dy.dtype)
+    dgh = np.empty_like(dgx) if op.separate_recurrent_grad else dgx
+    dh = np.array(dh_last, dtype=dy.dtype)
+    dc = None if dc_last is None else np.array(dc_last, dtype=dy.dtype)
+    dh_prev = np.empty_like(dh)
+    for t in (range(seq_len) if reverse else range(seq_len - 1, -1, -1)):
+        dh += dy[t]
+        op.cell_backward(dh, dc, state, t, dgx[t], dgh[t], dh_prev)
+        gemm(dgh[t], w_h, dh_prev, accumulate=op.separate_recurrent_grad)
+        dh, dh_prev = dh_prev, dh
+    return dgx, dgh, dh, dc
+
+
+def recurrent_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if not op.training:
+        op.fail("backward is called with training=False; build the layer with training=True "
+                "to differentiate it")
+    if op.saved is None:
+        op.fail("backward is called before forward")
+    seq_len, batch, _, n_hidden, n_dir = op.dims
+    names = op.input_names
+    pd = dict(zip(names, propagate_down))
+    dtype = output_grads[0].dtype
+    param_grads = {name: np.zeros(input_grads[k].shape, dtype) for k, name in enumerate(names)
+                   if name in ("weight_l0", "weight", "bias") and propagate_down[k]}
+    state_shape = (op.num_layers, n_dir, batch, n_hidden)
+    dh0 = np.empty(state_shape, dtype)
+    dc0 = np.empty(state_shape, dtype) if op.has_cell else None
+    d_out = output_grads[0]
+    for layer in reversed(range(op.num_layers)):
+        saved = op.saved[layer]
+        layer_input = inputs[0] if layer == 0 else saved["input"]
+        n_in = layer_input.shape[2]
+        rows = seq_len * batch
+        d_in = np.zeros(layer_input.shape, dtype) if (layer > 0 or pd["x"]) else None
+        w_name = "weight_l0" if layer == 0 else "weight"
+        for d in range(n_dir):
+            state = saved["directions"][d]
+            w_x, w_h, _ = op.layer_weights(inputs, layer, d)
+            dgx, dgh, dh0[layer, d], dc_first = _bptt_direction(
+                op, state, d_out[:, :, d * n_hidden:(d + 1) * n_hidden], output_grads[1][layer, d],
+                output_grads[2][layer, d] if op.has_cell else None, w_h, d == 1)
+            if op.has_cell:
+                dc0[layer, d] = dc_first
+            gx, gh = dgx.reshape(rows, -1), dgh.reshape(rows, -1)
+            if d_in is not None:
+                gemm(gx, w_x, d_in.reshape(rows, n_in), accumulate=True)
+            if w_name in param_grads:
+                dw = param_grads[w_name][d] if layer == 0 else param_grads[w_name][layer - 1, d]
+                dw = dw.reshape(gx.shape[1], n_in + n_hidden)
+                dw_x = np.empty((gx.shape[1], n_in), dtype)
+                gemm(gx, layer_input.reshape(rows, n_in), dw_x, trans_a=True)
+                dw[:, :n_in] += dw_x
+                dw_h = np.empty((gx.shape[1], n_hidden), dtype)
+                gemm(gh, state["h_prev"].reshape(rows, n_hidden), dw_h, trans_a=True)
+                dw[:, n_in:] += dw_h
+            if "bias" in param_grads:
+                db = param_grads["bias"][layer, d].reshape(-1)
+                db[:gx.shape[1]] += gx.sum(axis=0)
+                if op.separate_recurrent_grad:   # GRU's b_hn sees the recurrent-side gradient
+                    db[gx.shape[1]:] += gh[:, 2 * n_hidden:].sum(axis=0)
+        if layer > 0:
+            d_out = d_in if saved["mask"] is None else d_in * saved["mask"]
+        elif pd["x"]:
+            accumulate(input_grads[0], d_in, accum[0])
+    for k, name in enumerate(names):
+        if not propagate_down[k]:
+            continue
+        if name == "h":
+            accumulate(input_grads[k], dh0, accum[k])
+        elif name == "c":
+            accumulate(input_grads[k], dc0, accum[k])
+        elif name in param_grads:
+            accumulate(input_grads[k], param_grads[name], accum[k])
 
 
 @njit(cache=True)
@@ -47,7 +182,7 @@ def rnn_cell_forward(xw, hw, bias, relu, h_out):
 @njit(cache=True)
 def lstm_cell_forward(xw, hw, bias, c_prev, h_out, c_out, gates):
     """One LSTM step; xw, hw (B, 4H) in gate order (i, f, g, o). ``gates`` keeps the activated
-    gates for backward."""
+    gates for backward. The same update built from F ops: ``composite_functions.lstm_cell_update``."""
     n_hidden = h_out.shape[1]
     for b in range(h_out.shape[0]):
         for k in range(n_hidden):
@@ -201,7 +336,7 @@ class _Recurrent(Op):
     def extra_state(self, seq_len, batch, n_hidden, dtype):
         return {}
 
-    backward = bw.recurrent_backward
+    backward = recurrent_backward
 
     def grad_depends_input_data(self, i, j):
         # BPTT reads the states forward saved, the weights, and x for weight_l0's gradient.
@@ -215,9 +350,7 @@ class RNN(_Recurrent):
         rnn_cell_forward(xw, hw, bias, self.nonlinearity == "relu", state["h"][t])
 
     def cell_backward(self, dh, dc, state, t, dgx, dgh, dh_prev):
-        bw.rnn_cell_backward(dh, state["h"][t], self.nonlinearity == "relu", dgx)
-
-    grad = bw.rnn_grad
+        rnn_cell_backward(dh, state["h"][t], self.nonlinearity == "relu", dgx)
 
 
 @register
@@ -236,9 +369,7 @@ class LSTM(_Recurrent):
                           state["gates"][t])
 
     def cell_backward(self, dh, dc, state, t, dgx, dgh, dh_prev):
-        bw.lstm_cell_backward(dh, dc, state["gates"][t], state["c"][t], state["c_prev"][t], dgx)
-
-    grad = bw.lstm_grad
+        lstm_cell_backward(dh, dc, state["gates"][t], state["c"][t], state["c_prev"][t], dgx)
 
 
 @register
@@ -256,7 +387,6 @@ class GRU(_Recurrent):
                          state["hidden_new"][t])
 
     def cell_backward(self, dh, dc, state, t, dgx, dgh, dh_prev):
-        bw.gru_cell_backward(dh, state["gates"][t], state["hidden_new"][t], state["h_prev"][t],
+        gru_cell_backward(dh, state["gates"][t], state["hidden_new"][t], state["h_prev"][t],
                              dgx, dgh, dh_prev)
 
-    grad = bw.gru_grad

@@ -8,9 +8,124 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from ..backward_ops import reduction as bw
 from .kernels import PARALLEL_THRESHOLD, parallel_kernel
 from .registry import Op, register
+
+
+# ------------------------------------------------------------------ backward kernels
+@parallel_kernel
+def broadcast_back(dy, dx, scale, accum):
+    """dx[a, b, c] (+)= scale * dy[a, c]: the gradient of a sum over b."""
+    A, B, C = dx.shape
+    for a in prange(A):
+        for b in range(B):
+            for c in range(C):
+                g = scale * dy[a, c]
+                if accum:
+                    dx[a, b, c] += g
+                else:
+                    dx[a, b, c] = g
+
+
+def _write(op, dx, g3, accum):
+    """Store a gradient computed in the reduction's 3-d layout into dx."""
+    g = op.layout.scatter_back(g3)
+    if accum:
+        dx += g
+    else:
+        dx[...] = g
+
+
+def sum_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if not propagate_down[0]:
+        return
+    lay = op.layout
+    scale = 1.0 / max(lay.size_reduced, 1) if op.mean else 1.0
+    dy = output_grads[0].reshape(lay.shape3[0], lay.shape3[2])
+    dx = input_grads[0]
+    kernel = broadcast_back.for_size(dx.size)
+    if lay.perm is None:
+        kernel(dy, dx.reshape(lay.shape3), scale, accum[0])
+    else:
+        g3 = np.empty(lay.shape3, dx.dtype)
+        kernel(dy, g3, scale, False)
+        _write(op, dx, g3, accum[0])
+
+
+@njit(cache=True)
+def arg_backward_kernel(dy, index, dx3, accum):
+    """Route each dy[a, c] to the reduced position index[a, c] that won the max/min."""
+    A, B, C = dx3.shape
+    if not accum:
+        dx3[:] = 0.0
+    for a in range(A):
+        for c in range(C):
+            dx3[a, index[a, c], c] += dy[a, c]
+
+
+def arg_reduction_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if not propagate_down[0]:
+        return
+    if op.only_index:
+        raise NotImplementedError("{}: only_index=True has no gradient".format(op.name))
+    lay = op.layout
+    index = getattr(op, "saved_index", None)
+    if index is None:
+        _, index = op._reduce(inputs[0])
+    dy = output_grads[0].reshape(lay.shape3[0], lay.shape3[2])
+    dx = input_grads[0]
+    if lay.perm is None:
+        arg_backward_kernel(dy, index, dx.reshape(lay.shape3), accum[0])
+    else:
+        g3 = np.zeros(lay.shape3, dx.dtype)
+        arg_backward_kernel(dy, index, g3, True)
+        _write(op, dx, g3, accum[0])
+
+
+@njit(cache=True)
+def prod_backward_kernel(x3, dy, g3):
+    """g = dy * product of the other elements (exclusive prefix x suffix products: exact
+    also where x has zeros)."""
+    A, B, C = x3.shape
+    for a in range(A):
+        for c in range(C):
+            left = 1.0
+            for b in range(B):
+                g3[a, b, c] = left
+                left *= x3[a, b, c]
+            right = 1.0
+            for b in range(B - 1, -1, -1):
+                g3[a, b, c] *= right * dy[a, c]
+                right *= x3[a, b, c]
+
+
+def prod_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if not propagate_down[0]:
+        return
+    lay = op.layout
+    x3 = lay.view(inputs[0])
+    g3 = np.empty(lay.shape3, x3.dtype)
+    prod_backward_kernel(x3, output_grads[0].reshape(lay.shape3[0], lay.shape3[2]), g3)
+    _write(op, input_grads[0], g3, accum[0])
+
+
+def norm_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if not propagate_down[0]:
+        return
+    lay = op.layout
+    x3 = lay.view(inputs[0])
+    y = outputs[0].reshape(lay.shape3[0], 1, lay.shape3[2])
+    dy = output_grads[0].reshape(lay.shape3[0], 1, lay.shape3[2])
+    p = op.p
+    with np.errstate(divide="ignore", invalid="ignore"):
+        g3 = dy * np.sign(x3) * np.abs(x3) ** (p - 1) * np.where(y > 0, y, 1) ** (1 - p)
+    _write(op, input_grads[0], g3.astype(x3.dtype), accum[0])
+
+
+def _axes_of(input_shape, axes):
+    nd = len(input_shape)
+    return sorted({a % nd for a in axes}) if axes is not None else list(range(nd))
+
 
 SUM, MAX, MIN, PROD, ABS_POW = 0, 1, 2, 3, 4
 
@@ -173,8 +288,7 @@ class _Reduction(Op):
 @register
 class Sum(_Reduction):
     mean = False
-    backward = bw.sum_backward
-    grad = bw.sum_grad
+    backward = sum_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -183,14 +297,12 @@ class Sum(_Reduction):
 @register
 class Mean(Sum):
     mean = True
-    grad = bw.mean_grad
 
 
 @register
 class Prod(_Reduction):
     kind = PROD
-    backward = bw.prod_backward
-    grad = bw.prod_grad
+    backward = prod_backward
 
     def grad_depends_output_data(self, i, o):
         return True
@@ -209,8 +321,7 @@ class Norm(_Reduction):
         y, _ = self._reduce(inputs[0], self.p)
         outputs[0][...] = (y ** (1.0 / self.p)).reshape(outputs[0].shape)
 
-    backward = bw.norm_backward
-    grad = bw.norm_grad
+    backward = norm_backward
 
     def grad_depends_output_data(self, i, o):
         return True
@@ -236,8 +347,7 @@ class _ArgReduction(_Reduction):
         index = np.dtype(np.uint64)
         return [index] if self.only_index else [compute_dtype, index][:n_outputs]
 
-    backward = bw.arg_reduction_backward
-    grad = bw.arg_reduction_grad
+    backward = arg_reduction_backward
 
     def grad_depends_input_data(self, i, j):
         return True
@@ -268,7 +378,7 @@ class _ReduceAll(Op):
         x = inputs[0]
         outputs[0][...] = sum_of_everything(x) / (x.size if self.mean else 1)
 
-    backward = bw.sum_backward
+    backward = sum_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -276,10 +386,9 @@ class _ReduceAll(Op):
 
 @register
 class ReduceSum(_ReduceAll):
-    grad = bw.reduce_sum_grad
+    pass
 
 
 @register
 class ReduceMean(_ReduceAll):
     mean = True
-    grad = bw.reduce_mean_grad

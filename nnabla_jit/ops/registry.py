@@ -8,11 +8,15 @@ under a table name with :func:`register`; it supplies the behaviour the table ca
   that names the op, the argument and the shapes when the inputs do not fit;
 - ``forward(inputs, outputs)``: runs ``@njit`` kernels that write into the output arrays the
   executor owns;
-- ``backward(inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum)``: first-order
-  kernels that overwrite (``accum[i]`` False) or add into (True) ``grad_inputs[i]``;
-- ``grad_depends_input_data(i, j)`` / ``grad_depends_output_data(i, o)``: what backward reads;
-- ``grad``: the rule, built from ``F`` ops, that ``nn.grad`` uses (nnabla's signature
-  ``fn(grad_inputs, inputs, input_shapes, outputs, output_shapes, **args)``).
+- ``backward(inputs, outputs, output_grads, input_grads, propagate_down, accum)``: first-order
+  kernels that overwrite (``accum[i]`` False) or add into (True) ``input_grads[i]``;
+- ``grad_depends_input_data(i, j)`` / ``grad_depends_output_data(i, o)``: what backward reads.
+
+The grad rules ``nn.grad`` uses (built from ``F`` ops, nnabla's signature
+``fn(grad_inputs, inputs, input_shapes, outputs, output_shapes, **args)``, where ``grad_inputs``
+are the gradients of the function's outputs, the inputs of the gradient) live above ``F`` in
+``backward_function/`` and are filed here by op name (:data:`GRAD_RULES`, :func:`grad_rule`),
+so the executor and ``nn.grad`` find them without importing upward.
 
 ``F.<snake_name>``, ``show_registry()``, ``function_info``, the ONNX mapping and the tests are
 all derived from the registered entries.
@@ -25,7 +29,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-__all__ = ["Op", "register", "REGISTRY", "TABLE", "FunctionSpec", "ArgSpec", "InputSpec", "NoGradient"]
+__all__ = ["Op", "register", "REGISTRY", "TABLE", "FunctionSpec", "ArgSpec", "InputSpec", "NoGradient",
+           "GRAD_RULES", "grad_rule"]
 
 _TABLE_PATH = os.path.join(os.path.dirname(os.path.dirname(__file__)), "tables", "functions.tsv")
 
@@ -112,6 +117,7 @@ def _load_table():
 
 TABLE = _load_table()
 REGISTRY = OrderedDict()   # type name -> Op subclass
+GRAD_RULES = OrderedDict()  # type name -> grad rule (filled by nnabla_jit.backward_function)
 
 
 class NoGradient(NotImplementedError):
@@ -195,10 +201,9 @@ class Op:
     keep_input_dtypes = ()  # inputs passed to kernels as stored (int labels, indices, masks)
     output_dtype = None    # None: the context's compute type; else a numpy dtype for all outputs
     no_grad_inputs = ()    # inputs that never receive a gradient (labels, indices, shapes)
-    grad = None            # the F-level gradient rule (nnabla's backward_functions signature)
     python_level = False   # True for PythonFunction adapters: forward/backward take Variables
-    stateful = False       # True if forward updates state or draws random numbers each call
     data_dependent = False  # True if output shapes/dtypes follow input values (output_specs)
+    n_outputs = -1         # the output count the caller asked for (-1: the op's own); see build
 
     def __init__(self, input_names=(), **args):
         self.input_names = tuple(input_names)
@@ -239,7 +244,7 @@ class Op:
     def forward(self, inputs, outputs):
         raise NotImplementedError("{}: no forward kernel".format(self.name))
 
-    def backward(self, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+    def backward(self, inputs, outputs, output_grads, input_grads, propagate_down, accum):
         raise NoGradient("{}: this function has no backward".format(self.name))
 
     def grad_depends_input_data(self, i, j):
@@ -290,10 +295,6 @@ def _checked_setup(setup):
 def register(cls=None, *, name=None):
     """Class decorator: register ``cls`` under its table name (the class name by default)."""
     def deco(c):
-        # A grad rule is a plain function (nnabla's signature), never a bound method.
-        if "grad" in c.__dict__ and callable(c.__dict__["grad"]) and not isinstance(
-                c.__dict__["grad"], staticmethod):
-            c.grad = staticmethod(c.__dict__["grad"])
         c.name = name or c.__dict__.get("name") or c.__name__
         c.spec = TABLE.get(c.name)
         if not getattr(c.setup, "checked_setup", False):
@@ -301,6 +302,15 @@ def register(cls=None, *, name=None):
         REGISTRY[c.name] = c
         return c
     return deco(cls) if cls is not None else deco
+
+
+def grad_rule(*names):
+    """Decorator: file a grad rule (nnabla's signature) under the op type names it serves."""
+    def deco(fn):
+        for n in names:
+            GRAD_RULES[n] = fn
+        return fn
+    return deco
 
 
 def accumulate(dst, value, accum):

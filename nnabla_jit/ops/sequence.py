@@ -10,8 +10,31 @@ values then, as nnabla's dynamic mode does) and again at every forward.
 import numpy as np
 from numba import njit
 
-from ..backward_ops import sequence as bw
 from .registry import Op, register
+
+
+# ------------------------------------------------------------------ backward kernels
+def _node_op(outputs):
+    """The forward op (it knows the lengths and batch sizes its shapes were computed from)."""
+    return next(o for o in outputs if o is not None).parent.op
+
+
+def pack_padded_sequence_backward(op, inputs, outputs, output_grads, input_grads, propagate_down,
+                                  accum):
+    if not propagate_down[0]:
+        return
+    dx = input_grads[0]
+    if not accum[0]:
+        dx.fill(0)
+    pack_rows(time_major(dx, op.batch_first), as_rows(output_grads[0]), op.batch_sizes, False, True)
+
+
+def pad_packed_sequence_backward(op, inputs, outputs, output_grads, input_grads, propagate_down,
+                                 accum):
+    if not propagate_down[0]:
+        return
+    pack_rows(time_major(output_grads[0], op.batch_first), as_rows(input_grads[0]), op.batch_sizes,
+              True, accum[0])
 
 
 @njit(cache=True)
@@ -91,8 +114,7 @@ class PackPaddedSequence(Op):
                   True, False)
         outputs[1][...] = self.batch_sizes
 
-    backward = bw.pack_padded_sequence_backward
-    grad = bw.pack_padded_sequence_grad
+    backward = pack_padded_sequence_backward
 
     def grad_depends_input_data(self, i, j):
         return False   # the batch sizes are kept on the op
@@ -148,8 +170,7 @@ class PadPackedSequence(Op):
                   False, False)
         outputs[1][...] = self.lengths
 
-    backward = bw.pad_packed_sequence_backward
-    grad = bw.pad_packed_sequence_grad
+    backward = pad_packed_sequence_backward
 
     def grad_depends_input_data(self, i, j):
         return False   # the batch sizes are kept on the op

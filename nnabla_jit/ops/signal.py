@@ -1,8 +1,9 @@
 """Signal processing: resampling (Interpolate, ONNXResize), FFT / IFFT and STFT / ISTFT.
 
 Every op here is linear in its (float) input, so each is a forward map plus its exact adjoint:
-the backward kernel runs the adjoint, and the grad rule builds the adjoint as a graph node
-whose own backward and grad rule are the forward again, so ``nn.grad`` goes to any order.
+the backward kernel runs the adjoint, and the grad rule builds the adjoint as a graph node (a
+LinearAdjoint, ``ops/adjoint.py``) whose own backward and grad rule are the forward again, so
+``nn.grad`` goes to any order.
 
 * Resampling is separable: each resized axis is a 1-d map ``y[j] = sum_k w[j, k] x[idx[j, k]]``
   (1 tap nearest, 2 linear, 4 cubic) computed once in ``setup`` from the coordinate rules,
@@ -16,10 +17,58 @@ whose own backward and grad rule are the forward again, so ``nn.grad`` goes to a
 import numpy as np
 from numba import prange
 
-from ..backward_ops import signal as bw
 from .blas import gemm
 from .kernels import parallel_kernel
-from .registry import REGISTRY, Op, register
+from .registry import Op, register
+
+
+# ------------------------------------------------------------------ backward kernels
+_STFT_ARGS = ("window_size", "stride", "fft_size", "window_type", "center", "pad_mode")
+
+
+# ------------------------------------------------------------------ resampling
+def resample_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if propagate_down[0]:
+        apply_resample_adjoint(op.plan, output_grads[0], input_grads[0], accum[0])
+
+
+# ------------------------------------------------------------------ FFT
+def dft_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if propagate_down[0]:
+        transform(output_grads[0], input_grads[0], op.axes, op.inverse, op.normalized,
+                            adjoint=True, accum=accum[0])
+
+
+def _signal_size(shape, signal_ndim):
+    return int(np.prod(shape[len(shape) - 1 - signal_ndim:-1]))
+
+
+# ------------------------------------------------------------------ STFT / ISTFT
+def _spectrum_backward(op, dx, input_grads, propagate_down, accum, run):
+    """Write the spectrum gradients ``run(dx, gr, gi)`` computes into the wanted inputs."""
+    if not (propagate_down[0] or propagate_down[1]):
+        return
+    shape = next(g.shape for g in input_grads[:2] if g is not None)
+    parts = [g if propagate_down[k] and not accum[k] else np.empty(shape, dx.dtype)
+             for k, g in enumerate(input_grads[:2])]
+    run(dx, parts[0], parts[1])
+    for k in range(2):
+        if propagate_down[k] and accum[k]:
+            input_grads[k] += parts[k]
+
+
+def stft_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if not propagate_down[0]:
+        return
+    if op.as_istft_backward:
+        op.run_synthesis(output_grads[0], output_grads[1], input_grads[0], accum[0])
+    else:
+        op.run_analysis_adjoint(output_grads[0], output_grads[1], input_grads[0], accum[0])
+
+
+def istft_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    run = op.run_analysis if op.as_stft_backward else op.run_synthesis_adjoint
+    _spectrum_backward(op, output_grads[0], input_grads, propagate_down, accum, run)
 
 
 # ============================================================================ resampling
@@ -175,7 +224,7 @@ class _Resample(Op):
     def forward(self, inputs, outputs):
         apply_resample(self.plan, inputs[0], outputs[0])
 
-    backward = bw.resample_backward
+    backward = resample_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -184,7 +233,6 @@ class _Resample(Op):
 @register
 class Interpolate(_Resample):
     """Resize the last len(output_size) spatial axes (before the channel if channel_last)."""
-    grad = bw.interpolate_grad
 
     def setup(self, x):
         sizes = tuple(self.output_size)
@@ -261,7 +309,6 @@ def onnx_resize_taps(op, n_in, n_out, scale, start, end):
 @register
 class ONNXResize(_Resample):
     """ONNX's Resize: nearest / linear / cubic with ONNX's coordinate transformations."""
-    grad = bw.onnx_resize_grad
 
     def setup(self, x):
         nd = len(x)
@@ -289,53 +336,6 @@ class ONNXResize(_Resample):
         return [out]
 
 
-@register(name="ResampleAdjoint")
-class ResampleAdjoint(Op):
-    """Internal: the transpose of the resampling op ``source`` (Interpolate or ONNXResize)
-    with arguments ``forward_args`` applied to an input of ``in_shape`` (used by grad rules)."""
-
-    def __init__(self, input_names=(), source="Interpolate", forward_args=None, in_shape=()):
-        super().__init__(input_names, source=source, forward_args=dict(forward_args or {}),
-                         in_shape=tuple(in_shape))
-
-    def forward_op(self):
-        return REGISTRY[self.source](input_names=("x",), **self.forward_args)
-
-    def setup(self, dy):
-        fwd = self.forward_op()
-        out = tuple(fwd.setup(self.in_shape)[0])
-        if tuple(dy) != out:
-            self.fail("gradient of shape {} does not match the {} output shape {}", dy,
-                      self.source, out)
-        self.plan = fwd.plan
-        return [self.in_shape]
-
-    def forward(self, inputs, outputs):
-        apply_resample_adjoint(self.plan, inputs[0], outputs[0], False)
-
-    backward = bw.resample_adjoint_backward
-    grad = bw.resample_adjoint_grad
-
-    def grad_depends_input_data(self, i, j):
-        return False
-
-
-def resample_adjoint(source, forward_args, in_shape, dy):
-    """A ResampleAdjoint node applied to ``dy``."""
-    from ..function import build
-    return build(ResampleAdjoint(input_names=("dy",), source=source, forward_args=forward_args,
-                                 in_shape=in_shape), [dy])
-
-
-def resample_linear_part(source, forward_args, g):
-    """The forward resampling of ``g`` without ONNX's extrapolation constant."""
-    from ..function import build
-    args = dict(forward_args)
-    if "extrapolation_value" in args:
-        args["extrapolation_value"] = 0.0
-    return build(REGISTRY[source](input_names=("x",), **args), [g])
-
-
 # ============================================================================ FFT
 class _DFT(Op):
     """Complex DFT over the ``signal_ndim`` axes before the last (real, imaginary) axis."""
@@ -354,7 +354,7 @@ class _DFT(Op):
     def forward(self, inputs, outputs):
         transform(inputs[0], outputs[0], self.axes, self.inverse, self.normalized, False)
 
-    backward = bw.dft_backward
+    backward = dft_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -384,13 +384,12 @@ def transform(x, y, axes, inverse, normalized, adjoint, accum=False):
 
 @register
 class FFT(_DFT):
-    grad = bw.fft_grad
+    pass
 
 
 @register
 class IFFT(_DFT):
     inverse = True
-    grad = bw.ifft_grad
 
 
 # ============================================================================ STFT / ISTFT
@@ -528,8 +527,8 @@ class StftGeometry:
 
 
 class _StftOp(Op):
-    """STFT, ISTFT and the internal STFTAdjoint: one of the four maps forward, its
-    transpose backward (``kind``: 'analysis' STFT, 'synthesis' ISTFT, or their adjoints)."""
+    """STFT and ISTFT: one of the four maps forward, its transpose backward (``kind``:
+    'analysis' STFT, 'synthesis' ISTFT, or their adjoints)."""
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -642,8 +641,7 @@ class STFT(_StftOp):
         else:
             self.run_analysis(inputs[0], *outputs)
 
-    backward = bw.stft_backward
-    grad = bw.stft_grad
+    backward = stft_backward
 
 
 @register
@@ -666,24 +664,4 @@ class ISTFT(_StftOp):
         else:
             self.run_synthesis(inputs[0], inputs[1], outputs[0])
 
-    backward = bw.istft_backward
-    grad = bw.istft_grad
-
-
-@register(name="STFTAdjoint")
-class STFTAdjoint(_StftOp):
-    """Internal: the transpose of STFT for a signal of ``length`` samples (STFT's grad rule
-    uses it when ``length`` is not the one ISTFT(as_stft_backward=True) would give)."""
-
-    def __init__(self, input_names=(), length=0, **stft_args):
-        super().__init__(input_names, length=int(length), **stft_args)
-
-    def setup(self, y_r, y_i):
-        self.check_common()
-        return self.setup_analysis_adjoint(y_r, y_i, self.length)
-
-    def forward(self, inputs, outputs):
-        self.run_analysis_adjoint(inputs[0], inputs[1], outputs[0])
-
-    backward = bw.stft_adjoint_backward
-    grad = bw.stft_adjoint_grad
+    backward = istft_backward

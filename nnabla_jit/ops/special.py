@@ -12,12 +12,40 @@ They exist for graph plumbing in nnabla's GUI and keep its odd backward semantic
   back to the next VAT step) and gives ``x`` no gradient.
 """
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
-from ..backward_ops import special as bw
-from .activation import normalize_axis
+from .common import normalize_axis
 from .kernels import parallel_kernel
 from .registry import Op, register
+
+
+# ------------------------------------------------------------------ backward kernels
+def _zero_unless_accum(dx, accum):
+    if not accum:
+        dx.fill(0)
+
+
+def unlink_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if propagate_down[0]:
+        _zero_unless_accum(input_grads[0], accum[0])
+
+
+def sink_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if not op.one_input_grad:
+        return   # the gradients already in the inputs are the ones to propagate
+    for dx, pd in zip(input_grads, propagate_down):
+        if pd:
+            dx.fill(1)
+
+
+def vat_noise_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    w = inputs[1]
+    w.reshape(-1)[...] = op.eps * output_grads[0].reshape(-1)
+    if propagate_down[0]:
+        _zero_unless_accum(input_grads[0], accum[0])
+    if propagate_down[1]:
+        _zero_unless_accum(input_grads[1], accum[1])
+
 
 VAT_NORM_EPS = 1e-8   # nnabla's constant under the square root
 
@@ -29,8 +57,7 @@ class Unlink(Op):
     def forward(self, inputs, outputs):
         outputs[0][...] = inputs[0]
 
-    backward = bw.unlink_backward
-    grad = bw.unlink_grad
+    backward = unlink_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -48,8 +75,7 @@ class Sink(Op):
     def forward(self, inputs, outputs):
         outputs[0][...] = 0
 
-    backward = bw.sink_backward
-    grad = bw.sink_grad
+    backward = sink_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -84,8 +110,7 @@ class VATNoise(Op):
         kernel = vat_noise_kernel.for_size(x.size)
         kernel(x.reshape(self.rows, -1), outputs[0].reshape(self.rows, -1), self.eps, VAT_NORM_EPS)
 
-    backward = bw.vat_noise_backward
-    grad = bw.vat_noise_grad
+    backward = vat_noise_backward
 
     def grad_depends_input_data(self, i, j):
         return j == 1   # backward writes into w's data buffer

@@ -5,12 +5,41 @@ state (``nn.random.prng``, looked up at every forward so ``nn.seed`` takes effec
 seed of its own creates its RandomState once and keeps drawing from it.
 """
 import numpy as np
-from numba import prange
+from numba import njit, prange
 
 from .. import random as _random
-from ..backward_ops import stochastic as bw
 from .kernels import parallel_kernel
-from .registry import Op, register
+from .registry import Op, accumulate, register
+
+
+# ------------------------------------------------------------------ backward kernels
+def dropout_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if propagate_down[0]:
+        accumulate(input_grads[0], output_grads[0] * op.mask, accum[0])
+
+
+def dropout_mask_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if propagate_down[0]:
+        accumulate(input_grads[0], output_grads[0] * op.dropout.mask, accum[0])
+
+
+@njit(cache=True)
+def scatter_draws(index, dy, dx):
+    """dx[b, index[b, k]] += dy[b, k]."""
+    for b in range(index.shape[0]):
+        for k in range(index.shape[1]):
+            dx[b, index[b, k]] += dy[b, k]
+
+
+def random_choice_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    index = op.saved_index
+    dy = output_grads[0].reshape(index.shape)
+    for i in range(2):
+        if propagate_down[i]:
+            g = input_grads[i].reshape(index.shape[0], -1)
+            if not accum[i]:
+                g[...] = 0
+            scatter_draws(index, dy, g)
 
 
 def op_rng(op):
@@ -35,7 +64,6 @@ def dropout_kernel(x, u, p, scale, mask, y):
 class Dropout(Op):
     """Zero each element with probability p and scale the others by 1 / (1 - p). The mask of the
     last forward is kept on the op for backward."""
-    stateful = True
     mask = None   # float32, shaped like x: 0 or 1 / (1 - p) per element
 
     def setup(self, x):
@@ -50,8 +78,7 @@ class Dropout(Op):
         dropout_kernel.for_size(u.size)(inputs[0].reshape(-1), u, self.p, 1.0 / (1.0 - self.p),
                                         self.mask.reshape(-1), outputs[0].reshape(-1))
 
-    backward = bw.dropout_backward
-    grad = bw.dropout_grad
+    backward = dropout_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -74,8 +101,7 @@ class DropoutMask(Op):
     def forward(self, inputs, outputs):
         np.multiply(inputs[0], self.dropout.mask, out=outputs[0])
 
-    backward = bw.dropout_mask_backward
-    grad = bw.dropout_mask_grad
+    backward = dropout_mask_backward
 
     def grad_depends_input_data(self, i, j):
         return False
@@ -84,7 +110,6 @@ class DropoutMask(Op):
 # ------------------------------------------------------------------------ generators
 class Generator(Op):
     """An op without inputs drawing ``shape`` random numbers per forward (no gradient)."""
-    stateful = True
 
     def setup(self):
         self.check()
@@ -221,7 +246,6 @@ def choice_kernel(w2, u2, replace, index):
 class RandomChoice(Op):
     """Draw ``shape`` samples from each population (last axis) of x with relative weights w.
     Backward routes the output gradient to the drawn members, for x and for w (as nnabla)."""
-    stateful = True
 
     def setup(self, x, w):
         if tuple(x) != tuple(w):
@@ -243,8 +267,7 @@ class RandomChoice(Op):
                       .format(self.draws))
         outputs[0].reshape(self.saved_index.shape)[...] = np.take_along_axis(x.reshape(-1, n), self.saved_index, 1)
 
-    backward = bw.random_choice_backward
-    grad = bw.random_choice_grad
+    backward = random_choice_backward
 
     def grad_depends_input_data(self, i, j):
         return False

@@ -6,14 +6,14 @@ negative ones ignored, anything else an error.
 import numpy as np
 from numba import njit, prange
 
-from ..backward_ops.loss import label_of
+from .common import label_of
 from .elementwise import elementwise
 from .kernels import parallel_kernel
 from .loss import LabelOp
 from .registry import register
 
-BinaryError = elementwise("BinaryError", "where((x0 >= 0.5) != (x1 >= 0.5), 1.0, 0.0)")
-BinaryError.grad = None   # no rule at all (as in nnabla): nn.grad through it raises
+# no grad rule at all (as in nnabla): nn.grad through it raises
+BinaryError = elementwise("BinaryError", "where((x0 >= 0.5) != (x1 >= 0.5), 1.0, 0.0)", grad_rule=False)
 
 
 @parallel_kernel

@@ -20,14 +20,14 @@ def _as_list(y):
     return list(y) if isinstance(y, (list, tuple)) else [y]
 
 
-def _leaves(inputs, grad_inputs):
-    """float64 leaf Variables for the inputs; ``grad_inputs`` says which need a gradient."""
+def _leaves(inputs, wrt):
+    """float64 leaf Variables for the inputs; ``wrt`` says which need a gradient."""
     xs = []
     for k, a in enumerate(inputs):
         a = np.asarray(a)
         if a.dtype.kind == "f":
             a = a.astype(np.float64)
-        want = grad_inputs is None and a.dtype.kind == "f" or (grad_inputs is not None and k in grad_inputs)
+        want = wrt is None and a.dtype.kind == "f" or (wrt is not None and k in wrt)
         v = Variable.from_numpy_array(a, need_grad=bool(want))
         if want:
             v.g = 0
@@ -94,8 +94,8 @@ def _compare(what, name, got, want, atol, rtol):
                                                              atol, rtol, got, want))
 
 
-def _setup(fn, inputs, grad_inputs, seed):
-    xs = _leaves(inputs, grad_inputs)
+def _setup(fn, inputs, wrt, seed):
+    xs = _leaves(inputs, wrt)
     ys = _differentiable_outputs(_as_list(fn(*xs)))
     for y in ys:
         y.forward()
@@ -117,14 +117,14 @@ def check_forward(fn, inputs, reference, atol=1e-5, rtol=1e-5, ctx=None):
             _compare("forward", "output {}".format(k), y.d, w, atol, rtol)
 
 
-def check_backward(fn, inputs, grad_inputs=None, eps=1e-6, atol=1e-5, rtol=1e-4, seed=0):
+def check_backward(fn, inputs, wrt=None, eps=1e-6, atol=1e-5, rtol=1e-4, seed=0):
     """Backward kernels against central differences, in float64.
 
-    ``grad_inputs``: indices of the inputs to differentiate (default: every float input).
+    ``wrt``: indices of the inputs to differentiate (default: every float input).
     Also checks that a second backward accumulates (leaf gradients double).
     """
     with context_scope(double_context()):
-        xs, weights = _setup(fn, inputs, grad_inputs, seed)
+        xs, weights = _setup(fn, inputs, wrt, seed)
         loss = _weighted_loss(_differentiable_outputs(_as_list(fn(*xs))), weights)
         loss.forward()
         loss.backward()
@@ -141,10 +141,10 @@ def check_backward(fn, inputs, grad_inputs=None, eps=1e-6, atol=1e-5, rtol=1e-4,
     return analytic
 
 
-def check_grad_rule(fn, inputs, grad_inputs=None, atol=1e-6, rtol=1e-5, seed=0):
+def check_grad_rule(fn, inputs, wrt=None, atol=1e-6, rtol=1e-5, seed=0):
     """Gradients from ``nn.grad`` (the F-built rules) against the backward kernels."""
     with context_scope(double_context()):
-        xs, weights = _setup(fn, inputs, grad_inputs, seed)
+        xs, weights = _setup(fn, inputs, wrt, seed)
         loss = _weighted_loss(_differentiable_outputs(_as_list(fn(*xs))), weights)
         loss.forward()
         loss.backward()
@@ -155,11 +155,11 @@ def check_grad_rule(fn, inputs, grad_inputs=None, atol=1e-6, rtol=1e-5, seed=0):
             _compare("grad rule", "input {}".format(xs.index(x)), g.d, x.g, atol, rtol)
 
 
-def check_double_backward(fn, inputs, grad_inputs=None, eps=1e-6, atol=1e-4, rtol=1e-3, seed=0):
+def check_double_backward(fn, inputs, wrt=None, eps=1e-6, atol=1e-4, rtol=1e-3, seed=0):
     """Second order: L2 = sum_i sum(grad_i * v_i) with grad_i from nn.grad; its backward
     (through the gradient graph) against central differences of L2."""
     with context_scope(double_context()):
-        xs, weights = _setup(fn, inputs, grad_inputs, seed)
+        xs, weights = _setup(fn, inputs, wrt, seed)
         rng = np.random.RandomState(seed + 1)
         wrt = [x for x in xs if x.need_grad]
 
@@ -185,14 +185,14 @@ def check_double_backward(fn, inputs, grad_inputs=None, eps=1e-6, atol=1e-4, rto
             _compare("double backward", "input {}".format(idx), analytic[k], num, atol, rtol)
 
 
-def check_function(fn, inputs, reference=None, grad_inputs=None, backward=True, grad_rule=True,
+def check_function(fn, inputs, reference=None, wrt=None, backward=True, grad_rule=True,
                    double_backward=True, atol=1e-5, rtol=1e-4):
     """Forward (when a reference is given), backward, grad rule and double backward."""
     if reference is not None:
         check_forward(fn, inputs, reference, atol=atol, rtol=rtol)
     if backward:
-        check_backward(fn, inputs, grad_inputs, atol=atol, rtol=rtol)
+        check_backward(fn, inputs, wrt, atol=atol, rtol=rtol)
     if grad_rule:
-        check_grad_rule(fn, inputs, grad_inputs, atol=atol, rtol=rtol)
+        check_grad_rule(fn, inputs, wrt, atol=atol, rtol=rtol)
     if double_backward:
-        check_double_backward(fn, inputs, grad_inputs, atol=max(atol, 1e-4), rtol=max(rtol, 1e-3))
+        check_double_backward(fn, inputs, wrt, atol=max(atol, 1e-4), rtol=max(rtol, 1e-3))

@@ -17,28 +17,29 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from ..ops.registry import REGISTRY, TABLE
+from ..ops.registry import GRAD_RULES, REGISTRY, TABLE
 
 
 def _cuda_ops():
+    """Ops with CUDA kernels; none where numba's CUDA support is not installed."""
     try:
-        from ..cuda_ops import CUDA_OPS
-        return CUDA_OPS
-    except Exception:
+        from ..cuda_ops import CUDA_OPS   # optional: needs numba-cuda
+    except ImportError:
         return set()
+    return CUDA_OPS
 
 
 def _onnx_ops():
+    """Ops with an ONNX mapping; none where the onnx package is not installed."""
     try:
-        from ..serialization.onnx import exportable_ops
-        return exportable_ops()
-    except Exception:
+        from ..serialization.onnx import exportable_ops   # optional: needs onnx
+    except ImportError:
         return set()
+    return exportable_ops()
 
 
 def op_status():
     """One dict per nnabla function (table order), then internal ops, with what exists."""
-    from ..backward_functions import registry as grad_rules
     cuda, onnx = _cuda_ops(), _onnx_ops()
     rows = []
     names = list(TABLE) + [n for n in REGISTRY if n not in TABLE]
@@ -51,7 +52,7 @@ def op_status():
             "category": spec.category if spec else "internal",
             "forward": cls is not None,
             "backward": cls is not None and cls.has_backward(),
-            "grad": name in grad_rules,
+            "grad": name in GRAD_RULES,
             "cuda": name in cuda,
             "onnx": name in onnx,
         })

@@ -23,7 +23,7 @@ def test_broadcast_and_broadcast_to(x, data):
     check_function(lambda v: F.broadcast(v, target), [x], lambda a: np.broadcast_to(a, target))
     y = np.zeros((2,) + x.shape + (2,))
     check_function(lambda v, w: F.broadcast_to(v, w, axis=1), [x, y],
-                   lambda a, b: np.broadcast_to(a.reshape((1,) + a.shape + (1,)), b.shape), grad_inputs=[0])
+                   lambda a, b: np.broadcast_to(a.reshape((1,) + a.shape + (1,)), b.shape), wrt=[0])
 
 
 @given(x=nst.arrays(nst.shapes(1, 2, 1, 3)), reps=st.lists(st.integers(1, 3), min_size=1, max_size=3))

@@ -207,7 +207,7 @@ def test_where(data):
     shape = data.draw(nst.shapes(1, 3, 1, 4))
     c = (data.draw(nst.arrays(st.just(shape))) > 0).astype(np.float64)
     a, b = data.draw(nst.arrays(st.just(shape))), data.draw(nst.arrays(st.just(shape)))
-    check_function(F.where, [c, a, b], lambda c, a, b: np.where(c != 0, a, b), grad_inputs=[1, 2])
+    check_function(F.where, [c, a, b], lambda c, a, b: np.where(c != 0, a, b), wrt=[1, 2])
 
 
 def test_reset_nan_and_inf_values():

@@ -135,7 +135,7 @@ def test_warp_by_grid_nearest_gradients():
 
     def fn(a, g):
         return F.warp_by_grid(a, g, "nearest", "repeat", False)
-    check_backward(fn, [x, grid], grad_inputs=[0])
+    check_backward(fn, [x, grid], wrt=[0])
     check_grad_rule(fn, [x, grid])
     xv, gv = _var(x, True), _var(grid, True)
     y = fn(xv, gv)

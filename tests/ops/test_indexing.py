@@ -278,7 +278,7 @@ def test_bool_fill(x, seed, value):
     mask_shape = tuple(s if rng.rand() < 0.5 else 1 for s in x.shape)[rng.randint(0, x.ndim):]
     mask = (rng.rand(*mask_shape) < 0.5).astype(np.float64)
     check_function(lambda a, m: F.bool_fill(a, m, value), [x, mask],
-                   lambda a, m: np.where(m != 0, value, a), grad_inputs=[0])
+                   lambda a, m: np.where(m != 0, value, a), wrt=[0])
 
 
 def test_variable_bool_fill_():

@@ -34,7 +34,7 @@ def test_embed():
     rng = np.random.RandomState(0)
     index = np.array([[0, 3], [2, 2]])
     w = rng.randn(4, 3)
-    check_function(lambda i, w: F.embed(i, w), [index, w], lambda i, w: w[i], grad_inputs=[1])
+    check_function(lambda i, w: F.embed(i, w), [index, w], lambda i, w: w[i], wrt=[1])
     with pytest.raises(ValueError, match="Embed.*range"):
         F.embed(nn.Variable.from_numpy_array(np.array([4])), nn.Variable.from_numpy_array(w)).forward()
 

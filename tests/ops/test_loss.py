@@ -41,7 +41,7 @@ def labelled(draw, max_classes=4):
 def test_softmax_cross_entropy(case):
     x, t, axis = case
     check_function(lambda x, t: F.softmax_cross_entropy(x, t, axis), [x, t],
-                   lambda x, t: -pick(log_softmax(x, axis), t, axis), grad_inputs=[0])
+                   lambda x, t: -pick(log_softmax(x, axis), t, axis), wrt=[0])
 
 
 def test_softmax_cross_entropy_is_stable_for_large_scores():
@@ -96,7 +96,7 @@ def test_categorical_cross_entropy(case):
     x, t, axis = case
     p = np.exp(log_softmax(x, axis))
     check_function(lambda p, t: F.categorical_cross_entropy(p, t, axis), [p, t],
-                   lambda p, t: -np.log(np.where(t >= 0, pick(p, t, axis), 1.0)), grad_inputs=[0])
+                   lambda p, t: -np.log(np.where(t >= 0, pick(p, t, axis), 1.0)), wrt=[0])
 
 
 # ------------------------------------------------------------------------ elementwise losses
@@ -111,7 +111,7 @@ def test_sigmoid_cross_entropy(xt):
     t = (t + 2) / 4   # targets in [0, 1]
     check_function(F.sigmoid_cross_entropy, [x, t],
                    lambda x, t: -(t * np.log(1 / (1 + np.exp(-x))) + (1 - t) * np.log(1 - 1 / (1 + np.exp(-x)))),
-                   grad_inputs=[0])
+                   wrt=[0])
 
 
 def test_sigmoid_cross_entropy_is_stable_for_large_scores():

@@ -61,7 +61,7 @@ def test_batch_normalization_batch_stat(case):
         return xhat * (g if with_gamma else 1) + (b if with_beta else 0)
 
     grad_inputs = [0] + ([1] if with_beta else []) + ([2] if with_gamma else [])
-    check_function(fn, [x, beta, gamma], ref, grad_inputs=grad_inputs)
+    check_function(fn, [x, beta, gamma], ref, wrt=grad_inputs)
 
 
 @given(nst.arrays(small_shapes(3, 3)), st.sampled_from([[1], [0, 2]]))
@@ -78,7 +78,7 @@ def test_batch_normalization_output_stat(x, axes):
         xhat, mean, var = standardize(x, red)
         return xhat * g + b, mean, var
 
-    check_function(fn, [x, beta, gamma], ref, grad_inputs=[0, 1, 2])
+    check_function(fn, [x, beta, gamma], ref, wrt=[0, 1, 2])
 
 
 @given(nst.arrays(small_shapes(2, 3)))
@@ -94,7 +94,7 @@ def test_batch_normalization_running_stats_mode(x):
     def ref(x, b, g, m, v):
         return (x - m) / np.sqrt(v + EPS) * g + b
 
-    check_function(fn, [x, beta, gamma, mean, var], ref, grad_inputs=[0, 1, 2])
+    check_function(fn, [x, beta, gamma, mean, var], ref, wrt=[0, 1, 2])
 
 
 def test_batch_normalization_updates_running_stats_in_place():
@@ -155,7 +155,7 @@ def test_fused_batch_normalization(x, with_z):
     def ref(x, b, g, z):
         return np.maximum(standardize(x, (0, 2))[0] * g + b + (z if with_z else 0), 0)
 
-    check_function(fn, [x, beta, gamma, z], ref, grad_inputs=[0, 1, 2] + ([3] if with_z else []))
+    check_function(fn, [x, beta, gamma, z], ref, wrt=[0, 1, 2] + ([3] if with_z else []))
 
 
 # ------------------------------------------------------------------------ per-sample normalizations
@@ -175,7 +175,7 @@ def test_layer_normalization(x, batch_axis, affine, output_stat):
         y = xhat * g + b if affine else xhat
         return (y, mean, var) if output_stat else y
 
-    check_function(fn, [x, beta, gamma], ref, grad_inputs=[0, 1, 2] if affine else [0])
+    check_function(fn, [x, beta, gamma], ref, wrt=[0, 1, 2] if affine else [0])
 
 
 @given(nst.arrays(small_shapes(3, 3)), st.sampled_from([1, -1]), st.booleans())
@@ -192,7 +192,7 @@ def test_instance_normalization(x, channel_axis, per_sample_params):
         xhat, mean, var = standardize(x, other_axes(x.ndim, [0, ca]))
         return xhat * g + b, mean, var
 
-    check_function(fn, [x, beta, gamma], ref, grad_inputs=[0, 1, 2])
+    check_function(fn, [x, beta, gamma], ref, wrt=[0, 1, 2])
 
 
 @given(nst.arrays(nst.shapes(3, 3, 1, 2).map(lambda s: (s[0], 4, s[2]))), st.sampled_from([1, 2, 4]),
@@ -213,7 +213,7 @@ def test_group_normalization(x, groups, channel_last):
         xhat, mean, var = standardize(x.reshape(split), other_axes(len(split), [0, ca]))
         return xhat.reshape(x.shape) * g + b, mean, var
 
-    check_function(fn, [x, beta, gamma], ref, grad_inputs=[0, 1, 2])
+    check_function(fn, [x, beta, gamma], ref, wrt=[0, 1, 2])
 
 
 @given(nst.arrays(small_shapes(2, 3)), st.sampled_from([[1], [0]]), st.booleans())
@@ -298,7 +298,7 @@ def test_spectral_norm_gradients(w, dim):
         out = spectral_reference(np.moveaxis(w, dim, 0).reshape(w.shape[dim], -1), u, 1)[0]
         return np.moveaxis(out.reshape(np.moveaxis(w, dim, 0).shape), 0, dim)
 
-    check_function(fn, [w, u], ref, grad_inputs=[0], double_backward=False)
+    check_function(fn, [w, u], ref, wrt=[0], double_backward=False)
 
 
 def test_spectral_norm_grad_rule_needs_the_starting_u():

@@ -112,7 +112,7 @@ def test_max_pooling_backward(case):
     y, _ = pool_ref(x, mode="max", **a)
     dy = np.random.RandomState(0).uniform(-1, 1, y.shape)
     check_function(lambda dy, x: F.max_pooling_backward(dy, x, **a), [dy, x],
-                   lambda dy, x: max_pooling_backward_ref(dy, x, **a), grad_inputs=[0])
+                   lambda dy, x: max_pooling_backward_ref(dy, x, **a), wrt=[0])
 
 
 def test_max_pooling_backward_gives_x_no_gradient():

@@ -31,8 +31,8 @@ def check_ste(fn, xs, reference, mask, wrt=0, seed=0):
     check_forward(fn, xs, reference)
     dy = np.random.RandomState(seed).uniform(-1, 1, reference(*xs).shape)
     np.testing.assert_allclose(_grad_of(fn, xs, dy, wrt), dy * mask, atol=1e-12)
-    check_grad_rule(fn, xs, grad_inputs=[wrt])
-    check_double_backward(fn, xs, grad_inputs=[wrt])
+    check_grad_rule(fn, xs, wrt=[wrt])
+    check_double_backward(fn, xs, wrt=[wrt])
 
 
 def away_from_steps(x, steps, margin=1e-3):
@@ -188,8 +188,8 @@ def test_min_max_quantize_trained_range(per_channel, fine):
                                atol=1e-12)
     np.testing.assert_allclose(_grad_of(fn, xs, dy, 2), (dy * (xs[0] > hi)).sum(axes, keepdims=True),
                                atol=1e-12)
-    check_grad_rule(fn, xs, grad_inputs=[0, 1, 2])
-    check_double_backward(fn, xs, grad_inputs=[0, 1, 2])
+    check_grad_rule(fn, xs, wrt=[0, 1, 2])
+    check_double_backward(fn, xs, wrt=[0, 1, 2])
 
 
 @pytest.mark.parametrize("ema", [False, True])
@@ -262,8 +262,8 @@ def test_quantize_linear_per_channel_and_gradient():
     check_forward(lambda a, s, z: F.quantize_linear(a, s, z), [x, scale, zp], quantize_linear_ref)
     dy = rng.uniform(-1, 1, x.shape)
     np.testing.assert_allclose(_grad_of(F.quantize_linear, [x, scale, zp], dy), dy / scale)
-    check_grad_rule(F.quantize_linear, [x, scale, zp], grad_inputs=[0])
-    check_double_backward(F.quantize_linear, [x, scale, zp], grad_inputs=[0])
+    check_grad_rule(F.quantize_linear, [x, scale, zp], wrt=[0])
+    check_double_backward(F.quantize_linear, [x, scale, zp], wrt=[0])
 
 
 def test_quantize_linear_errors():
@@ -281,7 +281,7 @@ def test_dequantize_linear(x):
     shape = (1,) * (x.ndim - 1) + (x.shape[-1],)
     rng = np.random.RandomState(x.size)
     scale, zp = rng.uniform(0.1, 2, shape), rng.uniform(-5, 5, shape)
-    check_function(F.dequantize_linear, [x, scale, zp], lambda a, s, z: (a - z) * s, grad_inputs=[0])
+    check_function(F.dequantize_linear, [x, scale, zp], lambda a, s, z: (a - z) * s, wrt=[0])
     with pytest.raises(ValueError, match="DequantizeLinear"):
         F.dequantize_linear(_var(x), _var(np.ones(2)), _var(np.ones(2)))
 
@@ -323,7 +323,7 @@ def test_binary_connect_affine(bias):
     check_forward(fn, inputs, ref)
     np.testing.assert_array_equal(wv.d, _binarize(xs[1], 0.5))
     inputs = _without_zero(inputs)
-    check_backward(fn, inputs, grad_inputs=[0] + ([2] if bias else []))   # exact for x and b
+    check_backward(fn, inputs, wrt=[0] + ([2] if bias else []))   # exact for x and b
     dy = np.random.RandomState(1).randn(2, 4)
     np.testing.assert_allclose(_grad_of(fn, inputs, dy, 1), xs[0].T @ dy)   # W: straight through
     check_grad_rule(fn, inputs)
@@ -344,7 +344,7 @@ def test_binary_weight_affine(bias):
     check_forward(fn, inputs, ref)
     np.testing.assert_allclose(av.d, np.abs(xs[1]).mean(0), rtol=1e-6)
     inputs = _without_zero(inputs)
-    check_backward(fn, inputs, grad_inputs=[0] + ([2] if bias else []))
+    check_backward(fn, inputs, wrt=[0] + ([2] if bias else []))
     dy = np.random.RandomState(1).randn(2, 4)
     np.testing.assert_allclose(_grad_of(fn, inputs, dy, 1), xs[0].T @ dy)
     check_grad_rule(fn, inputs)
@@ -459,7 +459,7 @@ def test_binary_connect_convolution(bias, group):
         return F.binary_connect_convolution(x, w, wv, *b, **kw)
     check_forward(fn, inputs, lambda x, w, *b: conv_ref(x, _binarize(w), b[0] if b else None,
                                                         (1, 0), (1, 2), group))
-    check_backward(fn, inputs, grad_inputs=[0] + ([2] if bias else []))
+    check_backward(fn, inputs, wrt=[0] + ([2] if bias else []))
     out_shape = conv_ref(inputs[0], inputs[1], None, (1, 0), (1, 2), group).shape
     dy = np.random.RandomState(1).randn(*out_shape)
     wx = _grad_of(lambda x, w, *b: F.convolution(x, w, None, pad=(1, 0), stride=(1, 2), group=group),
@@ -481,7 +481,7 @@ def test_binary_weight_convolution():
         scaled = conv_ref(x, _binarize(w), None, (1, 1)) * alpha.reshape(1, -1, 1, 1)
         return scaled + b.reshape(1, -1, 1, 1)
     check_forward(fn, inputs, ref)
-    check_backward(fn, inputs, grad_inputs=[0, 2])
+    check_backward(fn, inputs, wrt=[0, 2])
     check_grad_rule(fn, inputs)
     check_double_backward(fn, inputs)
 

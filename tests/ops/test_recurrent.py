@@ -144,7 +144,7 @@ def test_rnn_relu(cfg):
     ("rnn", 2, True, [0, 3, 4]), ("lstm", 1, False, None), ("gru", 1, True, [0, 1, 2])])
 def test_double_backward(kind, num_layers, bidirectional, wrt):
     arrays, kw = make_case(kind, 2, 1, 1, 1, num_layers, bidirectional, True, seed=3)
-    check_function(layer_fn(kind, num_layers, bidirectional, True), arrays, grad_inputs=wrt,
+    check_function(layer_fn(kind, num_layers, bidirectional, True), arrays, wrt=wrt,
                    backward=False, grad_rule=False)
 
 

@@ -51,7 +51,7 @@ def test_pack_padded_sequence(case, batch_first):
     if batch_first:
         padded = padded.swapaxes(0, 1).copy()
     check_function(lambda x, l: F.pack_padded_sequence(x, l, batch_first), [padded, lengths],
-                   lambda x, l: pack_reference(x, l, batch_first), grad_inputs=[0])
+                   lambda x, l: pack_reference(x, l, batch_first), wrt=[0])
 
 
 @given(padded_batches(), st.booleans(), st.sampled_from([0.0, -1.5]), st.integers(0, 2))
@@ -63,7 +63,7 @@ def test_pad_packed_sequence(case, batch_first, padding_value, extra_steps):
     check_function(lambda p, s: F.pad_packed_sequence(p, s, batch_first, padding_value, total),
                    [packed, sizes.astype(np.int32)],
                    lambda p, s: pad_reference(p, s, batch_first, padding_value, total),
-                   grad_inputs=[0])
+                   wrt=[0])
 
 
 def test_values_and_dtypes_match_nnabla():
@@ -97,7 +97,7 @@ def test_round_trip_gradient_in_dynamic_mode():
         return y, l
 
     with nn.auto_forward():
-        check_function(round_trip, [x, lengths], reference, grad_inputs=[0])
+        check_function(round_trip, [x, lengths], reference, wrt=[0])
 
 
 def test_shapes_follow_new_lengths_at_forward():

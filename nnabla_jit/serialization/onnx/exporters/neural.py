@@ -9,7 +9,7 @@ sizes.
 import numpy as np
 
 from ....ops.pooling import HI, LO, SIZE, _windows
-from ....backward_ops.convolution import fused_convolution_graph
+from ....composite_functions import fused_convolution_graph
 from ..builder import Unsupported
 from .table import exports
 

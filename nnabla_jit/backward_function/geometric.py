@@ -1,24 +1,19 @@
-"""Backward kernels and grad rules of AffineGrid, WarpByGrid and WarpByFlow."""
+"""Grad rules of the geometric ops (``ops/geometric.py``): graphs of F ops, differentiable again.
+"""
 import numpy as np
 
-from ..ops.blas import gemm
+from .. import functions as F
+from ..function import build
+from ..ops import geometric as geo
+from ..ops.geometric import target_grid
+from ..ops.registry import grad_rule
+from ..variable import Variable
+from .adjoint import linear_adjoint
 
 
-def affine_grid_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
-    if not propagate_down[0]:
-        return
-    dtheta = grad_inputs[0]
-    base = op.base_for(dtheta.dtype)
-    dgrid = grad_outputs[0].reshape(dtheta.shape[0], base.shape[0], dtheta.shape[1])
-    for b in range(dtheta.shape[0]):   # dtheta[b] = dgrid[b]^T base
-        gemm(dgrid[b], base, dtheta[b], trans_a=True, accumulate=accum[0])
-
-
+@grad_rule('AffineGrid')
 def affine_grid_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, size=None,
                      align_corners=False):
-    from .. import functions as F
-    from ..ops.geometric import target_grid
-    from ..variable import Variable
     batch, nd = input_shapes[0][0], len(size)
     base = target_grid(tuple(size), align_corners)
     base_v = Variable.from_numpy_array(np.broadcast_to(base, (batch,) + base.shape).copy())
@@ -26,100 +21,38 @@ def affine_grid_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, 
     return [F.batch_matmul(dgrid, base_v, True, False)]
 
 
-def warp_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
-    want_dx, want_dgrid = propagate_down[0], propagate_down[1]
-    coords, slope = op.coordinates(inputs)
-    dy = op.to_channels_first(grad_outputs[0], op.y_view)
-    x = op.to_channels_first(inputs[0], op.x_view) if want_dgrid else dy
-    direct = want_dx and not op.channel_last
-    if direct:
-        dx = grad_inputs[0].reshape(op.x_view)
-        if not accum[0]:
-            dx.fill(0)
-    else:
-        dx = np.zeros(op.x_view if want_dx else (1, 1, 1), dy.dtype)
-    dcoords = np.empty_like(coords)
-    op.warp_backward(x, coords, op.sizes, op.strides, op.nearest, dy, dx, dcoords, want_dx,
-                     want_dgrid)
-    if want_dx and not direct:
-        op.from_channels_first(dx, grad_inputs[0], op.spatial, accum[0])
-    if want_dgrid:
-        op.store_grid_gradient(dcoords * slope, grad_inputs[1], accum[1])
-
-
 # ------------------------------------------------------------------ warping (see ops/geometric.py)
-def _geo():
-    from ..ops import geometric
-    return geometric
-
-
 def _node(op, inputs):
-    from ..function import build
     return build(op, inputs)
 
 
-def warp_coordinates_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down,
-                              accum):
-    if propagate_down[0]:
-        g = grad_outputs[0] * outputs[1]
-        if accum[0]:
-            grad_inputs[0] += g
-        else:
-            grad_inputs[0][...] = g
-
-
+@grad_rule('WarpCoordinates')
 def warp_coordinates_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, **args):
     return [grad_inputs[0] * outputs[1]]   # the slope is piecewise constant
 
 
-def grid_corners_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
-    if propagate_down[0]:
-        dx = grad_inputs[0]
-        if not accum[0]:
-            dx.fill(0)
-        dc = grad_outputs[0]
-        _geo().scatter_corners.for_size(dc.size)(dc, inputs[1], op.sizes, op.strides, op.nearest, dx)
+def _corners_adjoint(dcorners, coords, x_shape, spatial, nearest):
+    """dx of GridCorners' corner values (its coordinates held fixed)."""
+    return linear_adjoint("GridCorners", dict(spatial=tuple(spatial), nearest=nearest), x_shape, [dcorners],
+                          held=[coords], source_inputs=("x", "coords"))
 
 
+@grad_rule('GridCorners')
 def grid_corners_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, spatial=(),
                       nearest=False):
-    adjoint = _geo().GridCornersAdjoint(input_names=("dcorners", "coords"), spatial=spatial,
-                                        nearest=nearest)
-    return [_node(adjoint, [grad_inputs[0], inputs[1]]), None]
-
-
-def grid_corners_adjoint_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down,
-                                  accum):
-    if propagate_down[0]:
-        dc = grad_inputs[0]
-        target = np.empty_like(dc) if accum[0] else dc
-        base = np.empty(inputs[1].shape, dc.dtype)
-        _geo().gather_corners.for_size(dc.size)(grad_outputs[0], inputs[1], op.sizes, op.strides,
-                                                op.nearest, target, base)
-        if accum[0]:
-            dc += target
-
-
-def grid_corners_adjoint_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes,
-                              spatial=(), nearest=False):
-    corners = _geo().GridCorners(input_names=("x", "coords"), spatial=spatial, nearest=nearest)
-    return [_node(corners, [grad_inputs[0], inputs[1]])[0], None]
+    return [_corners_adjoint(grad_inputs[0], inputs[1], input_shapes[0], spatial, nearest), None]
 
 
 def _warp_grads(dy, x, coords, spatial, nearest):
     """F-built (dx, dcoords) of y = warp(x, coords) for (B, C, O) dy, (B, C, pixels) x and
     (B, O, nd) coordinates; dcoords is None for nearest (zero almost everywhere)."""
-    from .. import functions as F
-    geo = _geo()
     corners, base = _node(geo.GridCorners(input_names=("x", "coords"), spatial=spatial,
                                           nearest=nearest), [x, coords])
     B, C, O = dy.shape
     nd = len(spatial)
     dy4 = F.reshape(dy, (B, C, O, 1), inplace=False)
-    adjoint = geo.GridCornersAdjoint(input_names=("dcorners", "coords"), spatial=spatial,
-                                     nearest=nearest)
     if nearest:
-        return _node(adjoint, [dy4, coords]), None
+        return _corners_adjoint(dy4, coords, x.shape, spatial, nearest), None
 
     def column(a, k):
         return F.reshape(F.slice(a, (0, 0, k), (B, O, k + 1), (1, 1, 1)), (B, O), inplace=False)
@@ -140,7 +73,7 @@ def _warp_grads(dy, x, coords, spatial, nearest):
 
     weights = F.reshape(F.stack(*[weight(k) for k in corners_k], axis=2), (B, 1, O, 1 << nd),
                         inplace=False)
-    dx = _node(adjoint, [dy4 * weights, coords])
+    dx = _corners_adjoint(dy4 * weights, coords, x.shape, spatial, nearest)
     g = F.sum(dy4 * corners, axis=1)   # (B, O, corners): dy . corner value
     dfrac = []
     for d in range(nd):
@@ -150,10 +83,9 @@ def _warp_grads(dy, x, coords, spatial, nearest):
     return dx, F.stack(*dfrac, axis=2)
 
 
+@grad_rule('WarpByGrid')
 def warp_by_grid_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, mode="linear",
                       padding_mode="zero", align_corners=False, channel_last=False):
-    from .. import functions as F
-    geo = _geo()
     x, grid = inputs
     xs, gs = tuple(input_shapes[0]), tuple(input_shapes[1])
     nd, B = gs[-1], gs[0]
@@ -182,10 +114,8 @@ def warp_by_grid_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes,
     return [dx, dgrid]
 
 
+@grad_rule('WarpByFlow')
 def warp_by_flow_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes):
-    from .. import functions as F
-    from ..variable import Variable
-    geo = _geo()
     data, flow = inputs
     N, C, H, W = input_shapes[0]
     O = H * W

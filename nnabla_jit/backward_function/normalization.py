@@ -1,0 +1,152 @@
+"""Grad rules of the normalization ops (``ops/normalization.py``): graphs of F ops, differentiable again.
+
+Every input gradient of the family has the form  dx = p[c] d + q[c] h(x - center[c]) + r[c]
+in the (O, C, I) layout of ``ops/normalization.StatLayout`` (``channel_linear_grad``); the
+per-channel coefficients come from the sums of ``ops/normalization.channel_sums``. The grad rules
+rebuild the same formulas from F ops, so they can be differentiated again.
+"""
+import numpy as np
+
+from .. import functions as F
+from ..ops.normalization import _input_names
+from ..ops.registry import REGISTRY, grad_rule
+
+
+def _reduce_to(g, shape):
+    """Sum ``g`` over the axes where ``shape`` (same rank) is 1."""
+    axes = [a for a, (s, t) in enumerate(zip(g.shape, shape)) if t == 1 and s != 1]
+    return F.sum(g, axis=axes, keepdims=True) if axes else g
+
+
+def _reshape(v, shape):
+    return v if tuple(v.shape) == tuple(shape) else F.reshape(v, shape, inplace=False)
+
+
+def _standardization_rule(name):
+    """The grad rule of standardization op ``name``, built from F ops."""
+    def rule(grad_inputs, inputs, input_shapes, outputs, output_shapes, **args):
+        names = _input_names(name, len(inputs), args)
+        given = dict(zip(names, inputs))
+        x, beta, gamma = given["x"], given.get("beta"), given.get("gamma")
+        lay = REGISTRY[name](**args).layout_of(tuple(x.shape))
+        eps = args.get("eps", 1e-5)
+        red = [a for a, (s, t) in enumerate(zip(lay.work_shape, lay.stat_shape)) if t == 1 and s != 1]
+        dy = grad_inputs[0]
+        if name == "FusedBatchNormalization":
+            dy = dy * F.greater_scalar(outputs[0], 0.0)
+        xw = _reshape(x, lay.work_shape)
+        batch = args.get("batch_stat", True)
+        if batch:
+            mu = F.mean(xw, axis=red, keepdims=True)
+            xc = xw - mu
+            var = F.mean(xc ** 2, axis=red, keepdims=True)
+        else:
+            xc = xw - _reshape(given["mean"], lay.stat_shape)
+            var = _reshape(given["variance"], lay.stat_shape)
+        inv_std = (var + eps) ** -0.5
+        xhat = xc * inv_std
+        dw = _reshape(dy * gamma if gamma is not None else dy, lay.work_shape)
+        if batch:
+            dxw = inv_std * (dw - F.mean(dw, axis=red, keepdims=True)
+                             - xhat * F.mean(dw * xhat, axis=red, keepdims=True))
+            if len(grad_inputs) == 3:
+                M = float(max(lay.count, 1))
+                dxw = dxw + _reshape(grad_inputs[1], lay.stat_shape) * (1.0 / M) \
+                    + _reshape(grad_inputs[2], lay.stat_shape) * xc * (2.0 / M)
+        else:
+            dxw = dw * inv_std
+        grads = {"x": _reshape(dxw, x.shape), "z": dy}
+        if beta is not None:
+            grads["beta"] = _reduce_to(dy, beta.shape)
+        if gamma is not None:
+            grads["gamma"] = _reduce_to(dy * _reshape(xhat, x.shape), gamma.shape)
+        return [grads.get(n) for n in names]
+    rule.__name__ = name + "_grad"
+    return rule
+
+
+for _name in ("BatchNormalization", "SyncBatchNormalization", "FusedBatchNormalization",
+              "TensorNormalization", "LayerNormalization", "InstanceNormalization",
+              "GroupNormalization", "WeightStandardization"):
+    grad_rule(_name)(_standardization_rule(_name))
+
+
+@grad_rule('WeightNormalization')
+def weight_normalization_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, dim=0, eps=1e-12):
+    dy, w, g = grad_inputs[0], inputs[0], inputs[1]
+    dim %= len(w.shape)
+    axes = [a for a in range(len(w.shape)) if a != dim]
+    inv_norm = (F.sum(w ** 2, axis=axes, keepdims=True) + eps) ** -0.5
+    dyw = F.sum(dy * w, axis=axes, keepdims=True)
+    gb = _reshape(g, [s if a == dim else 1 for a, s in enumerate(w.shape)])
+    dw = (dy - dyw * inv_norm ** 2 * w) * gb * inv_norm
+    return [dw, _reshape(dyw * inv_norm, g.shape)]
+
+
+@grad_rule('NormNormalization')
+def norm_normalization_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, p=2.0, axes=None, eps=1e-12):
+    dy, x = grad_inputs[0], inputs[0]
+    axes = list(axes) if axes else list(range(len(x.shape)))
+    ax = F.abs(x)
+    s = F.sum(ax ** p, axis=axes, keepdims=True) + eps
+    s_dyx = F.sum(dy * x, axis=axes, keepdims=True)
+    # sign(x) |x|^(p-1) written as x |x|^(p-2): F.sign would pass gradients straight through
+    return [dy * s ** (-1.0 / p) - s_dyx * s ** (-1.0 / p - 1.0) * x * ax ** (p - 2.0)]
+
+
+@grad_rule('SpectralNorm')
+def spectral_norm_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, dim=0, itr=1, eps=1e-12,
+                       test=False, output_u=False):
+    """Power iteration rebuilt from the u the forward started from: the ``output_u`` output, or
+    the input u itself when ``test`` left it unchanged."""
+    if not (output_u or test):
+        raise ValueError("SpectralNorm: nn.grad needs output_u=True (or test=True) to know the u "
+                         "the forward pass started from")
+    dy, w = grad_inputs[0], inputs[0]
+    u0 = outputs[1] if output_u else inputs[1]
+    shape = tuple(w.shape)
+    dim %= len(shape)
+    perm = [dim] + [a for a in range(len(shape)) if a != dim]
+    rows = shape[dim]
+    cols = int(np.prod(shape)) // max(rows, 1)
+
+    def as_matrix(a):
+        return F.reshape(F.transpose(a, perm) if dim else a, (rows, cols), inplace=False)
+
+    W = as_matrix(w)
+    Wt = F.transpose(W, (1, 0))
+    u = F.reshape(u0, (1, rows), inplace=False)
+    for _ in range(itr):
+        v = F.affine(u, W)                                  # (1, cols)
+        v = v / (F.sum(v ** 2, keepdims=True) + eps) ** 0.5
+        u = F.affine(v, Wt)                                 # (1, rows)
+        u = u / (F.sum(u ** 2, keepdims=True) + eps) ** 0.5
+    u.need_grad = False   # the singular vectors are constants of the gradient (as in nnabla)
+    v.need_grad = False
+    sigma = F.sum(F.affine(u, W) * v)
+    D = as_matrix(dy)
+    outer = F.affine(F.reshape(u, (rows, 1), inplace=False), v)
+    dW = (D - F.sum(D * W) / sigma * outer) / sigma
+    dW = F.reshape(dW, [shape[a] for a in perm], inplace=False)
+    if dim:
+        dW = F.transpose(dW, list(np.argsort(perm)))
+    return [dW, None]
+
+
+@grad_rule('MeanSubtraction')
+def mean_subtraction_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, base_axis=1,
+                          update_running_mean=True):
+    dy, t = grad_inputs[0], inputs[2]
+    if not update_running_mean:
+        return [dy, None, None]
+    x_shape = tuple(input_shapes[0])
+    batch = float(np.prod(x_shape[:base_axis % len(x_shape)]))
+    scale = 1.0 - 1.0 / (_reshape(t, (1,) * len(x_shape)) * batch)
+    return [dy * scale, None, None]
+
+
+@grad_rule('ClipGradByNorm')
+def clip_grad_by_norm_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, clip_norm=1.0, axes=None):
+    dy = grad_inputs[0]
+    axes = list(axes) if axes else list(range(len(dy.shape)))
+    return [dy * clip_norm * F.sum(dy ** 2, axis=axes, keepdims=True) ** -0.5]

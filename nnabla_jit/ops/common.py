@@ -1,0 +1,43 @@
+"""Helpers shared by several op families (axes, broadcast sums, class labels).
+
+They sit below every family module so that no family imports another for a helper.
+"""
+import numpy as np
+from numba import njit
+
+
+def normalize_axis(op, axis, ndim, arg="axis"):
+    """Map a negative axis to its positive index; reject one outside [-ndim, ndim)."""
+    if not -ndim <= axis < ndim:
+        op.fail("{} {} is out of range for an input of {} dimensions", arg, axis, ndim)
+    return axis % ndim
+
+
+def outer_axis_inner(shape, axis):
+    """(outer, size, inner): the input seen as a 3-d array around ``axis``."""
+    outer = int(np.prod(shape[:axis], dtype=np.int64))
+    inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
+    return outer, shape[axis], inner
+
+
+def sum_to_shape(g, dst, accum):
+    """Write (or add) ``g`` summed over its broadcast axes into ``dst``."""
+    if g.shape != dst.shape:
+        lead = g.ndim - dst.ndim
+        axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(dst.shape)
+                                          if s == 1 and g.shape[lead + i] != 1)
+        g = g.sum(axis=axes).reshape(dst.shape)
+    if accum:
+        dst += g
+    else:
+        dst[...] = g
+
+
+@njit(cache=True)
+def label_of(t3, o, i, n_classes):
+    """The class index at (o, i): -1 to ignore, -2 if it is not an integer below n_classes."""
+    v = t3[o, 0, i]
+    k = int(v)
+    if k != v or k >= n_classes:
+        return -2
+    return k if k >= 0 else -1

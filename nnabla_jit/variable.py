@@ -30,7 +30,7 @@ class Variable(Operators):
     """nnabla's ``Variable(shape=(), need_grad=False)``. Operators build graph nodes."""
 
     __slots__ = ("_body", "_parent", "_need_grad", "_persistent", "_recompute", "_rank",
-                 "_refs", "_cache", "name", "__weakref__")
+                 "_refs", "_cache", "name", "info", "__weakref__")
 
     def __init__(self, shape=(), need_grad=False):
         self._body = VariableBody(_as_shape(shape))
@@ -42,6 +42,7 @@ class Variable(Operators):
         self._refs = []       # weak references to the Function nodes that take this as input
         self._cache = None    # the executor's cached schedules rooted here
         self.name = ""
+        self.info = None      # whatever the user attaches (nnabla's Variable.info)
 
     @staticmethod
     def from_numpy_array(data, grad=None, need_grad=None):
@@ -184,7 +185,10 @@ class Variable(Operators):
 
     @recompute.setter
     def recompute(self, b):
-        self._recompute = bool(b)
+        b = bool(b)
+        if b != self._recompute:
+            self._recompute = b
+            graph.graph_changed()   # plans free and recompute this variable's data now
 
     @property
     def rank(self):
@@ -238,6 +242,7 @@ class Variable(Operators):
         v._refs = []
         v._cache = None
         v.name = self.name
+        v.info = None
         return v
 
     def unlinked(self, need_grad=None):

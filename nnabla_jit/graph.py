@@ -439,6 +439,13 @@ def _grad_array(v, dtype, accum):
     return a
 
 
+def _absent_input(shape, dtype):
+    """Stands for input data a backward kernel does not read and forward freed: the right shape
+    and type (kernels read shapes, e.g. Embed's of its weight), contiguous as kernels expect,
+    values undefined; its pages are never touched, so it costs no memory."""
+    return np.empty(shape, dtype)
+
+
 def run_node_backward(step, on_host=False):
     """Run one backward step (``on_host`` as in :func:`run_node_forward`)."""
     node = step.node
@@ -461,7 +468,8 @@ def run_node_backward(step, on_host=False):
     dt = node.compute_dtype
     keep = op.keep_input_dtypes
     ins = [_input_array(v, dt, i in keep) if (step.needs_input[i] or v._body.data._array is not None)
-           else None for i, v in enumerate(node.inputs)]
+           else _absent_input(v._body.shape, v._body.data._dtype if i in keep else dt)
+           for i, v in enumerate(node.inputs)]
     outs, douts = [], []
     for o, r in enumerate(node._outputs):
         v = r()
@@ -562,7 +570,7 @@ def _backward_runner(step, root, seed):
             a = nd._array
             if a is None or nd._device is not None:
                 if not needed and nd._device is None:
-                    ins.append(None)
+                    ins.append(_absent_input(nd._shape, dt if cast else nd._dtype))
                     continue
                 a = nd._host()
             if cast and a.dtype is not dt:

@@ -144,17 +144,17 @@ class Variable(Operators):
         graph.graph_changed()
 
     def reshape(self, shape, unlink=False):
-        """A new variable of ``shape`` sharing this one's buffers (unlinked) or F.reshape of it."""
-        shape = _as_shape(shape)
-        if int(np.prod(shape, dtype=np.int64)) != self.size:
-            raise ValueError("Variable.reshape: cannot reshape {} into {}".format(self.shape, shape))
+        """A new variable of ``shape`` (one entry may be -1, inferred) sharing this one's
+        buffers (``unlink``) or F.reshape of it."""
+        given = _as_shape(shape)
+        shape = _infer_shape(given, self.size, self.shape)
         if unlink:
             v = Variable(shape, need_grad=self._need_grad)
             v._body.data = _reshaped_view(self._body.data, shape)
             v._body.grad = _reshaped_view(self._body.grad, shape)
             return v
         from . import functions as F
-        return F.reshape(self, shape, inplace=True)
+        return F.reshape(self, given, inplace=True)
 
     # ------------------------------------------------------------------ flags
     @property
@@ -346,6 +346,23 @@ class Variable(Operators):
     def __setitem__(self, key, value):
         raise TypeError("Variable does not support item assignment; use x.d[...] = value "
                         "or F.bool_fill / F.scatter_nd")
+
+
+def _infer_shape(shape, size, old_shape):
+    """``shape`` with its -1 (at most one) replaced so that it holds ``size`` elements."""
+    if shape.count(-1) > 1 or any(s < -1 for s in shape):
+        raise ValueError("Variable.reshape: shape {} may hold at most one -1 and no other "
+                         "negative size".format(shape))
+    known = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
+    if -1 in shape:
+        if known == 0 or size % known:
+            raise ValueError("Variable.reshape: cannot reshape {} (size {}) into {}".format(
+                old_shape, size, shape))
+        shape = tuple(size // known if s == -1 else s for s in shape)
+    elif known != size:
+        raise ValueError("Variable.reshape: cannot reshape {} (size {}) into {} (size {})".format(
+            old_shape, size, shape, known))
+    return shape
 
 
 def _reshaped_view(ndarray, shape):

@@ -333,8 +333,8 @@ class _BackwardPlan:
             s.free_grads, s.free_data = [], []
             # data this step reads that forward may have freed for recomputation
             s.recompute = [v for j, v in enumerate(node.inputs) if s.needs_input[j] and v._recompute]
-            s.recompute += [o for k, o in enumerate(outs) if o is not None and o._recompute and any(
-                pd[i] and op.grad_depends_output_data(i, k) for i in range(len(pd)))]
+            # and, as nnabla does, the outputs of every function backward runs
+            s.recompute += [o for o in outs if o is not None and o._recompute]
             steps.append(s)
         self.any_grad = bool(steps)
         self.recompute = any(s.recompute for s in steps)
@@ -675,12 +675,12 @@ def backward(root, grad=1, clear_buffer=False, communicator_callbacks=None,
                 run()
             return
         for s, run in zip(plan.steps, plan.runners):
-            if function_pre_hook is not None:
-                function_pre_hook(s.node)
-            if plan.recompute:
+            if plan.recompute:   # before the hook, which may read the data
                 for v in s.recompute:
                     if v._body.data.clear_called:
                         recompute_data(v)
+            if function_pre_hook is not None:
+                function_pre_hook(s.node)
             run()
             if function_post_hook is not None:
                 function_post_hook(s.node)

@@ -15,6 +15,10 @@ from .operators import Operators
 __all__ = ["Variable"]
 
 
+# The recompute flag new Variables get (nn.recompute(), nn.set_global_recompute()).
+_recompute_default = [False]
+
+
 class VariableBody:
     """The buffers a Variable and its unlinked twins share: shape, data and grad."""
 
@@ -37,7 +41,7 @@ class Variable(Operators):
         self._parent = None
         self._need_grad = bool(need_grad)
         self._persistent = False
-        self._recompute = False
+        self._recompute = _recompute_default[0]
         self._rank = 0
         self._refs = []       # weak references to the Function nodes that take this as input
         self._cache = None    # the executor's cached schedules rooted here
@@ -237,7 +241,7 @@ class Variable(Operators):
         v._parent = None
         v._need_grad = self._need_grad if need_grad is None else bool(need_grad)
         v._persistent = self._persistent
-        v._recompute = self._recompute
+        v._recompute = _recompute_default[0]   # a new variable: the current default, as nnabla
         v._rank = 0
         v._refs = []
         v._cache = None
@@ -344,8 +348,15 @@ class Variable(Operators):
         return _F()._getitem(self, key)
 
     def __setitem__(self, key, value):
-        raise TypeError("Variable does not support item assignment; use x.d[...] = value "
-                        "or F.bool_fill / F.scatter_nd")
+        """``x[key] = value`` stores ``value`` (a Variable's or NdArray's data, an array or a
+        number) into this variable's data now, as nnabla does for a leaf."""
+        if isinstance(value, Variable):
+            value = value.d
+        elif isinstance(value, NdArray):
+            value = value.data
+        if isinstance(key, (Variable, NdArray)):
+            key = key.d if isinstance(key, Variable) else key.data
+        self.d[key] = value
 
 
 def _infer_shape(shape, size, old_shape):

@@ -213,13 +213,16 @@ class _ForwardPlan:
         needed = set()
         # recompute=True: freed after its last forward use, computed again when backward needs it
         root_bodies = {id(r._body) for r in roots}
-        last_use = {}
+        last_use, inplaced = {}, set()
         for k, node in enumerate(nodes):
-            for v in node.inputs:
+            for i, v in enumerate(node.inputs):
                 last_use[id(v)] = (k, v)
+                if node.op.inplace_data(i):   # nnabla shares these buffers and keeps them
+                    inplaced.add(id(v))
+                    inplaced.update(id(r()) for r in node._outputs if r() is not None)
         for k, v in last_use.values():
             if (v._recompute and v._parent is not None and not v._persistent
-                    and id(v._body) not in root_bodies):
+                    and id(v._body) not in root_bodies and id(v) not in inplaced):
                 frees[k].append(v)
         self.recompute = any(frees)
         # ops drawing random numbers whose outputs will be recomputed: save the generators first

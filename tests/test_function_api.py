@@ -300,3 +300,17 @@ def test_variable_item_assignment_stores_values():
     x[2] = nn.NdArray.from_numpy_array(np.full(2, 5.0, np.float32))
     x[nn.Variable.from_numpy_array(np.array([True, False, False]))] = 7
     np.testing.assert_array_equal(x.d, [[7, 7], [1, 1], [5, 5]])
+
+
+def test_recompute_keeps_data_shared_in_place():
+    x = var(np.linspace(-1, 1, 6).reshape(2, 3), need_grad=True)
+    x1 = F.sin(x).apply(recompute=True)
+    x2 = F.reshape(x1, (3, 2), inplace=True).apply(recompute=True)   # nnabla: x1's buffer
+    x3 = F.sin(x2).apply(recompute=True)
+    y = F.sin(x3)
+    y.forward(clear_no_need_grad=True)
+    assert not x1.data.clear_called and not x2.data.clear_called and x3.data.clear_called
+    y.backward()
+    s1 = np.sin(x.d).reshape(3, 2)
+    expected = np.cos(np.sin(s1)) * np.cos(s1) * np.cos(x.d).reshape(3, 2)
+    np.testing.assert_allclose(x.g, expected.reshape(2, 3), rtol=1e-5)

@@ -336,8 +336,11 @@ class _BackwardPlan:
             s.free_grads, s.free_data = [], []
             # data this step reads that forward may have freed for recomputation
             s.recompute = [v for j, v in enumerate(node.inputs) if s.needs_input[j] and v._recompute]
-            # and, as nnabla does, the outputs of every function backward runs
-            s.recompute += [o for o in outs if o is not None and o._recompute]
+            # and, as nnabla does, the outputs of a function whose backward reads any data
+            reads_outputs = any(pd[i] and op.grad_depends_output_data(i, k)
+                                for i in range(len(pd)) for k in range(len(outs)))
+            if reads_outputs or any(s.needs_input):
+                s.recompute += [o for o in outs if o is not None and o._recompute]
             steps.append(s)
         self.any_grad = bool(steps)
         self.recompute = any(s.recompute for s in steps)

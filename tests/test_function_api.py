@@ -314,3 +314,14 @@ def test_recompute_keeps_data_shared_in_place():
     s1 = np.sin(x.d).reshape(3, 2)
     expected = np.cos(np.sin(s1)) * np.cos(s1) * np.cos(x.d).reshape(3, 2)
     np.testing.assert_allclose(x.g, expected.reshape(2, 3), rtol=1e-5)
+
+
+def test_no_recomputation_where_backward_reads_no_data():
+    x1 = F.identity(nn.Variable((2, 3), need_grad=True)).apply(recompute=True)
+    x2 = F.identity(nn.Variable((2, 3), need_grad=True)).apply(recompute=True)
+    y = F.identity(F.add2(x1, x2).apply(recompute=True)).apply(recompute=True)
+    y.forward(clear_no_need_grad=True)
+    recomputed = []
+    y.backward(function_pre_hook=lambda f: recomputed.extend(
+        v for v in f.inputs if v.parent is not None and not v.data.clear_called))
+    assert recomputed == []

@@ -1,7 +1,9 @@
 """Reproducing the random draws of a forward, for recomputation (nnabla's ``setup_recompute``
 and ``recompute``): a variable with ``recompute=True`` is freed after forward and computed again
 in backward, and an op that draws random numbers (Dropout, Rand, RandomCrop, ...) must draw the
-same numbers the second time, or its backward would not match its forward.
+same numbers the second time, or its backward would not match its forward; an op updating state
+(BatchNormalization's running statistics, INQ's schedule) must not update it twice
+(``Op.recomputing``).
 """
 from contextlib import contextmanager
 
@@ -29,11 +31,16 @@ def save_random_state(op):
 
 @contextmanager
 def replayed_random_state(op):
-    """Run the body with ``op``'s generators back in the states :func:`save_random_state`
-    saved; their current states are restored afterwards."""
+    """Run the body (a forward run again) with ``op`` marked as recomputing (state updates are
+    skipped) and its generators back in the states :func:`save_random_state` saved; their
+    current states are restored afterwards."""
     saved = op.__dict__.get("_saved_random_state")
+    op.recomputing = True
     if saved is None:
-        yield
+        try:
+            yield
+        finally:
+            del op.recomputing
         return
     global_state, own_states, fresh = saved
     # a generator the op created after the save (seeded lazily) started from its seed's state
@@ -41,11 +48,12 @@ def replayed_random_state(op):
     now = [(nn_random.prng, nn_random.prng.get_state())] + [(g, g.get_state()) for g in own.values()]
     nn_random.prng.set_state(global_state)
     for k, g in own.items():
-        state = own_states.get(k, fresh)
-        if state is not None:
-            g.set_state(state)
+        generator_state = own_states.get(k, fresh)
+        if generator_state is not None:
+            g.set_state(generator_state)
     try:
         yield
     finally:
-        for g, state in now:
-            g.set_state(state)
+        for g, generator_state in now:
+            g.set_state(generator_state)
+        del op.recomputing

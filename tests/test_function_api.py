@@ -325,3 +325,35 @@ def test_no_recomputation_where_backward_reads_no_data():
     y.backward(function_pre_hook=lambda f: recomputed.extend(
         v for v in f.inputs if v.parent is not None and not v.data.clear_called))
     assert recomputed == []
+
+
+def test_recomputation_does_not_update_running_statistics_twice():
+    rng = np.random.RandomState(0)
+    x = var(rng.randn(4, 3, 2, 2), need_grad=True)
+    beta, gamma = var(np.zeros((1, 3, 1, 1)), True), var(np.ones((1, 3, 1, 1)), True)
+    mean, variance = var(np.zeros((1, 3, 1, 1))), var(np.ones((1, 3, 1, 1)))
+    h = F.batch_normalization(F.sin(x), beta, gamma, mean, variance, batch_stat=True)
+    h.recompute = True
+    loss = F.sum(F.sin(h))
+    loss.forward()
+    after_forward = mean.d.copy()
+    assert h.data.clear_called
+    loss.backward()
+    np.testing.assert_array_equal(mean.d, after_forward)
+    assert not h.data.clear_called
+
+
+def test_recompute_of_a_stateful_op_starts_from_the_saved_state():
+    rng = np.random.RandomState(1)
+    x = var(rng.randn(2, 4))
+    w = var(rng.randn(4, 3))
+    fixed = nn.Variable.from_numpy_array(np.zeros((4, 3), np.int32))
+    y = F.inq_affine(x, w, fixed, inq_iterations=(0, 2), selection_algorithm="random", seed=3)
+    f = y.parent
+    f.setup_recompute([x, w, fixed], [y])
+    f.forward([x, w, fixed], [y])
+    first = y.d.copy()
+    y.data.clear()
+    f.recompute([x, w, fixed], [y])
+    np.testing.assert_array_equal(y.d, first)
+    assert f.op.iteration == 1   # the schedule advanced once

@@ -198,6 +198,8 @@ class Op:
     python_level = False   # True for PythonFunction adapters: forward/backward take Variables
     stateful = False       # True if forward updates state or draws random numbers each call
     data_dependent = False  # True if output shapes/dtypes follow input values (output_specs)
+    recomputing = False    # True while forward is run again for recomputation: ops skip their
+                           # state updates (running statistics), which the first run made
 
     def __init__(self, input_names=(), **args):
         self.input_names = tuple(input_names)

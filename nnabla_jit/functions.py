@@ -174,6 +174,24 @@ def _compare(a, b, kind):
 _slice = builtins.slice   # `slice` below is F.slice
 
 
+def slice(x, start=None, stop=None, step=None, n_outputs=-1, outputs=None):
+    """Slice every axis as Python's ``x[start:stop:step]``; an entry may be None as in a Python
+    slice (nnabla resolves those here, so ``info.args`` hold plain integers)."""
+    ndim = len(x.shape)
+    start = list(start) if start is not None else [0] * ndim
+    stop = list(stop) if stop is not None else list(x.shape)
+    step = list(step) if step is not None else [1] * ndim
+    for i, (s0, s1, s2) in enumerate(zip(start, stop, step)):
+        backwards = s2 is not None and s2 < 0
+        if s0 is None:
+            start[i] = -1 if backwards else 0
+        if s1 is None:
+            stop[i] = -x.shape[i] - 1 if backwards else x.shape[i]
+        if s2 is None:
+            step[i] = 1
+    return _fb.slice(x, start, stop, step, n_outputs=n_outputs, outputs=outputs)
+
+
 def _is_advanced(k):
     return isinstance(k, (Variable, NdArray, np.ndarray, list))
 

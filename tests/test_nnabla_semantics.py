@@ -135,3 +135,19 @@ def test_tile_images_keeps_uint8():
     assert tiled.dtype == np.uint8 and tiled.shape == (18, 18, 3)
     np.testing.assert_array_equal(tiled[9:17, 0:8], images[2].transpose(1, 2, 0))
     assert tile_images(images[:, :1].astype(np.float32)).dtype == np.float32
+
+
+# ------------------------------------------------------------------------------ F.slice
+@pytest.mark.parametrize("start, stop, step", [
+    ([-1, None, 0], [None, None, 2], [-1, -1, 1]),
+    ([None, 1, None], [2, None, None], [None, 2, None]),
+    (None, None, None),
+])
+def test_slice_takes_none_as_python_slices_do(start, stop, step):
+    data = np.random.RandomState(0).rand(4, 4, 2)
+    y = F.slice(var(data), start, stop, step)
+    y.forward()
+    n = [None] * 3
+    keys = tuple(slice(a, b, c) for a, b, c in zip(start or n, stop or n, step or n))
+    np.testing.assert_allclose(y.d, data[keys])
+    assert all(isinstance(v, int) for k in ("start", "stop", "step") for v in y.parent.info.args[k])

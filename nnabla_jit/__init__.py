@@ -15,6 +15,7 @@ from .variable import Variable
 from .function import (PythonFunction, auto_forward, get_auto_forward, no_grad,
                        set_auto_forward)
 from .graph import forward_all
+from .recompute import get_global_recompute, recompute, recompute_fn, set_global_recompute
 from . import functions  # noqa: F401  (builds F from the op registry)
 from . import backward_function  # noqa: F401  (files the grad rules, built from F, by op name)
 from .grad import grad
@@ -27,7 +28,7 @@ __all__ = ["Context", "context_scope", "get_current_context", "set_default_conte
            "Variable", "PythonFunction", "auto_forward", "get_auto_forward", "set_auto_forward",
            "no_grad", "forward_all", "grad", "clear_parameters", "get_current_parameter_scope",
            "get_parameters", "load_parameters", "parameter_scope", "save_parameters", "logger",
-           "random"]
+           "random", "recompute", "recompute_fn", "set_global_recompute", "get_global_recompute"]
 
 
 def __getattr__(name):

@@ -14,6 +14,7 @@ from . import graph
 from .context import get_current_context
 from .ndarray import NdArray
 from .ops.registry import Op
+from .random_replay import replayed_random_state, save_random_state
 from .thread_state import ThreadSettings
 from .variable import Variable
 
@@ -50,11 +51,14 @@ def no_grad(no_grad_=True):
 
 
 class FunctionInfo:
-    __slots__ = ("type_name", "args")
+    """``function.info``: the type name, the arguments and the tags of a function (nnabla's
+    ``nnabla.function.Info``)."""
+    __slots__ = ("type_name", "args", "tags")
 
-    def __init__(self, type_name, args):
+    def __init__(self, type_name, args, tags=None):
         self.type_name = type_name
         self.args = args
+        self.tags = {} if tags is None else tags
 
     def __repr__(self):
         return "FunctionInfo(type_name={!r}, args={!r})".format(self.type_name, self.args)
@@ -89,6 +93,119 @@ class Function:
     @property
     def args(self):
         return dict(self.op.args)
+
+    @property
+    def tags(self):
+        """nnabla's (experimental) function tags: none are set on built-in functions."""
+        return {}
+
+    @property
+    def context(self):
+        return self.ctx
+
+    def min_outputs(self):
+        return self.op.min_outputs(len(self._outputs))
+
+    def inplace_data(self, i):
+        return self.op.inplace_data(i)
+
+    def inplace_data_with(self, i):
+        return self.op.inplace_data_with(i)
+
+    def need_setup_recompute(self, o):
+        return self.op.need_setup_recompute(o)
+
+    def setup(self, inputs, outputs):
+        """Infer the output shapes from ``inputs`` (lists of Variables) and reset ``outputs``
+        to them, as nnabla's ``Function.setup``."""
+        node = self._bind("setup", inputs, outputs)
+        op = self.op
+        if op.python_level:
+            op.pyfunc.setup_impl(node.inputs, node.outputs)
+        else:
+            shapes = op.setup(*[v.shape for v in node.inputs])
+            if op.data_dependent:
+                shapes = graph.data_dependent_shapes(op, node.inputs, self.compute_dtype) or shapes
+            outs = node.outputs
+            if len(shapes) != len(outs):
+                raise ValueError("{}.setup: {} output variables given, {} expected".format(
+                    op.name, len(outs), len(shapes)))
+            for v, shape in zip(outs, shapes):
+                if v.shape != tuple(shape):
+                    v.reset_shape(shape, force=True)
+        node.output_shapes = [v.shape for v in node.outputs]
+
+    def forward(self, inputs, outputs):
+        """Run this function's forward on ``inputs``, writing ``outputs`` (lists of Variables
+        set up for it), as nnabla's ``Function.forward``."""
+        graph.run_node_forward(self._bind("forward", inputs, outputs))
+
+    def backward(self, inputs, outputs, accum=None):
+        """Back-propagate the grads of ``outputs`` into the grads of ``inputs`` that have
+        need_grad; ``accum[i]`` False overwrites input i's grad, True (the default) adds to it."""
+        node = self._bind("backward", inputs, outputs)
+        n = len(node.inputs)
+        if accum is None:
+            accum = [True] * n
+        accum = [bool(a) for a in accum]
+        if len(accum) != n:
+            raise ValueError("{}.backward: accum has {} entries for {} inputs".format(
+                self.op.name, len(accum), n))
+        no_grad = self.op.no_grad_inputs
+        pd = [v._need_grad and i not in no_grad for i, v in enumerate(node.inputs)]
+        if not any(pd):
+            return
+        step = graph._BackwardStep()
+        step.node = node
+        step.propagate_down = pd
+        step.accum = [a and p for a, p in zip(accum, pd)]
+        step.alias, seen = [], set()
+        for i, v in enumerate(node.inputs):   # an input given twice: the second one adds
+            step.alias.append(pd[i] and id(v._body) in seen)
+            if pd[i]:
+                seen.add(id(v._body))
+        step.zero_outputs = [False] * len(node._outputs)
+        step.needs_input = [True] * n
+        step.free_grads, step.free_data = [], []
+        graph.run_node_backward(step)
+
+    def setup_recompute(self, inputs, outputs):
+        """Save what ``recompute`` needs to reproduce this forward: the state of the random
+        generators the function draws from."""
+        self._bind("setup_recompute", inputs, outputs)
+        save_random_state(self.op)
+
+    def recompute(self, inputs, outputs):
+        """Run the forward again, reproducing the random draws of the forward that followed
+        ``setup_recompute``."""
+        node = self._bind("recompute", inputs, outputs)
+        with replayed_random_state(self.op):
+            graph.run_node_forward(node)
+
+    def _bind(self, what, inputs, outputs):
+        """This node when ``inputs``/``outputs`` are its own variables, else a node of the same
+        op over the given ones (nnabla's Function API takes any set-up variables)."""
+        if isinstance(inputs, Variable) or isinstance(outputs, Variable):
+            raise TypeError("{}.{}: inputs and outputs are lists of Variables".format(self.op.name, what))
+        inputs, outputs = list(inputs), list(outputs)
+        for kind, vs in (("inputs", inputs), ("outputs", outputs)):
+            for k, v in enumerate(vs):
+                if not isinstance(v, Variable):
+                    raise TypeError("{}.{}: {}[{}] is a {}, not a Variable".format(
+                        self.op.name, what, kind, k, type(v).__name__))
+        if len(inputs) != len(self.inputs):
+            raise ValueError("{}.{}: {} inputs given, the function takes {}".format(
+                self.op.name, what, len(inputs), len(self.inputs)))
+        if len(outputs) != len(self._outputs):
+            raise ValueError("{}.{}: {} outputs given, the function has {}".format(
+                self.op.name, what, len(outputs), len(self._outputs)))
+        if (all(a is b for a, b in zip(inputs, self.inputs))
+                and all(r() is v for r, v in zip(self._outputs, outputs))):
+            return self
+        node = Function(self.op, inputs, self.ctx)
+        node._outputs = [weakref.ref(v) for v in outputs]
+        node.output_shapes = [v.shape for v in outputs]
+        return node
 
     @property
     def outputs(self):

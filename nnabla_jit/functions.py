@@ -178,13 +178,91 @@ def _compare(a, b, kind):
 _slice = builtins.slice   # `slice` below is F.slice
 
 
+def slice(x, start=None, stop=None, step=None, n_outputs=-1, outputs=None):
+    """Slice every axis as Python's ``x[start:stop:step]``; an entry may be None as in a Python
+    slice (nnabla resolves those here, so ``info.args`` hold plain integers)."""
+    ndim = len(x.shape)
+    start = list(start) if start is not None else [0] * ndim
+    stop = list(stop) if stop is not None else list(x.shape)
+    step = list(step) if step is not None else [1] * ndim
+    for i, (s0, s1, s2) in enumerate(zip(start, stop, step)):
+        backwards = s2 is not None and s2 < 0
+        if s0 is None:
+            start[i] = -1 if backwards else 0
+        if s1 is None:
+            stop[i] = -x.shape[i] - 1 if backwards else x.shape[i]
+        if s2 is None:
+            step[i] = 1
+    return _fb.slice(x, start, stop, step, n_outputs=n_outputs, outputs=outputs)
+
+
+def _is_advanced(k):
+    return isinstance(k, (Variable, NdArray, np.ndarray, list))
+
+
+def _advanced_getitem(x, key):
+    """Index arrays (lists, numpy arrays, NdArrays, Variables) or one boolean mask, as GatherNd
+    over the leading axes, like nnabla (which also refuses to mix them with slices or ints)."""
+    lead = 0
+    while lead < len(key) and key[lead] is None:   # leading Nones add axes of size 1
+        lead += 1
+    arrays = key[lead:]
+    if not arrays or not all(_is_advanced(k) for k in arrays):
+        raise NotImplementedError("Variable indexing: mixed advanced indexing: {} (index arrays "
+                                  "cannot be combined with slices, ints, ... or inner None)"
+                                  .format(", ".join(map(repr, key))))
+    if len(arrays) > len(x.shape):
+        raise IndexError("too many indices ({}) for a variable of shape {}".format(len(arrays), x.shape))
+
+    def values(k):   # index data known now (a Variable's mask is read at build time, as nnabla)
+        if isinstance(k, Variable):
+            return k.d
+        return k.data if isinstance(k, NdArray) else np.asarray(k)
+
+    boolean = [np.asarray(values(k)).dtype == np.bool_ for k in arrays]
+    if any(boolean):
+        if len(arrays) != 1:
+            raise NotImplementedError("Variable indexing: a boolean mask must be the only index")
+        mask = np.asarray(values(arrays[0]))
+        if mask.shape != tuple(x.shape[:mask.ndim]):
+            raise IndexError("boolean mask of shape {} does not match the leading axes of a variable "
+                             "of shape {}".format(mask.shape, x.shape))
+        index = Variable.from_numpy_array(np.stack(np.nonzero(mask)).astype(np.int64))
+    elif any(isinstance(k, Variable) for k in arrays):   # indices computed by the graph
+        shape = next(k.shape for k in arrays if isinstance(k, Variable))
+        parts = []
+        for k in arrays:
+            if not isinstance(k, Variable):
+                k = Variable.from_numpy_array(np.broadcast_to(values(k), shape))
+            elif k.shape != shape:
+                raise IndexError("Variable indexing: index Variables of shapes {} and {} differ"
+                                 .format(shape, k.shape))
+            parts.append(k)
+        index = _fb.stack(*parts, axis=0)
+    else:
+        idx = np.broadcast_arrays(*[np.asarray(values(k)) for k in arrays])
+        for axis, a in enumerate(idx):
+            if a.dtype.kind not in "iu":
+                raise IndexError("Variable indexing: index arrays must hold integers or booleans, "
+                                 "got {}".format(a.dtype))
+            size = x.shape[axis]
+            if a.size and (a.min() < -size or a.max() >= size):
+                raise IndexError("index {} is out of bounds for axis {} of size {}".format(
+                    a.max() if a.max() >= size else a.min(), axis, size))
+        index = Variable.from_numpy_array(np.stack(idx).astype(np.int64))
+    y = _fb.gather_nd(x, index)
+    if lead:
+        y = _fb.reshape(y, (1,) * lead + tuple(y.shape), inplace=False)
+    return y
+
+
 def _getitem(x, key):
-    """Basic indexing (ints, slices, None, Ellipsis) as Slice + Reshape, like nnabla."""
+    """Basic indexing (ints, slices, None, Ellipsis) as Slice + Reshape, like nnabla; index
+    arrays and boolean masks as GatherNd."""
     if not isinstance(key, tuple):
         key = (key,)
-    if any(isinstance(k, (Variable, NdArray, np.ndarray, list)) for k in key):
-        raise TypeError("Variable indexing supports ints, slices, None and ...; use F.gather_nd "
-                        "or F.bool_gather for array indices")
+    if any(_is_advanced(k) for k in key):
+        return _advanced_getitem(x, key)
     n_real = len([k for k in key if k is not None and k is not Ellipsis])
     if n_real > len(x.shape):
         raise IndexError("too many indices ({}) for a variable of shape {}".format(n_real, x.shape))

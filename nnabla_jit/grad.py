@@ -98,8 +98,9 @@ def _grad_rule(f):
     return rule
 
 
-def _expand_function(grads_of, f):
-    """Call f's grad rule on the summed gradients of its outputs; return input gradients."""
+def _expand_function(grads_of, f, bind_outputs=False):
+    """Call f's grad rule on the summed gradients of its outputs; return input gradients.
+    ``bind_outputs``: each output's grad shares the data of its summed gradient (retain_grad)."""
     from . import functions as F
     received = grads_of.pop(f)
     dys = []
@@ -112,6 +113,8 @@ def _expand_function(grads_of, f):
         else:
             dys.append(F.add_n(*parts))
     outputs = f.outputs
+    if bind_outputs:
+        _bind_grads(outputs, dys)
     rule = _grad_rule(f)
     dxs = rule(dys, list(f.inputs), [v.shape for v in f.inputs], outputs,
                [tuple(s) for s in f.output_shapes], **f.info.args)
@@ -122,16 +125,63 @@ def _expand_function(grads_of, f):
     return dxs
 
 
-def grad(outputs, inputs, grad_outputs=None, persistent_outputs=[], bind_grad_output=False):
+def _bind_grads(variables, gradients):
+    """Make each variable's ``grad`` share the data of its gradient Variable (filled when the
+    gradient graph runs forward)."""
+    for v, g in zip(variables, gradients):
+        if v is not None and g is not None and tuple(g.shape) == tuple(v.shape):
+            v.grad = g.data
+
+
+def _as_grad_value(what, k, value, shape):
+    """A gradient given as a number, array, NdArray or Variable, as something F ops take."""
+    if isinstance(value, Variable):
+        if tuple(value.shape) != tuple(shape):
+            raise ValueError("nn.grad: {}[{}] has shape {}, expected {}".format(what, k, value.shape, shape))
+        return value
+    if isinstance(value, (int, float, np.number)):
+        value = np.full(shape, value, np.float32)
+    elif isinstance(value, NdArray):
+        value = value.data
+    elif not isinstance(value, np.ndarray):
+        raise ValueError("nn.grad: {}[{}] must be None, a number, an array, an NdArray or a "
+                         "Variable, got {}".format(what, k, type(value).__name__))
+    if tuple(value.shape) != tuple(shape):
+        raise ValueError("nn.grad: {}[{}] has shape {}, expected {}".format(what, k, value.shape, shape))
+    return Variable.from_numpy_array(value)
+
+
+def _scaled(go, scale):
+    """An output's gradient weight multiplied by chainer's ``loss_scale``."""
+    if go is None:
+        return float(scale)
+    if isinstance(go, NdArray):
+        return go.data * scale
+    return go * float(scale)   # a number, an array or a Variable (a MulScalar node)
+
+
+def grad(outputs, inputs, grad_outputs=None, persistent_outputs=[], bind_grad_output=False,
+         grad_inputs=None, set_grad=False, retain_grad=False, loss_scale=None):
     """Gradients of the sum of ``outputs`` with respect to each of ``inputs``, as Variables.
 
     ``grad_outputs`` weights each output (None, a number, an array, an NdArray or a Variable);
     ``persistent_outputs`` (default all True) marks the outputs persistent; with
     ``bind_grad_output`` each input's ``grad`` shares the result's data. Inputs the outputs do
     not reach get a zero constant.
+
+    chainer.grad's options too: ``grad_inputs`` (one per input, None or a value) is added to
+    the input's gradient (a new Variable, not in place); ``set_grad`` binds each input's
+    ``grad`` to its gradient (as ``bind_grad_output``); ``retain_grad`` does so for every
+    variable the gradient passes through, intermediates and outputs included; ``loss_scale``
+    multiplies the output gradients, so every returned gradient is scaled by it (divide before
+    the update, as chainer's optimizers do).
     """
     outputs = _as_list(outputs)
     inputs = _as_list(inputs)
+    if grad_inputs is not None:
+        grad_inputs = _as_list(grad_inputs)
+        if len(grad_inputs) != len(inputs):
+            raise ValueError("nn.grad: {} grad_inputs for {} inputs".format(len(grad_inputs), len(inputs)))
     if not all(isinstance(o, Variable) for o in outputs):
         raise ValueError("nn.grad: every output must be a Variable")
     if not all(isinstance(i, Variable) for i in inputs):
@@ -151,6 +201,10 @@ def grad(outputs, inputs, grad_outputs=None, persistent_outputs=[], bind_grad_ou
         if isinstance(go, (np.ndarray, NdArray, Variable)) and tuple(go.shape) != tuple(o.shape):
             raise ValueError("nn.grad: grad_outputs[{}] has shape {}, output {} has shape {}"
                              .format(k, go.shape, k, o.shape))
+    if loss_scale is not None:
+        if not isinstance(loss_scale, (int, float, np.number)) or not np.isfinite(loss_scale):
+            raise ValueError("nn.grad: loss_scale must be a finite number, got {!r}".format(loss_scale))
+        grad_outputs = [_scaled(go, loss_scale) for go in grad_outputs]
     if persistent_outputs and len(persistent_outputs) != len(outputs):
         raise ValueError("nn.grad: persistent_outputs must be empty or one flag per output")
     for o, p in zip(outputs, persistent_outputs or [True] * len(outputs)):
@@ -191,7 +245,7 @@ def grad(outputs, inputs, grad_outputs=None, persistent_outputs=[], bind_grad_ou
         if not f.need_grad:
             grads_of.pop(f, None)
             continue
-        dxs = _expand_function(grads_of, f)
+        dxs = _expand_function(grads_of, f, retain_grad)
         for v, dx in zip(f.inputs, dxs):
             if dx is None or not v.need_grad:
                 continue
@@ -203,4 +257,12 @@ def grad(outputs, inputs, grad_outputs=None, persistent_outputs=[], bind_grad_ou
             if p is not None and id(v) in reachable and id(p) not in frontier:
                 frontier[id(p)] = (-p.rank, next(order), p)
     from . import functions as F
-    return [r if r is not None else F.constant(0.0, inputs[k].shape) for k, r in enumerate(result)]
+    if grad_inputs is not None:
+        for k, gi in enumerate(grad_inputs):
+            if gi is not None:
+                gi = _as_grad_value("grad_inputs", k, gi, inputs[k].shape)
+                result[k] = gi if result[k] is None else result[k] + gi
+    result = [r if r is not None else F.constant(0.0, inputs[k].shape) for k, r in enumerate(result)]
+    if set_grad or retain_grad:
+        _bind_grads(inputs, result)
+    return result

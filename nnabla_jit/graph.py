@@ -12,12 +12,16 @@ import os
 import numpy as np
 
 from .ndarray import NdArray, pooled_empty
+from .random_replay import replayed_random_state, save_random_state
 
 __all__ = ["forward", "backward", "forward_all", "upstream_functions", "graph_changed",
            "run_node_forward"]
 
 _version = [0]
 FUSION = os.environ.get("NNABLA_JIT_FUSION", "1") != "0"   # set 0 to run every node on its own
+# nnabla's backward does nothing where there is nothing to differentiate and passes over metrics
+# (TopNError, ...); NNABLA_JIT_STRICT_GRAD=1 makes both an error, to find a forgotten need_grad.
+STRICT_GRAD = os.environ.get("NNABLA_JIT_STRICT_GRAD", "0") == "1"
 
 
 def graph_changed():
@@ -200,15 +204,35 @@ def _store_half(node, outs, out_dts):
 
 # ---------------------------------------------------------------------------- plans
 class _ForwardPlan:
-    __slots__ = ("version", "steps", "runners", "fused")
+    __slots__ = ("version", "steps", "runners", "fused", "recompute", "save_random")
 
     def __init__(self, roots, clear_buffer, clear_no_need_grad, fuse=True):
         self.version = _version[0]
         nodes = upstream_functions(roots)
         frees = [[] for _ in nodes]
         needed = set()
+        # recompute=True: freed after its last forward use, computed again when backward needs it
+        root_bodies = {id(r._body) for r in roots}
+        last_use, inplaced = {}, set()
+        for k, node in enumerate(nodes):
+            for i, v in enumerate(node.inputs):
+                last_use[id(v)] = (k, v)
+                if node.op.inplace_data(i):   # nnabla shares these buffers and keeps them
+                    inplaced.add(id(v))
+                    inplaced.update(id(r()) for r in node._outputs if r() is not None)
+        for k, v in last_use.values():
+            if (v._recompute and v._parent is not None and not v._persistent
+                    and id(v._body) not in root_bodies and id(v) not in inplaced):
+                frees[k].append(v)
+        self.recompute = any(frees)
+        # ops drawing random numbers whose outputs will be recomputed: save the generators first
+        self.save_random = [any(r() is not None and r()._recompute for r in node._outputs)
+                            and node.op.need_setup_recompute(0) for node in nodes]
         if clear_buffer or clear_no_need_grad:
             keep = {id(r._body) for r in roots}
+            for r in roots:   # F.sink(a, b).forward() keeps a and b, as nnabla does
+                if r._parent is not None and r._parent.op.name == "Sink":
+                    keep.update(id(v._body) for v in r._parent.inputs)
             needed = _backward_data_needs(nodes) if not clear_buffer else set()
             last_use = {}
             for k, node in enumerate(nodes):
@@ -216,12 +240,13 @@ class _ForwardPlan:
                     last_use[id(v)] = (k, v)
             for k, v in last_use.values():
                 if (v._parent is not None and not v._persistent and id(v._body) not in keep
-                        and id(v) not in needed):
+                        and id(v) not in needed and not v._recompute):
                     frees[k].append(v)
         self.steps = list(zip(nodes, frees))
         self.runners = [_forward_runner(node) for node in nodes]
         # Clearing flags let the intermediates of elementwise runs stay in registers.
-        self.fused = fuse and FUSION and (clear_buffer or clear_no_need_grad)
+        self.fused = (fuse and FUSION and (clear_buffer or clear_no_need_grad)
+                      and not self.recompute)
         if self.fused:
             from . import fusion
             fusion.fuse_forward(self, roots, needed, clear_buffer)
@@ -266,11 +291,11 @@ def _backward_data_needs(nodes):
 
 class _BackwardStep:
     __slots__ = ("node", "propagate_down", "accum", "alias", "zero_outputs", "needs_input",
-                 "free_grads", "free_data")
+                 "free_grads", "free_data", "recompute")
 
 
 class _BackwardPlan:
-    __slots__ = ("version", "steps", "any_grad", "seed", "runners", "fused")
+    __slots__ = ("version", "steps", "any_grad", "seed", "runners", "fused", "recompute")
 
     def __init__(self, root, clear_buffer, fuse=True):
         self.version = _version[0]
@@ -282,6 +307,8 @@ class _BackwardPlan:
         for node in reversed(nodes):
             outs = [r() for r in node._outputs]
             if not any(o is not None and id(o) in receives for o in outs):
+                continue
+            if node.op.name in node.op.PASSES_NO_GRADIENT and not STRICT_GRAD:
                 continue
             no_grad = node.op.no_grad_inputs
             pd = [id(v) in rg and i not in no_grad for i, v in enumerate(node.inputs)]
@@ -307,15 +334,23 @@ class _BackwardPlan:
             s.needs_input = [any(pd[i] and op.grad_depends_input_data(i, j) for i in range(len(pd)))
                              for j in range(len(node.inputs))]
             s.free_grads, s.free_data = [], []
+            # data this step reads that forward may have freed for recomputation
+            s.recompute = [v for j, v in enumerate(node.inputs) if s.needs_input[j] and v._recompute]
+            # and, as nnabla does, the outputs of a function whose backward reads any data
+            reads_outputs = any(pd[i] and op.grad_depends_output_data(i, k)
+                                for i in range(len(pd)) for k in range(len(outs)))
+            if reads_outputs or any(s.needs_input):
+                s.recompute += [o for o in outs if o is not None and o._recompute]
             steps.append(s)
         self.any_grad = bool(steps)
+        self.recompute = any(s.recompute for s in steps)
         if clear_buffer:
             _plan_backward_frees(steps, root)
         self.steps = steps
         # The root's gradient for a pass lives here, so the stored one is left untouched.
         self.seed = NdArray(root.shape, root._parent.compute_dtype if root._parent else np.float32)
         self.runners = [_backward_runner(s, root, self.seed) for s in steps]
-        self.fused = fuse and FUSION and clear_buffer
+        self.fused = fuse and FUSION and clear_buffer and not self.recompute
         if self.fused:
             from . import fusion
             fusion.fuse_backward(self, root)
@@ -370,13 +405,16 @@ def forward(roots, clear_buffer=False, clear_no_need_grad=False,
     hooks = function_pre_hook is not None or function_post_hook is not None
     if hooks and plan.fused:   # hooks see every function: run this call unfused
         plan = _ForwardPlan(roots, clear_buffer, clear_no_need_grad, fuse=False)
-    if not hooks and not (clear_buffer or clear_no_need_grad):
+    if not hooks and not (clear_buffer or clear_no_need_grad or plan.recompute):
         for run in plan.runners:
             run()
         return
-    for (node, frees), run in zip(plan.steps, plan.runners):
+    save_random = plan.save_random if plan.recompute else None
+    for k, ((node, frees), run) in enumerate(zip(plan.steps, plan.runners)):
         if function_pre_hook is not None:
             function_pre_hook(node)
+        if save_random is not None and save_random[k]:
+            save_random_state(node.op)
         run()
         if function_post_hook is not None:
             function_post_hook(node)
@@ -407,6 +445,13 @@ def _grad_array(v, dtype, accum):
     return a
 
 
+def _absent_input(shape, dtype):
+    """Stands for input data a backward kernel does not read and forward freed: the right shape
+    and type (kernels read shapes, e.g. Embed's of its weight), contiguous as kernels expect,
+    values undefined; its pages are never touched, so it costs no memory."""
+    return np.empty(shape, dtype)
+
+
 def run_node_backward(step, on_host=False):
     """Run one backward step (``on_host`` as in :func:`run_node_forward`)."""
     node = step.node
@@ -429,7 +474,8 @@ def run_node_backward(step, on_host=False):
     dt = node.compute_dtype
     keep = op.keep_input_dtypes
     ins = [_input_array(v, dt, i in keep) if (step.needs_input[i] or v._body.data._array is not None)
-           else None for i, v in enumerate(node.inputs)]
+           else _absent_input(v._body.shape, v._body.data._dtype if i in keep else dt)
+           for i, v in enumerate(node.inputs)]
     outs, douts = [], []
     for o, r in enumerate(node._outputs):
         v = r()
@@ -530,7 +576,7 @@ def _backward_runner(step, root, seed):
             a = nd._array
             if a is None or nd._device is not None:
                 if not needed and nd._device is None:
-                    ins.append(None)
+                    ins.append(_absent_input(nd._shape, dt if cast else nd._dtype))
                     continue
                 a = nd._host()
             if cast and a.dtype is not dt:
@@ -564,6 +610,25 @@ def _backward_runner(step, root, seed):
     return run
 
 
+def recompute_data(var):
+    """Compute again the data of ``var`` (freed by forward because of ``recompute=True``),
+    and first that of any freed intermediate it depends on; random ops draw what they drew in
+    forward."""
+    stack, nodes, seen = [var], [], set()
+    while stack:   # the nodes producing var and the freed intermediates upstream of it
+        v = stack.pop()
+        node = v._parent
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        nodes.append(node)
+        stack.extend(u for u in node.inputs if u._parent is not None and u._body.data.clear_called)
+    for node in sorted(nodes, key=lambda f: f.rank):   # a producer's rank is below its consumers'
+
+        with replayed_random_state(node.op):
+            run_node_forward(node)
+
+
 def has_grad_path(root):
     """Whether ``backward()`` from ``root`` would reach any variable with need_grad=True."""
     return _cached_plan(root, ("backward", False), lambda: _BackwardPlan(root, False)).any_grad
@@ -575,10 +640,13 @@ def backward(root, grad=1, clear_buffer=False, communicator_callbacks=None,
     pass only; ``grad=None`` uses the gradient ``root`` already holds."""
     plan = _cached_plan(root, ("backward", bool(clear_buffer)), lambda: _BackwardPlan(root, clear_buffer))
     if not plan.any_grad:
-        if root._parent is not None and not root._parent.op.has_backward() and any(
-                v._need_grad for v in root._parent.inputs):
+        op = root._parent.op if root._parent is not None else None
+        if (op is not None and not op.has_backward() and any(v._need_grad for v in root._parent.inputs)
+                and (op.name not in op.PASSES_NO_GRADIENT or STRICT_GRAD)):
             from .ops.registry import NoGradient
-            raise NoGradient("backward: {} has no gradient (as in nnabla)".format(root._parent.op.name))
+            raise NoGradient("backward: {} has no gradient (as in nnabla)".format(op.name))
+        if op is not None and not STRICT_GRAD:
+            return   # nothing needs a gradient: nnabla's backward does nothing
         if root._parent is None:
             raise ValueError("backward: {} has no parent function; there is nothing to "
                              "back-propagate through".format(root))
@@ -608,11 +676,15 @@ def backward(root, grad=1, clear_buffer=False, communicator_callbacks=None,
         seed.data[...] = grad
     body.grad = seed    # for steps that read the root's gradient through the variable
     try:
-        if not hooks and not clear_buffer:
+        if not hooks and not clear_buffer and not plan.recompute:
             for run in plan.runners:
                 run()
             return
         for s, run in zip(plan.steps, plan.runners):
+            if plan.recompute:   # before the hook, which may read the data
+                for v in s.recompute:
+                    if v._body.data.clear_called:
+                        recompute_data(v)
             if function_pre_hook is not None:
                 function_pre_hook(s.node)
             run()

@@ -253,7 +253,7 @@ def tile_images(data, padsize=1, padval=0):
     count, channels, height, width = data.shape
     n = int(np.ceil(np.sqrt(count)))
     cell_h, cell_w = height + padsize, width + padsize
-    dtype = np.result_type(data, np.asarray(padval))
+    dtype = data.dtype   # uint8 images stay uint8 (padval is cast), as in nnabla
     tiled = np.full((n * cell_h, n * cell_w, channels), padval, dtype=dtype)
     for k in range(count):
         top, left = (k // n) * cell_h, (k % n) * cell_w

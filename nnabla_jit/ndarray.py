@@ -41,6 +41,15 @@ def clear_memory_cache():
     _POOL.clear()
 
 
+def _numpy_key(key):
+    """An index with NdArrays in it as numpy takes it."""
+    if isinstance(key, NdArray):
+        return key.data
+    if isinstance(key, tuple):
+        return tuple(k.data if isinstance(k, NdArray) else k for k in key)
+    return key
+
+
 class NdArray(Operators):
     """nnabla's ``NdArray(shape)``. The type is float32 until something else is stored.
     Operators (``+``, ``*``, ...) compute at once and return NdArrays."""
@@ -128,13 +137,70 @@ class NdArray(Operators):
         np.copyto(self.data, src.data, casting="unsafe")
 
     def cast(self, dtype, ctx=None):
-        """Convert the buffer to ``dtype`` in place and return it as a numpy array."""
+        """Convert the buffer to ``dtype`` in place; return it as a numpy array when ``ctx`` is
+        None, else nothing (nnabla's ``cast``: with a context the array is only made ready)."""
         dtype = np.dtype(dtype)
         if dtype != self._dtype:
             if self._array is not None or self._device is not None:
                 self._array = self._host().astype(dtype)
             self._dtype = dtype
+        if ctx is not None:
+            self._host()
+            return None
         return self.data
+
+    def get_data(self, mode="rw", dtype=None):
+        """The values as a numpy array: ``mode`` 'r' gives a read-only view, 'w' and 'rw' a
+        writable one; ``dtype`` returns a converted copy (the array's own type is kept)."""
+        if mode not in ("r", "w", "rw"):
+            raise ValueError('NdArray.get_data: invalid mode {!r} (use "r", "w" or "rw")'.format(mode))
+        arr = self._host() if mode == "r" else self.data
+        if dtype is not None and np.dtype(dtype) != arr.dtype:
+            arr = arr.astype(dtype)
+        if mode == "r":
+            arr = arr.view()
+            arr.flags.writeable = False
+        return arr
+
+    def data_ptr(self, dtype, ctx=None, write_only=False):
+        """The address of the host buffer as ``dtype`` (cast in place first), as an int."""
+        self.cast(dtype, ctx)
+        return int(self._host().ctypes.data)
+
+    @property
+    def modification_count(self):
+        """0 while nothing is stored (new or cleared), 1 once the array holds data: what
+        nnabla 1.39 reports for a host array."""
+        return 0 if self.clear_called else 1
+
+    def narrow(self, dim, start, length):
+        """An NdArray of rows ``[start, start + length)`` of axis 0 sharing this buffer."""
+        if dim != 0:
+            raise ValueError("NdArray.narrow: dim must be 0, got {}".format(dim))
+        if not self._shape or start < 0 or length < 0 or start + length > self._shape[0]:
+            raise ValueError("NdArray.narrow: rows [{}, {}) are out of range for shape {}".format(
+                start, start + length, self._shape))
+        out = NdArray((length,) + self._shape[1:], self._dtype)
+        out._array = self.data[start:start + length]
+        return out
+
+    def view(self, shape):
+        """An NdArray of ``shape`` (same size) sharing this buffer."""
+        shape = _as_shape(shape)
+        if int(np.prod(shape, dtype=np.int64)) != self.size:
+            raise ValueError("NdArray.view: cannot view shape {} as {}".format(self._shape, shape))
+        out = NdArray(shape, self._dtype)
+        out._array = self.data.reshape(shape)
+        return out
+
+    def __getitem__(self, key):
+        """numpy indexing (ints, slices, lists, arrays, boolean masks) into a new NdArray."""
+        return NdArray.from_numpy_array(self.data[_numpy_key(key)])
+
+    def __setitem__(self, key, value):
+        if isinstance(value, NdArray):
+            value = value.data
+        self.data[_numpy_key(key)] = value
 
     def clear(self):
         """Release the buffer; the next access allocates a fresh, zeroed one."""

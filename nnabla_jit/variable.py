@@ -15,6 +15,10 @@ from .operators import Operators
 __all__ = ["Variable"]
 
 
+# The recompute flag new Variables get (nn.recompute(), nn.set_global_recompute()).
+_recompute_default = [False]
+
+
 class VariableBody:
     """The buffers a Variable and its unlinked twins share: shape, data and grad."""
 
@@ -30,18 +34,19 @@ class Variable(Operators):
     """nnabla's ``Variable(shape=(), need_grad=False)``. Operators build graph nodes."""
 
     __slots__ = ("_body", "_parent", "_need_grad", "_persistent", "_recompute", "_rank",
-                 "_refs", "_cache", "name", "__weakref__")
+                 "_refs", "_cache", "name", "info", "__weakref__")
 
     def __init__(self, shape=(), need_grad=False):
         self._body = VariableBody(_as_shape(shape))
         self._parent = None
         self._need_grad = bool(need_grad)
         self._persistent = False
-        self._recompute = False
+        self._recompute = _recompute_default[0]
         self._rank = 0
         self._refs = []       # weak references to the Function nodes that take this as input
         self._cache = None    # the executor's cached schedules rooted here
         self.name = ""
+        self.info = None      # whatever the user attaches (nnabla's Variable.info)
 
     @staticmethod
     def from_numpy_array(data, grad=None, need_grad=None):
@@ -143,17 +148,17 @@ class Variable(Operators):
         graph.graph_changed()
 
     def reshape(self, shape, unlink=False):
-        """A new variable of ``shape`` sharing this one's buffers (unlinked) or F.reshape of it."""
-        shape = _as_shape(shape)
-        if int(np.prod(shape, dtype=np.int64)) != self.size:
-            raise ValueError("Variable.reshape: cannot reshape {} into {}".format(self.shape, shape))
+        """A new variable of ``shape`` (one entry may be -1, inferred) sharing this one's
+        buffers (``unlink``) or F.reshape of it."""
+        given = _as_shape(shape)
+        shape = _infer_shape(given, self.size, self.shape)
         if unlink:
             v = Variable(shape, need_grad=self._need_grad)
             v._body.data = _reshaped_view(self._body.data, shape)
             v._body.grad = _reshaped_view(self._body.grad, shape)
             return v
         from . import functions as F
-        return F.reshape(self, shape, inplace=True)
+        return F.reshape(self, given, inplace=True)
 
     # ------------------------------------------------------------------ flags
     @property
@@ -184,7 +189,10 @@ class Variable(Operators):
 
     @recompute.setter
     def recompute(self, b):
-        self._recompute = bool(b)
+        b = bool(b)
+        if b != self._recompute:
+            self._recompute = b
+            graph.graph_changed()   # plans free and recompute this variable's data now
 
     @property
     def rank(self):
@@ -233,11 +241,12 @@ class Variable(Operators):
         v._parent = None
         v._need_grad = self._need_grad if need_grad is None else bool(need_grad)
         v._persistent = self._persistent
-        v._recompute = self._recompute
+        v._recompute = _recompute_default[0]   # a new variable: the current default, as nnabla
         v._rank = 0
         v._refs = []
         v._cache = None
         v.name = self.name
+        v.info = None
         return v
 
     def unlinked(self, need_grad=None):
@@ -339,8 +348,32 @@ class Variable(Operators):
         return _F()._getitem(self, key)
 
     def __setitem__(self, key, value):
-        raise TypeError("Variable does not support item assignment; use x.d[...] = value "
-                        "or F.bool_fill / F.scatter_nd")
+        """``x[key] = value`` stores ``value`` (a Variable's or NdArray's data, an array or a
+        number) into this variable's data now, as nnabla does for a leaf."""
+        if isinstance(value, Variable):
+            value = value.d
+        elif isinstance(value, NdArray):
+            value = value.data
+        if isinstance(key, (Variable, NdArray)):
+            key = key.d if isinstance(key, Variable) else key.data
+        self.d[key] = value
+
+
+def _infer_shape(shape, size, old_shape):
+    """``shape`` with its -1 (at most one) replaced so that it holds ``size`` elements."""
+    if shape.count(-1) > 1 or any(s < -1 for s in shape):
+        raise ValueError("Variable.reshape: shape {} may hold at most one -1 and no other "
+                         "negative size".format(shape))
+    known = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
+    if -1 in shape:
+        if known == 0 or size % known:
+            raise ValueError("Variable.reshape: cannot reshape {} (size {}) into {}".format(
+                old_shape, size, shape))
+        shape = tuple(size // known if s == -1 else s for s in shape)
+    elif known != size:
+        raise ValueError("Variable.reshape: cannot reshape {} (size {}) into {} (size {})".format(
+            old_shape, size, shape, known))
+    return shape
 
 
 def _reshaped_view(ndarray, shape):

@@ -84,12 +84,19 @@ def test_same_input_twice():
     np.testing.assert_array_equal(x.g, 2 * (x.d + 1) + 1)
 
 
-def test_backward_without_need_grad_is_an_error():
+def test_backward_without_need_grad_does_nothing_unless_strict(monkeypatch):
+    from nnabla_jit import graph
     q = nn.Variable((2,))
     r = F.sum(q * 3)
     r.forward()
+    r.backward()
+    np.testing.assert_array_equal(q.g, 0)
+    monkeypatch.setattr(graph, "STRICT_GRAD", True)
+    graph.graph_changed()
     with pytest.raises(ValueError, match="need_grad"):
         r.backward()
+    with pytest.raises(ValueError, match="no parent"):
+        q.backward()   # a leaf: an error in nnabla too
 
 
 def test_hooks_see_every_function_in_order():

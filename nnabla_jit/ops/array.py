@@ -207,6 +207,9 @@ class Reshape(Op):
     def grad_depends_input_data(self, i, j):
         return False
 
+    def inplace_data(self, i):
+        return 1 if self.inplace else 0   # nnabla's INPLACE_NOT_MODIFY (the kernel copies here)
+
 
 # ------------------------------------------------------------------------------ broadcast
 @register

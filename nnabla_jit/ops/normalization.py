@@ -446,7 +446,7 @@ class Standardization(Op):
         if self.with_stats:
             outputs[1].reshape(-1)[...] = mean
             outputs[2].reshape(-1)[...] = var
-        if self.batch_stat:
+        if self.batch_stat and not self.recomputing:
             self.update_running_stats(inputs, mean, var)
 
     def update_running_stats(self, inputs, mean, var):
@@ -708,7 +708,7 @@ class MeanSubtraction(Op):
         lay = self.layout
         x3 = lay.view(x)
         flat = rmean.reshape(-1)
-        if self.update_running_mean:
+        if self.update_running_mean and not self.recomputing:
             mean, _ = batch_stats(lay, x3)
             n = float(t.reshape(-1)[0])
             flat[...] = (flat * n + mean) / (n + 1)

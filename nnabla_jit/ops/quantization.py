@@ -592,6 +592,8 @@ class _INQ:
             self.fixed_values = inq_quantize(w, self.num_bits)
         is_fixed = fixed == 1
         w[is_fixed] = self.fixed_values[is_fixed]   # first, so a new grid sees them
+        if self.recomputing:   # the weights fixed by the first run are in the inputs already
+            return
         if self.iteration in self.inq_iterations:
             learnable = np.flatnonzero(fixed != 1)
             if self.iteration == self.inq_iterations[-1]:

@@ -204,6 +204,8 @@ class Op:
     python_level = False   # True for PythonFunction adapters: forward/backward take Variables
     data_dependent = False  # True if output shapes/dtypes follow input values (output_specs)
     n_outputs = -1         # the output count the caller asked for (-1: the op's own); see build
+    recomputing = False    # True while forward is run again for recomputation: ops skip their
+                           # state updates (running statistics), which the first run made
 
     def __init__(self, input_names=(), **args):
         self.input_names = tuple(input_names)
@@ -256,6 +258,44 @@ class Op:
     @classmethod
     def has_backward(cls):
         return cls.backward is not Op.backward
+
+    # Metrics whose backward nnabla passes over, giving their inputs no gradient, so that
+    # F.sink(loss, error).backward() trains; other ops without a gradient raise, as there.
+    PASSES_NO_GRADIENT = frozenset(("TopNError", "BinaryError", "ConfusionMatrix"))
+
+    # --- nnabla's Function API answers (``Function`` nodes delegate here) ---------------
+    def need_setup_recompute(self, o):
+        """Whether recomputing output ``o`` needs the state saved by ``setup_recompute``: true
+        for the ops that draw random numbers (all of them, and only them, take a ``seed``)."""
+        return "seed" in self.args
+
+    def inplace_data(self, i):
+        """nnabla's in-place kind of input ``i``'s data: 0 (not in place). Reshape(inplace=True)
+        answers 1 (shares the buffer, read only)."""
+        return 0
+
+    # nnabla 1.39 dropped the in-place variants of these; asked, they raise.
+    _INPLACE_DROPPED = frozenset(("ReLU", "LeakyReLU", "Add2", "RandomErase"))
+
+    def inplace_data_with(self, i):
+        """The output input ``i`` would share its data with (0); only the ops that take an
+        ``inplace`` argument answer, the others raise as in nnabla."""
+        if self.spec is None or self.name in self._INPLACE_DROPPED or not any(
+                a.name == "inplace" for a in self.spec.args):
+            raise RuntimeError("{}: not_implemented error in inplace_data_with (this function has "
+                               "no in-place support)".format(self.name))
+        return 0
+
+    # Ops whose later outputs are optional (nnabla's min_outputs is 1 for them).
+    _OPTIONAL_OUTPUTS = frozenset(("Sort", "TopKData", "Unique"))
+
+    def min_outputs(self, n_outputs):
+        """The least number of outputs the function produces, given ``n_outputs`` built."""
+        if self.spec is None or self.name in self._OPTIONAL_OUTPUTS:
+            return 1
+        if self.spec.variadic_outputs:
+            return n_outputs
+        return max(1, len(self.spec.outputs))
 
     def __repr__(self):
         return "{}({})".format(self.name, ", ".join("{}={!r}".format(k, v) for k, v in self.args.items()))

@@ -81,8 +81,23 @@ def test_validation_ops_have_no_gradient(build):
     x = var(np.random.RandomState(0).randn(2, 3), True)
     y = build(x, var([[0.0], [2.0]]))
     y.forward()
-    with pytest.raises((NoGradient, ValueError)):   # BinaryError: x is a no-gradient input
-        y.backward()
+    x.g = 0
+    y.backward()   # nnabla passes over metrics: no gradient, no error
+    np.testing.assert_array_equal(x.g, 0)
+    loss = F.sum(x * x)
+    F.sink(loss, y).backward()   # so a loss and its metric train together
+    np.testing.assert_allclose(x.g, 2 * x.d, rtol=1e-6)
     with pytest.raises(ValueError, match="no grad rule"):
         nn.grad([y], [x])
+
+
+def test_validation_ops_raise_under_strict_grad(monkeypatch):
+    from nnabla_jit import graph
+    monkeypatch.setattr(graph, "STRICT_GRAD", True)
+    graph.graph_changed()
+    x = var(np.random.RandomState(0).randn(2, 3), True)
+    y = F.top_n_error(x, var([[0.0], [2.0]]))
+    y.forward()
+    with pytest.raises(NoGradient):
+        F.sink(F.sum(x * x), y).backward()
 

@@ -1,0 +1,153 @@
+"""Where nnabla's behaviour is what programs rely on: Variable.reshape with -1, indexing with
+index arrays and masks, backward through data that a clear_no_need_grad forward freed, and
+tile_images keeping the image type. (Backward with nothing to differentiate and metrics without
+a gradient: tests/test_errors.py, tests/test_graph.py, tests/ops/test_validation.py.)"""
+import numpy as np
+import pytest
+
+import nnabla_jit as nn
+import nnabla_jit.functions as F
+from nnabla_jit.monitor import tile_images
+
+
+def var(a, need_grad=False):
+    return nn.Variable.from_numpy_array(np.asarray(a), need_grad=need_grad)
+
+
+def function_types(y):
+    names = []
+    y.visit(lambda f: names.append(f.info.type_name))
+    return names
+
+
+# ------------------------------------------------------------------------------ reshape
+def test_reshape_infers_one_minus_one():
+    x = var(np.arange(12.0).reshape(3, 4), need_grad=True)
+    y = x.reshape((-1, 6))
+    assert y.shape == (2, 6) and y.parent.info.args["shape"] == (-1, 6)   # kept as given
+    y.forward()
+    np.testing.assert_array_equal(y.d, np.arange(12.0).reshape(2, 6))
+    z = x.reshape((2, -1), unlink=True)
+    assert z.shape == (2, 6) and z.parent is None
+    z.d[0, 0] = 7
+    assert x.d[0, 0] == 7   # shares the buffer
+
+
+@pytest.mark.parametrize("shape, message", [
+    ((-1, -1), "at most one -1"),
+    ((5, -1), r"cannot reshape \(3, 4\) \(size 12\) into \(5, -1\)"),
+    ((5, 2), r"into \(5, 2\) \(size 10\)"),
+    ((-2, 6), "no other negative size"),
+])
+def test_reshape_rejects_what_cannot_fit(shape, message):
+    with pytest.raises(ValueError, match=message):
+        nn.Variable((3, 4)).reshape(shape)
+
+
+# ------------------------------------------------------------------------------ indexing
+X = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+
+
+@pytest.mark.parametrize("key", [
+    [0, 1, 1],
+    np.array([1, 0]),
+    np.array([-1, 0]),
+    [[0, 1], [1, 0]],
+    ([0, 1], [1, 2]),
+    (np.array([[0, 1], [1, 0]]), np.array([2, 0])),
+    np.array([True, False]),
+    X > 5,
+    (X > 5)[:, :, 0],
+], ids=lambda k: repr(k)[:30])
+def test_index_arrays_and_masks_gather_like_numpy(key):
+    x = var(X)
+    y = x[key]
+    assert function_types(y) == ["GatherNd"]
+    y.forward()
+    np.testing.assert_array_equal(y.d, X[key])
+
+
+def test_index_variables_are_stacked_into_the_graph():
+    x = var(X)
+    i = var(np.array([1, 0]))
+    j = var(np.array([2, 2]))
+    y = x[i, j]
+    assert function_types(y) == ["Stack", "GatherNd"]
+    y.forward()
+    np.testing.assert_array_equal(y.d, X[[1, 0], [2, 2]])
+    i.d = [0, 1]   # computed by the graph: a new index takes effect at the next forward
+    y.forward()
+    np.testing.assert_array_equal(y.d, X[[0, 1], [2, 2]])
+    mask = var(X > 20)   # a mask Variable is read when the graph is built, as in nnabla
+    m = x[mask]
+    m.forward()
+    np.testing.assert_array_equal(m.d, X[X > 20])
+
+
+def test_leading_none_adds_an_axis():
+    y = var(X)[None, [1, 0]]
+    y.forward()
+    np.testing.assert_array_equal(y.d, X[None, [1, 0]])
+
+
+def test_gather_by_index_is_differentiable():
+    x = var(X, need_grad=True)
+    loss = F.sum(x[[1, 0, 1]] ** 2)
+    loss.forward()
+    x.g = 0
+    loss.backward()
+    np.testing.assert_allclose(x.g, 2 * X * np.array([1, 2])[:, None, None])
+
+
+@pytest.mark.parametrize("key, error, message", [
+    ((slice(None), [0, 2]), NotImplementedError, "mixed advanced indexing"),
+    ((Ellipsis, [1, 3]), NotImplementedError, "mixed advanced indexing"),
+    ((0, [0, 2]), NotImplementedError, "mixed advanced indexing"),
+    ([2, 0], IndexError, "index 2 is out of bounds for axis 0 of size 2"),
+    (np.array([True, False, True]), IndexError, r"mask of shape \(3,\) does not match"),
+    (np.array([0.5]), IndexError, "integers or booleans"),
+])
+def test_indexing_errors(key, error, message):
+    with pytest.raises(error, match=message):
+        var(X)[key]
+
+
+# ------------------------------------------------------------------------------ freed inputs
+def test_backward_needing_only_the_shape_of_a_freed_input():
+    rng = np.random.RandomState(0)
+    w = var(rng.randn(5, 3).astype(np.float32), need_grad=True)
+    idx = var(np.array([[0, 2], [4, 1]]))
+    loss = F.sum(F.embed(idx, w * 2) ** 2)   # w * 2 is freed: Embed's backward reads no W data
+    loss.forward(clear_no_need_grad=True)
+    loss.backward(clear_buffer=True)
+    cleared = w.g.copy()
+    w.g = 0
+    loss.forward()
+    loss.backward()
+    np.testing.assert_allclose(cleared, w.g, rtol=1e-6)
+    assert not np.isnan(cleared).any() and np.abs(cleared).sum() > 0
+
+
+# ------------------------------------------------------------------------------ tile_images
+def test_tile_images_keeps_uint8():
+    images = (np.random.RandomState(0).rand(4, 3, 8, 8) * 255).astype(np.uint8)
+    tiled = tile_images(images, padval=0)
+    assert tiled.dtype == np.uint8 and tiled.shape == (18, 18, 3)
+    np.testing.assert_array_equal(tiled[9:17, 0:8], images[2].transpose(1, 2, 0))
+    assert tile_images(images[:, :1].astype(np.float32)).dtype == np.float32
+
+
+# ------------------------------------------------------------------------------ F.slice
+@pytest.mark.parametrize("start, stop, step", [
+    ([-1, None, 0], [None, None, 2], [-1, -1, 1]),
+    ([None, 1, None], [2, None, None], [None, 2, None]),
+    (None, None, None),
+])
+def test_slice_takes_none_as_python_slices_do(start, stop, step):
+    data = np.random.RandomState(0).rand(4, 4, 2)
+    y = F.slice(var(data), start, stop, step)
+    y.forward()
+    n = [None] * 3
+    keys = tuple(slice(a, b, c) for a, b, c in zip(start or n, stop or n, step or n))
+    np.testing.assert_allclose(y.d, data[keys])
+    assert all(isinstance(v, int) for k in ("start", "stop", "step") for v in y.parent.info.args[k])

@@ -21,12 +21,32 @@ from .parameter import (clear_parameters, get_current_parameter_scope, get_param
                         load_parameters, parameter_scope, save_parameters)
 from . import random  # noqa: F401
 from . import parameter  # noqa: F401
+from .random import seed
+from ._init import (add_available_context, array_classes, available_contexts,
+                    prefer_cached_array, reset_array_preference)
+from .recompute import recompute, recompute_fn, set_global_recompute
+from .callback import (set_function_post_hook, set_function_pre_hook, set_solver_post_hook,
+                       set_solver_pre_hook, unset_function_post_hook, unset_function_pre_hook,
+                       unset_solver_post_hook, unset_solver_pre_hook)
 
 __all__ = ["Context", "context_scope", "get_current_context", "set_default_context", "NdArray",
            "Variable", "PythonFunction", "auto_forward", "get_auto_forward", "set_auto_forward",
            "no_grad", "forward_all", "grad", "clear_parameters", "get_current_parameter_scope",
            "get_parameters", "load_parameters", "parameter_scope", "save_parameters", "logger",
-           "random"]
+           "random", "seed", "prefer_cached_array", "reset_array_preference", "array_classes",
+           "add_available_context", "available_contexts", "recompute", "recompute_fn",
+           "set_global_recompute", "set_function_pre_hook", "set_function_post_hook",
+           "unset_function_pre_hook", "unset_function_post_hook", "set_solver_pre_hook",
+           "set_solver_post_hook", "unset_solver_pre_hook", "unset_solver_post_hook",
+           "Module", "Sequential", "ProtoVariable", "graph_def", "CommunicatorBackwardCallback"]
+
+
+def install_as_nnabla(force=False):
+    """Make ``import nnabla`` (and ``nnabla_ext.cpu``/``cuda``/``cudnn``) give nnabla_jit, so
+    programs written for nnabla run unchanged; refuses if a real nnabla is installed unless
+    ``force=True`` (see :mod:`nnabla_jit.as_nnabla`)."""
+    from .as_nnabla import install_as_nnabla as install   # kept out of `import nnabla_jit`
+    install(force=force)
 
 
 def __getattr__(name):

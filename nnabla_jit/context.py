@@ -81,3 +81,13 @@ def context_scope(ctx):
         yield ctx
     finally:
         _context_stack.pop()
+
+
+def __getattr__(name):
+    # nnabla keeps these as module globals that change with every scope; here they are
+    # derived from the scope stack so that they cannot drift from it.
+    if name == "current_ctx":
+        return get_current_context()
+    if name == "context_level":
+        return len(_context_stack)
+    raise AttributeError("module {!r} has no attribute {!r}".format(__name__, name))

@@ -74,6 +74,25 @@ class _NnablaAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 _alias = _NnablaAlias()
 
 
+class _ExtensionsWhenAliased(_NnablaAlias):
+    """Finds ``nnabla_ext[.cpu|.cuda|.cudnn]`` as nnabla_jit's extensions, but only once
+    ``nnabla`` itself has been imported as nnabla_jit (by any alias, e.g. a test runner's) and
+    no other finder has a real ``nnabla_ext``: it sits at the end of ``sys.meta_path``."""
+
+    def find_spec(self, name, path=None, target=None):
+        if not (name == "nnabla_ext" or name.startswith("nnabla_ext.")):
+            return None
+        if not _is_ours(sys.modules.get("nnabla")):
+            return None
+        return super().find_spec(name, path, target)
+
+
+def register_extension_fallback():
+    """Called by ``import nnabla_jit``: see :class:`_ExtensionsWhenAliased`."""
+    if not any(isinstance(f, _ExtensionsWhenAliased) for f in sys.meta_path):
+        sys.meta_path.append(_ExtensionsWhenAliased())
+
+
 def _real_nnabla_spec():
     """Where ``import nnabla`` would find a real nnabla, looking past our own finder."""
     if isinstance(sys.modules.get("nnabla"), type(sys)) and not _is_ours(sys.modules["nnabla"]):

@@ -9,11 +9,12 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from . import function as _function
 from .variable import Variable
 
 __all__ = ["parameter_scope", "get_current_parameter_scope", "get_parameters", "clear_parameters",
            "get_parameter", "set_parameter", "get_parameter_or_create", "save_parameters",
-           "load_parameters"]
+           "load_parameters", "pop_parameter", "set_parameter_from_proto", "no_grad", "root_scope"]
 
 _root_scope = OrderedDict()
 _state = {"scope": _root_scope}
@@ -164,3 +165,41 @@ def load_parameters(path, proto=None, needs_proto=False, extension=".nntxt"):
     """
     from .serialization import parameters as files
     return files.load(path, proto, needs_proto, extension)
+
+
+def pop_parameter(key):
+    """Remove the parameter ``key`` from the current scope and return it (None if absent)."""
+    scope, leaf = _lookup(key)
+    if scope is None or not isinstance(scope.get(leaf), Variable):
+        return None
+    return scope.pop(leaf)
+
+
+def set_parameter_from_proto(proto):
+    """Create or overwrite the parameters held in an ``NNablaProtoBuf`` message."""
+    for p in proto.parameter:
+        data = np.reshape(np.asarray(p.data, dtype=np.float32), tuple(p.shape.dim))
+        param = get_parameter(p.variable_name)
+        if param is None:
+            set_parameter(p.variable_name, Variable.from_numpy_array(data, need_grad=p.need_grad))
+        else:
+            param.d = data
+            param.need_grad = p.need_grad
+
+
+def no_grad(no_grad_=True):
+    """``with nn.parameter.no_grad():`` builds variables with need_grad=False (see
+    ``nn.no_grad``)."""
+    return _function.no_grad(no_grad_)
+
+
+# nnabla's module globals: the root scope object, and (derived) the current one.
+root_scope = _root_scope
+
+
+def __getattr__(name):
+    if name == "current_scope":
+        return _state["scope"]
+    if name == "current_no_grad":
+        return _function.get_no_grad()
+    raise AttributeError("module {!r} has no attribute {!r}".format(__name__, name))

@@ -9,7 +9,9 @@ import tempfile
 
 import numpy as np
 
-__all__ = ["imread", "imsave", "imresize", "imwrite", "imload"]
+__all__ = ["imread", "imsave", "imresize", "imwrite", "imload", "get_available_backends",
+           "get_backend", "set_backend", "minmax_auto_scale", "rescale_pixel_intensity",
+           "backend_manager"]
 
 _INTERPOLATIONS = ("nearest", "box", "bilinear", "hamming", "bicubic", "lanczos")
 _DEEP_GREY_MODES = ("I;16", "I;16B", "I;16L", "I")
@@ -185,3 +187,31 @@ def imsave(path, img, channel_first=False, as_uint16=False, auto_scale=True):
 
 imwrite = imsave
 imload = imread
+
+
+# The functions above are the Pillow backend (``backend_events.pil_backend``).
+_pil_imread, _pil_imsave, _pil_imresize = imread, imsave, imresize
+
+from .backend_events.common import rescale_pixel_intensity  # noqa: E402
+from .backend_manager import backend_manager  # noqa: E402
+
+
+def get_available_backends():
+    """The image backends usable here (['pil'] with Pillow installed)."""
+    return backend_manager.get_available_backends()
+
+
+def get_backend():
+    return backend_manager.get_backend()
+
+
+def set_backend(backend):
+    """Use ``backend`` for imread/imsave/imresize; only 'pil' exists in nnabla_jit."""
+    backend_manager.set_backend(backend)
+
+
+def minmax_auto_scale(img, as_uint16):
+    """``img`` rescaled from [min, max] to the full uint8 range (uint16 with ``as_uint16``)."""
+    high, kind = (65535, np.uint16) if as_uint16 else (255, np.uint8)
+    return rescale_pixel_intensity(img, input_low=img.min(), input_high=img.max(), output_low=0,
+                                   output_high=high, output_type=kind)

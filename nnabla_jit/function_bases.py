@@ -12,7 +12,8 @@ import sys
 import numpy as np
 
 from . import ops  # noqa: F401  (registers every op)
-from .function import build
+from .context import get_current_context  # noqa: F401  (nnabla's module has these names)
+from .function import build, get_auto_forward  # noqa: F401
 from .ndarray import NdArray
 from .ops.registry import REGISTRY, TABLE, resolve_args
 from .variable import Variable

@@ -7,6 +7,8 @@ ops here take the axes directly.
 import numpy as np
 
 from . import function_bases as _fb
+from .function_bases import *  # noqa: F401,F403  (nnabla's module re-exports every F function)
+from .function_bases import get_auto_forward, get_current_context  # noqa: F401
 
 
 def _as_list(axis):

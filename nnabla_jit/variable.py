@@ -9,6 +9,7 @@ import weakref
 import numpy as np
 
 from . import graph
+from .context import Context  # noqa: F401  (nnabla.variable exports it)
 from .ndarray import NdArray, _as_shape
 from .operators import Operators
 

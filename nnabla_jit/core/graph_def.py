@@ -372,6 +372,13 @@ class ProtoGraphBuilder:
 _default_builder = [ProtoGraphBuilder()]
 
 
+def __getattr__(name):
+    # nnabla's module global holding the builder in use (changes inside ``graph()`` blocks).
+    if name == "proto_graph_builder":
+        return current_graph_builder()
+    raise AttributeError("module {!r} has no attribute {!r}".format(__name__, name))
+
+
 def current_graph_builder():
     return _default_builder[-1]
 

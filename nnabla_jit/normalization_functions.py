@@ -11,6 +11,17 @@ from .function_bases import *  # noqa: F401,F403  (nnabla's module re-exports ev
 from .function_bases import get_auto_forward, get_current_context  # noqa: F401
 
 
+def _force_list(axis):
+    """``axis`` as a list unless it already is iterable (nnabla's helper)."""
+    return axis if hasattr(axis, "__iter__") else [axis]
+
+
+def _get_axes_excluding(ndim, axes):
+    """The axes of an ``ndim``-D array not in ``axes`` (negative axes count from the end)."""
+    axes = [a + ndim * (a < 0) for a in _force_list(axes)]
+    return [i for i in range(ndim) if i not in axes]
+
+
 def _as_list(axis):
     if isinstance(axis, (int, np.integer)):
         return [int(axis)]

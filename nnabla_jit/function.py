@@ -10,7 +10,6 @@ from contextlib import contextmanager
 import numpy as np
 
 from . import graph
-from . import recompute as _recompute
 from .context import get_current_context
 from .ndarray import NdArray
 from .ops.registry import Op
@@ -179,7 +178,6 @@ def build(op, inputs, n_outputs=-1, outputs=None):
         v._parent = node
         v._rank = node.rank + 1
         v._need_grad = need_grad
-        v._recompute = _recompute.current_recompute()
     node._outputs = [weakref.ref(v) for v in outs]
     node.output_shapes = [v.shape for v in outs]
     for v in variables:

@@ -9,6 +9,7 @@ import weakref
 import numpy as np
 
 from . import graph
+from . import recompute as _recompute
 from .context import Context  # noqa: F401  (nnabla.variable exports it)
 from .ndarray import NdArray, _as_shape
 from .operators import Operators
@@ -38,7 +39,7 @@ class Variable(Operators):
         self._parent = None
         self._need_grad = bool(need_grad)
         self._persistent = False
-        self._recompute = False
+        self._recompute = _recompute.current_recompute()   # nn.recompute scopes / global flag
         self._rank = 0
         self._refs = []       # weak references to the Function nodes that take this as input
         self._cache = None    # the executor's cached schedules rooted here

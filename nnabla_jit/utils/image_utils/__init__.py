@@ -197,7 +197,7 @@ from .backend_manager import backend_manager  # noqa: E402
 
 
 def get_available_backends():
-    """The image backends usable here (['pil'] with Pillow installed)."""
+    """The image backends usable here (['PilBackend'] with Pillow installed)."""
     return backend_manager.get_available_backends()
 
 
@@ -206,7 +206,7 @@ def get_backend():
 
 
 def set_backend(backend):
-    """Use ``backend`` for imread/imsave/imresize; only 'pil' exists in nnabla_jit."""
+    """Use ``backend`` for imread/imsave/imresize (nnabla_jit has 'PilBackend')."""
     backend_manager.set_backend(backend)
 
 

@@ -1,5 +1,7 @@
-"""Which image backend runs ``imread``/``imsave``/``imresize`` (nnabla's
-``ImageUtilsBackendManager``). nnabla_jit has the Pillow backend, 'pil'."""
+"""Which image backend runs ``imread``/``imsave``/``imresize`` (nnabla's backend manager).
+Backends are named by their classes, as in nnabla; nnabla_jit has ``PilBackend`` (Pillow).
+As in nnabla, ``set_backend`` with a name that is not available leaves the choice automatic,
+and ``get_backend()`` is '' until a backend has been chosen or used."""
 import importlib.util
 
 from ...logger import logger
@@ -7,38 +9,40 @@ from .backend_events.image_utils_backend import ImageUtilsBackend
 
 __all__ = ["ImageUtilsBackendManager", "backend_manager", "ImageUtilsBackend"]
 
+_UNPROVIDED = ("Cv2Backend", "PngBackend", "DicomBackend")
+
 
 class ImageUtilsBackendManager:
-    _KNOWN = ("pil", "cv2", "pypng", "dicom")
 
     def __init__(self):
-        self._backend = "pil"
-        self._instances = {}
+        self._chosen = None
+        self._used = None
+        self._instance = None
 
     def get_available_backends(self):
-        """Backends usable here: 'pil' when Pillow is installed."""
-        return ["pil"] if importlib.util.find_spec("PIL") is not None else []
+        """['PilBackend'] when Pillow is installed."""
+        return ["PilBackend"] if importlib.util.find_spec("PIL") is not None else []
 
     def get_backend(self):
-        return self._backend
+        return self._chosen or self._used or ""
 
     def set_backend(self, backend):
-        if backend not in self.get_available_backends():
-            if backend in self._KNOWN:
-                raise ValueError("image backend {!r} is not provided by nnabla_jit (available: {})"
-                                 .format(backend, self.get_available_backends()))
-            raise ValueError("unknown image backend {!r} (available: {})".format(
-                backend, self.get_available_backends()))
-        logger.info("use {} for the backend of image utils".format(backend))
-        self._backend = backend
+        if backend in self.get_available_backends():
+            self._chosen = backend
+            return
+        logger.warning("image backend {!r} is {}; the backend is chosen automatically ({})".format(
+            backend, "not provided by nnabla_jit" if backend in _UNPROVIDED else "unknown",
+            self.get_available_backends()))
+        self._chosen = None
 
     @property
     def module(self):
         """The backend object in use."""
-        if self._backend not in self._instances:
+        if self._instance is None:
             from .backend_events.pil_backend import PilBackend   # it imports image_utils itself
-            self._instances["pil"] = PilBackend()
-        return self._instances[self._backend]
+            self._instance = PilBackend()
+        self._used = "PilBackend"
+        return self._instance
 
 
 backend_manager = ImageUtilsBackendManager()

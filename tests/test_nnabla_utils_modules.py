@@ -295,3 +295,34 @@ def test_normalization_helpers():
     from nnabla_jit.normalization_functions import _force_list, _get_axes_excluding
     assert _force_list(1) == [1] and _force_list((1, 2)) == (1, 2)
     assert _get_axes_excluding(4, -1) == [0, 1, 2] and _get_axes_excluding(3, [0, 2]) == [1]
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_optimize_turns_converted_dense_layers_into_affine(tmp_path, with_bias):
+    from nnabla_jit.core import graph_def
+    from nnabla_jit.parameter import get_parameter_or_create
+    from nnabla_jit.utils.cli import main
+    nn.clear_parameters()
+    rng = np.random.RandomState(0)
+    x = nn.Variable((4, 32))
+    w = get_parameter_or_create("dense/W", (32, 3))
+    w.d = rng.randn(32, 3)
+    y = F.reshape(F.batch_matmul(F.reshape(x, (1, 4, 32)), F.reshape(w, (1, 32, 3))), (4, 3))
+    if with_bias:
+        b = get_parameter_or_create("dense/b", (3,))
+        b.d = rng.randn(3)
+        y = y + F.reshape(b, (1, 3))
+    y = F.relu(y)
+    src, dst = str(tmp_path / "m.nnp"), str(tmp_path / "m-opt.nnp")
+    graph_def.create_graph_from_variable("net", y).save(src)
+    assert main(["optimize", src, dst]) == 0
+    g = graph_def.load(dst)
+    types = [f.type for f in g.default_graph().forward_sequence()]
+    assert types == ["Affine", "ReLU"]
+    xv = nn.Variable.from_numpy_array(rng.randn(4, 32).astype(np.float32))
+    expected = graph_def.load(src)(xv)
+    actual = g(xv)
+    expected.forward()
+    actual.forward()
+    np.testing.assert_allclose(actual.d, expected.d, rtol=1e-5, atol=1e-5)
+    nn.clear_parameters()

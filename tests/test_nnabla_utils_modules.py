@@ -68,6 +68,26 @@ def test_image_utils_backend_manager_and_rescaling():
     assert resized.shape == (2, 3, 3)
 
 
+def test_imread_repeats_grey_and_pil_backend_is_8_bit(tmp_path):
+    path = str(tmp_path / "i.png")
+    rgb = np.random.RandomState(0).randint(0, 255, (6, 5, 3)).astype(np.uint8)
+    image_utils.imsave(path, rgb)
+    grey4 = image_utils.imread(path, grayscale=True, num_channels=4)
+    assert grey4.shape == (6, 5, 4) and np.all(grey4 == grey4[:, :, :1])
+    deep = str(tmp_path / "d.png")
+    image_utils.imsave(deep, rgb[:, :, 0].astype(np.uint16) * 257, as_uint16=True)   # default: 16 bit
+    assert image_utils.imread(deep, as_uint16=True).dtype == np.uint16
+    image_utils.set_backend("PilBackend")
+    try:
+        with pytest.raises(ValueError, match="8-bit"):
+            image_utils.imsave(deep, rgb.astype(np.uint16), as_uint16=True)
+        with pytest.raises(ValueError, match="8-bit"):
+            image_utils.imsave(path, rgb, as_uint16=True)
+        assert image_utils.imread(path).dtype == np.uint8
+    finally:
+        image_utils.set_backend("default")      # back to automatic
+
+
 def test_download_from_a_local_url_and_resource_reader(tmp_path):
     from nnabla_jit.utils.data_source_loader import ResourceFileReader, download, get_file_extension
     src = tmp_path / "data.bin"

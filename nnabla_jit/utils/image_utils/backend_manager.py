@@ -37,10 +37,14 @@ class ImageUtilsBackendManager:
 
     @property
     def module(self):
-        """The backend object in use."""
+        """The backend object in use: nnabla's ``PilBackend`` once chosen, else nnabla_jit's
+        default one (Pillow with 16-bit support)."""
+        # imported here: the backends import image_utils, which imports this module
+        from .backend_events.pil_backend import DefaultBackend, PilBackend
+        if self._chosen == "PilBackend":
+            return PilBackend()
         if self._instance is None:
-            from .backend_events.pil_backend import PilBackend   # it imports image_utils itself
-            self._instance = PilBackend()
+            self._instance = DefaultBackend()
         self._used = "PilBackend"
         return self._instance
 

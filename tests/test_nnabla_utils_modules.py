@@ -346,3 +346,23 @@ def test_optimize_turns_converted_dense_layers_into_affine(tmp_path, with_bias):
     actual.forward()
     np.testing.assert_allclose(actual.d, expected.d, rtol=1e-5, atol=1e-5)
     nn.clear_parameters()
+
+
+def test_loaded_reshape_infers_minus_one_from_its_input(tmp_path):
+    """A Reshape to (-1, ...) saved with a fixed batch, loaded at another batch size: the
+    input keeps the file's batch, so the -1 must be inferred, not replaced by the batch size."""
+    from nnabla_jit.utils.nnp_graph import NnpLoader
+    from nnabla_jit.utils.save import save
+    nn.clear_parameters()
+    x = nn.Variable((10, 2, 4, 4))
+    y = F.reshape(F.relu(x), (-1, 32))
+    path = str(tmp_path / "r.nnp")
+    save(path, {"networks": [{"name": "net", "batch_size": 10, "outputs": {"y": y}, "names": {"x": x}}],
+                "executors": [{"name": "e", "network": "net", "data": ["x"], "output": ["y"]}]},
+         variable_batch_size=False)
+    net = NnpLoader(path).get_network("net", batch_size=4)
+    out = net.outputs["y"]
+    net.inputs["x"].d = np.arange(320, dtype=np.float32).reshape(10, 2, 4, 4) - 160
+    out.forward()
+    assert out.shape == (10, 32)
+    np.testing.assert_array_equal(out.d, np.maximum(net.inputs["x"].d, 0).reshape(10, 32))

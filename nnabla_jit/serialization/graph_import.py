@@ -160,7 +160,9 @@ class ProtoNetwork:
             inputs.append(pv.variable_instance)
         args = dict(pf.args)
         shape = args.get("shape")
-        if shape and shape[0] == -1:     # nnabla writes the batch dimension of shapes as -1
+        # nnabla writes the batch dimension of shapes as -1; Reshape infers a -1 from its input
+        # itself, which also holds when the input's batch is not the network's.
+        if shape and shape[0] == -1 and pf.type != "Reshape":
             args["shape"] = (batch,) + tuple(shape[1:])
         fn = getattr(function_bases, pf.spec.snake_name)
         try:

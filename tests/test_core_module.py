@@ -120,9 +120,12 @@ def test_captured_module_network_reruns_on_new_inputs():
     g = nn.graph_def.get_default_graph()
     assert list(g.networks) == ["two_branch"]
     net = g["two_branch"]
-    assert net.inputs == ["x0", "x1"] and len(net.outputs) == 1
+    assert net.inputs == ["Convolution_in", "Convolution_in_1"] and net.outputs == ["Concatenate_out"]
     assert [f.type for f in net.forward_sequence()] == [
         "Convolution", "BatchNormalization", "Convolution", "BatchNormalization", "Concatenate"]
+    assert [f.name for f in net.forward_sequence()][:3] == [
+        "Convolution", "BatchNormalization", "Convolution_1"]          # nnabla's names
+    assert "@left/conv/W" in net.parameters
     xs = _inputs((2, 3, 6, 6), (2, 3, 6, 6), seed=1)
     _check_same(g(*xs), m(*xs))
 

@@ -251,15 +251,63 @@ class FlatModule:
         return "@" + self.name
 
 
+def _captured_network_proto(name, inputs, outputs, params):
+    """The ``Network`` message of a captured graph, named as nnabla names captured networks:
+    functions by type (``Convolution``, ``Convolution_1``, ...), unnamed inputs by the type
+    of their reader (``Affine_in``, ``Affine_in_1``), other buffers ``<Type>_out[_k]``;
+    parameters by path. Returns it and the input names in the placeholders' order."""
+    temp_in = OrderedDict((v.name or "__input_{}__".format(k), v) for k, v in enumerate(inputs))
+    temp_out = OrderedDict((v.name or "__output_{}__".format(k), v) for k, v in enumerate(outputs))
+    proto = network_to_proto(name, temp_out, names=temp_in, parameters=params)
+    prefix = "@{}/".format(name)
+    readers, producers = {}, {}
+    for f in proto.function:
+        for n in f.input:
+            readers.setdefault(n, f.type)
+        for n in f.output:
+            producers[n] = f.type
+    renames = {}
+    for v in proto.variable:
+        if v.name.startswith(prefix):
+            renames[v.name] = v.name[len(prefix):]
+    taken = set(renames.values()) | {v.name for v in proto.variable if v.name not in renames}
+    counts = {}
+
+    def unique(base):
+        k = counts.get(base, 0)
+        while True:
+            candidate = base if k == 0 else "{}_{}".format(base, k)
+            k += 1
+            if candidate not in taken:
+                counts[base] = k
+                taken.add(candidate)
+                return candidate
+    for v in proto.variable:
+        if v.name.startswith("__input_"):
+            renames[v.name] = unique("{}_in".format(readers.get(v.name, "Input")))
+        elif v.name.startswith("__output_"):
+            renames[v.name] = unique("{}_out".format(producers.get(v.name, "Output")))
+    for v in proto.variable:
+        v.name = renames.get(v.name, v.name)
+    for f in proto.function:
+        if f.name.startswith(prefix):
+            f.name = f.name[len(prefix):]
+        f.input[:] = [renames.get(n, n) for n in f.input]
+        f.output[:] = [renames.get(n, n) for n in f.output]
+    return proto, [renames.get(n, n) for n in temp_in]
+
+
 def _with_local_parameters(net_name, outputs, inputs, params):
     """``params`` plus the other leaf Variables the graph reads (parameters of modules made
     inside a call, constants), named ``@<network>/<Function>_<input index>`` as nnabla does."""
     params = OrderedDict(params)
-    known = set(id(v) for v in params.values()) | set(id(v) for v in inputs)
+    # Variables hash by their buffers, so a parameter's unlinked twin (what PF layers put in
+    # the graph) is found as that parameter.
+    known = {v: True for v in list(params.values()) + list(inputs)}
     for node in upstream_functions(outputs):
         for k, v in enumerate(node.inputs):
-            if v._parent is None and id(v) not in known:
-                known.add(id(v))
+            if v._parent is None and v not in known:
+                known[v] = True
                 params[_unique(_local_names, "@{}/{}_{}".format(net_name, node.name, k))] = v
     return params
 
@@ -350,14 +398,8 @@ class ProtoGraphBuilder:
             outputs = [outputs]
         outputs = [o for o in outputs if isinstance(o, Variable)]
         params = _with_local_parameters(name, outputs, inputs, module.get_parameters(grad_only=False))
-        input_names = OrderedDict()
-        for k, v in enumerate(inputs):
-            input_names[v.name or "x{}".format(k)] = v
-        output_names = OrderedDict()
-        for k, v in enumerate(outputs):
-            output_names[v.name or "y{}".format(k)] = v
-        proto = network_to_proto(name, output_names, names=input_names, parameters=params)
-        network = ProtoNetwork(self.proto_graph, proto, input_order=list(input_names))
+        proto, input_order = _captured_network_proto(name, inputs, outputs, params)
+        network = ProtoNetwork(self.proto_graph, proto, input_order=input_order)
         network._output_variables = [weakref.ref(v) for v in outputs]
         self.networks[name] = network
         for path, param in params.items():

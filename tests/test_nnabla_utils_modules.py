@@ -366,3 +366,16 @@ def test_loaded_reshape_infers_minus_one_from_its_input(tmp_path):
     out.forward()
     assert out.shape == (10, 32)
     np.testing.assert_array_equal(out.d, np.maximum(net.inputs["x"].d, 0).reshape(10, 32))
+
+
+def test_loaded_reshape_with_a_variable_batch_and_another_minus_one(tmp_path):
+    from nnabla_jit.utils.nnp_graph import NnpLoader
+    from nnabla_jit.utils.save import save
+    nn.clear_parameters()
+    x = nn.Variable((10, 2, 4, 4))
+    y = F.reshape(x, (10, 16, -1))
+    path = str(tmp_path / "r2.nnp")
+    save(path, {"networks": [{"name": "net", "batch_size": 10, "outputs": {"y": y}, "names": {"x": x}}],
+                "executors": [{"name": "e", "network": "net", "data": ["x"], "output": ["y"]}]})
+    net = NnpLoader(path).get_network("net", batch_size=4)
+    assert net.inputs["x"].shape == (4, 2, 4, 4) and net.outputs["y"].shape == (4, 16, 2)

@@ -102,6 +102,11 @@ def set_parameter(key, param):
     scope[leaf] = param
 
 
+def _create_parameter_by_initializer(initializer, shape, need_grad):
+    """A new parameter Variable made by ``initializer`` (nnabla's helper name)."""
+    return _create(initializer, shape, need_grad)
+
+
 def _create(initializer, shape, need_grad):
     if initializer is None:
         if shape is None:

@@ -194,3 +194,17 @@ def test_create_graph_from_variable():
     assert list(g.get_parameters()) == ["fc/affine/W", "fc/affine/b"]
     v, = _inputs((3, 4))
     _check_same(g(v), PF.affine(v, 2, name="fc"))
+
+
+def test_initializers_named_in_files_are_recreated():
+    from types import SimpleNamespace
+    from nnabla_jit.initializer import NormalInitializer, calc_normal_std_he_forward
+    from nnabla_jit.parameter import _create_parameter_by_initializer
+    v = SimpleNamespace(initializer=SimpleNamespace(type="NormalAffineHe", multiplier=2.0))
+    init = graph_def._create_initializer(v, np.random.RandomState(313))
+    p = _create_parameter_by_initializer(init, (3, 4), False)
+    expected = NormalInitializer(calc_normal_std_he_forward(3, 4), rng=np.random.RandomState(313))((3, 4)) * 2
+    np.testing.assert_allclose(p.d, expected, rtol=1e-6)
+    v.initializer.type = "Constant"
+    assert np.all(_create_parameter_by_initializer(graph_def._create_initializer(v, None), (2,), False).d == 2)
+    assert graph_def._create_initializer(SimpleNamespace(initializer=None), None) is None

@@ -66,6 +66,14 @@ def _alive_pending():
     return [v for v in alive if v is not None]
 
 
+def _create_initializer(v, rng):
+    """The initializer (``shape -> ndarray``) a network file names for variable ``v`` (with an
+    ``initializer`` of ``type`` and ``multiplier``), drawing from ``rng``; None if none."""
+    if getattr(v, "initializer", None) is None:
+        return None
+    return initializer_from_proto(v.initializer, rng)
+
+
 def _unique(names, base):
     """``base``, or ``base_1``, ``base_2``, ... if taken; records it in ``names``."""
     k = names.get(base, 0)

@@ -12,8 +12,10 @@ from .logger import logger
 from .context import Context, context_scope, get_current_context, set_default_context
 from .ndarray import NdArray
 from .variable import Variable
-from .function import (PythonFunction, auto_forward, get_auto_forward, no_grad,
-                       set_auto_forward)
+from .function import PythonFunction, no_grad
+# Imported through the submodule so that the names end up bound to the functions (importing
+# nnabla_jit.auto_forward later does not rebind them), as nnabla's __init__ does.
+from .auto_forward import auto_forward, get_auto_forward, set_auto_forward
 from .graph import forward_all
 from . import functions  # noqa: F401  (builds F from the op registry)
 from .grad import grad

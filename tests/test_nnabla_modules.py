@@ -176,3 +176,12 @@ def test_array_preference_orders_array_classes():
     assert nn.array_classes() == ["CpuArray", "CpuCachedArray", "CpuDlpackArray"]
     nn.prefer_cached_array(True)
     assert "cpu" in nn.available_contexts
+
+
+def test_submodules_named_like_functions_do_not_shadow_them():
+    for module in ("nnabla_jit.auto_forward", "nnabla_jit.recompute", "nnabla_jit.grad"):
+        importlib.import_module(module)
+    assert callable(nn.auto_forward) and callable(nn.recompute) and callable(nn.grad)
+    with nn.auto_forward():
+        y = F.relu(nn.Variable.from_numpy_array(np.array([-1.0, 2.0])))
+    assert y.d.tolist() == [0.0, 2.0]

@@ -28,7 +28,8 @@ from .context import Context
 from .ndarray import NdArray
 
 __all__ = ["Communicator", "MultiProcessDataParallelCommunicator", "MultiProcessCommunicator",
-           "MultiProcessDataParalellCommunicator", "Comm", "Dist"]
+           "MultiProcessDataParalellCommunicator", "Comm", "Dist", "CommunicatorBackwardCallback",
+           "Context"]
 
 # Environment variables through which MPI launchers tell a process how many were started
 # (Open MPI; MPICH's and Intel MPI's hydra).
@@ -447,7 +448,19 @@ Comm = MultiProcessDataParallelCommunicator
 Dist = MultiProcessDataParallelCommunicator
 
 
-class _AllReduceCallback:
+class CommunicatorBackwardCallback:
+    """Base of the objects ``backward(communicator_callbacks=...)`` calls:
+    ``on_finish_function_backward(function)`` after each function's backward and
+    ``on_finish_backward()`` at the end (what ``Communicator.all_reduce_callback`` returns)."""
+
+    def on_finish_function_backward(self, function):
+        pass
+
+    def on_finish_backward(self):
+        pass
+
+
+class _AllReduceCallback(CommunicatorBackwardCallback):
     """Sends gradients to the all-reduce as backward finishes with them (see
     ``Communicator.all_reduce_callback``). Every process runs the same graph, so the packs are
     formed in the same order everywhere."""

@@ -88,3 +88,13 @@ def context_scope(ctx):
         raise TypeError("context_scope: expected a Context, got {}".format(type(ctx).__name__))
     with _settings.scoped("stack", _settings["stack"] + (ctx,)):
         yield ctx
+
+
+def __getattr__(name):
+    # nnabla keeps these as module globals that change with every scope; here they are
+    # derived from the scope stack so that they cannot drift from it.
+    if name == "current_ctx":
+        return get_current_context()
+    if name == "context_level":
+        return len(_settings["stack"])
+    raise AttributeError("module {!r} has no attribute {!r}".format(__name__, name))

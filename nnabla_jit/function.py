@@ -42,6 +42,11 @@ def auto_forward(auto=True):
         yield
 
 
+def get_no_grad():
+    """Whether variables built now get need_grad=False (inside ``no_grad``)."""
+    return _state["no_grad"]
+
+
 @contextmanager
 def no_grad(no_grad_=True):
     """``with nn.no_grad():`` builds variables with need_grad=False (inference graphs), in this

@@ -30,7 +30,8 @@ Given Variables a function builds a graph node; given NdArrays it runs at once a
 NdArrays.
 """
 from . import ops  # noqa: F401  (registers every op)
-from .function import build
+from .context import get_current_context  # noqa: F401  (nnabla's module has these names)
+from .function import build, get_auto_forward  # noqa: F401
 from .ops.registry import REGISTRY, resolve_args
 
 

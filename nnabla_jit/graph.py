@@ -11,6 +11,7 @@ import os
 
 import numpy as np
 
+from . import callback
 from .ndarray import NdArray, pooled_empty
 from .random_replay import replayed_random_state, save_random_state
 
@@ -397,12 +398,14 @@ def _cached_plan(var, key, make):
 def forward(roots, clear_buffer=False, clear_no_need_grad=False,
             function_pre_hook=None, function_post_hook=None):
     """Run every function the roots depend on, in order."""
+    function_pre_hook, function_post_hook = callback.function_hooks(function_pre_hook, function_post_hook)
     key = ("forward", bool(clear_buffer), bool(clear_no_need_grad))
     if len(roots) == 1:
         plan = _cached_plan(roots[0], key, lambda: _ForwardPlan(roots, clear_buffer, clear_no_need_grad))
     else:
         plan = _ForwardPlan(roots, clear_buffer, clear_no_need_grad)
-    hooks = function_pre_hook is not None or function_post_hook is not None
+    recording = callback.recorder_active()
+    hooks = function_pre_hook is not None or function_post_hook is not None or recording
     if hooks and plan.fused:   # hooks see every function: run this call unfused
         plan = _ForwardPlan(roots, clear_buffer, clear_no_need_grad, fuse=False)
     if not hooks and not (clear_buffer or clear_no_need_grad or plan.recompute):
@@ -420,6 +423,8 @@ def forward(roots, clear_buffer=False, clear_no_need_grad=False,
             function_post_hook(node)
         for v in frees:
             v._body.data.clear()
+        if recording:
+            callback.record_forward(node)
 
 
 def forward_all(variables, clear_buffer=False, clear_no_need_grad=False,
@@ -638,6 +643,7 @@ def backward(root, grad=1, clear_buffer=False, communicator_callbacks=None,
              function_pre_hook=None, function_post_hook=None):
     """Back-propagate from ``root``: ``grad`` (scalar or array) seeds its gradient for this
     pass only; ``grad=None`` uses the gradient ``root`` already holds."""
+    function_pre_hook, function_post_hook = callback.function_hooks(function_pre_hook, function_post_hook)
     plan = _cached_plan(root, ("backward", bool(clear_buffer)), lambda: _BackwardPlan(root, clear_buffer))
     if not plan.any_grad:
         op = root._parent.op if root._parent is not None else None
@@ -656,7 +662,9 @@ def backward(root, grad=1, clear_buffer=False, communicator_callbacks=None,
     callbacks = communicator_callbacks
     if callbacks is not None and not isinstance(callbacks, (list, tuple)):
         callbacks = [callbacks]
-    hooks = function_pre_hook is not None or function_post_hook is not None or bool(callbacks)
+    recording = callback.recorder_active()
+    hooks = (function_pre_hook is not None or function_post_hook is not None or bool(callbacks)
+             or recording)
     if hooks and plan.fused:   # hooks see every function: run this call unfused
         plan = _BackwardPlan(root, clear_buffer, fuse=False)
     body = root._body
@@ -697,6 +705,8 @@ def backward(root, grad=1, clear_buffer=False, communicator_callbacks=None,
                 v._body.grad.clear()
             for v in s.free_data:
                 v._body.data.clear()
+            if recording:
+                callback.record_backward(s.node)
         if callbacks:
             for cb in callbacks:
                 cb.on_finish_backward()

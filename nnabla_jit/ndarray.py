@@ -247,6 +247,13 @@ class NdArray(Operators):
             axis = 0
         return int(np.prod(self._shape[axis:], dtype=np.int64))
 
+    # DLPack producer protocol: numpy.from_dlpack(a), torch.from_dlpack(a) share the buffer.
+    def __dlpack__(self, stream=None, **kwargs):
+        return self.data.__dlpack__(stream=stream, **kwargs)
+
+    def __dlpack_device__(self):
+        return (1, 0)    # kDLCPU: the host buffer is what is shared
+
     @property
     def clear_called(self):
         return self._array is None and self._device is None

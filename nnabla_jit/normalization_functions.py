@@ -7,6 +7,19 @@ ops here take the axes directly.
 import numpy as np
 
 from . import function_bases as _fb
+from .function_bases import *  # noqa: F401,F403  (nnabla's module re-exports every F function)
+from .function_bases import get_auto_forward, get_current_context  # noqa: F401
+
+
+def _force_list(axis):
+    """``axis`` as a list unless it already is iterable (nnabla's helper)."""
+    return axis if hasattr(axis, "__iter__") else [axis]
+
+
+def _get_axes_excluding(ndim, axes):
+    """The axes of an ``ndim``-D array not in ``axes`` (negative axes count from the end)."""
+    axes = [a + ndim * (a < 0) for a in _force_list(axes)]
+    return [i for i in range(ndim) if i not in axes]
 
 
 def _as_list(axis):

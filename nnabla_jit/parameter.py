@@ -9,12 +9,13 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from . import function as _function
 from .thread_state import ThreadSettings
 from .variable import Variable
 
 __all__ = ["parameter_scope", "get_current_parameter_scope", "get_parameters", "clear_parameters",
            "get_parameter", "set_parameter", "get_parameter_or_create", "save_parameters",
-           "load_parameters"]
+           "load_parameters", "pop_parameter", "set_parameter_from_proto", "no_grad", "root_scope"]
 
 _root_scope = OrderedDict()
 # The current scope is per thread (see thread_state.py); every thread starts at the shared root.
@@ -100,6 +101,11 @@ def set_parameter(key, param):
     scope[leaf] = param
 
 
+def _create_parameter_by_initializer(initializer, shape, need_grad):
+    """A new parameter Variable made by ``initializer`` (nnabla's helper name)."""
+    return _create(initializer, shape, need_grad)
+
+
 def _create(initializer, shape, need_grad):
     if initializer is None:
         if shape is None:
@@ -129,10 +135,9 @@ def get_parameter_or_create(name, shape=None, initializer=None, need_grad=True, 
     Returns a variable unlinked from the registered one (same buffers), whose need_grad is
     ``as_need_grad`` (default ``need_grad``; False inside ``nn.no_grad()``).
     """
-    from .function import _state as build_state
     if as_need_grad is None:
         as_need_grad = need_grad
-    if build_state["no_grad"]:
+    if _function.get_no_grad():
         as_need_grad = False
     param = get_parameter(name)
     if param is not None:
@@ -163,3 +168,41 @@ def load_parameters(path, proto=None, needs_proto=False, extension=".nntxt"):
     """
     from .serialization import parameters as files
     return files.load(path, proto, needs_proto, extension)
+
+
+def pop_parameter(key):
+    """Remove the parameter ``key`` from the current scope and return it (None if absent)."""
+    scope, leaf = _lookup(key)
+    if scope is None or not isinstance(scope.get(leaf), Variable):
+        return None
+    return scope.pop(leaf)
+
+
+def set_parameter_from_proto(proto):
+    """Create or overwrite the parameters held in an ``NNablaProtoBuf`` message."""
+    for p in proto.parameter:
+        data = np.reshape(np.asarray(p.data, dtype=np.float32), tuple(p.shape.dim))
+        param = get_parameter(p.variable_name)
+        if param is None:
+            set_parameter(p.variable_name, Variable.from_numpy_array(data, need_grad=p.need_grad))
+        else:
+            param.d = data
+            param.need_grad = p.need_grad
+
+
+def no_grad(no_grad_=True):
+    """``with nn.parameter.no_grad():`` builds variables with need_grad=False (see
+    ``nn.no_grad``)."""
+    return _function.no_grad(no_grad_)
+
+
+# nnabla's module globals: the root scope object, and (derived) the current one.
+root_scope = _root_scope
+
+
+def __getattr__(name):
+    if name == "current_scope":
+        return _state["scope"]
+    if name == "current_no_grad":
+        return _function.get_no_grad()
+    raise AttributeError("module {!r} has no attribute {!r}".format(__name__, name))

@@ -7,12 +7,31 @@ resets it (nnabla's API).
 import numpy as np
 
 prng = np.random.RandomState(313)
+pseed = 313    # the seed prng was last made from (nnabla's name)
 
 
-def seed(seed=None):
-    """Reseed the global random state."""
-    global prng
-    prng = np.random.RandomState(seed)
+def seed(seed=None, set_function_seed=True, set_parameter_seed=True):
+    """Reseed the global random state. nnabla keeps separate states for parameter
+    initialisation and for random functions; nnabla_jit draws both from ``prng``, so either
+    flag reseeds it."""
+    if set_function_seed or set_parameter_seed:
+        _reseed(seed)
+
+
+def _reseed(value):
+    global prng, pseed
+    prng = np.random.RandomState(value)
+    pseed = value
+
+
+def set_parameter_seed(seed_value):
+    """Reseed the state parameter initialisers draw from (``prng`` here)."""
+    _reseed(seed_value)
+
+
+def set_function_seed(seed_value):
+    """Reseed the state random functions draw from (``prng`` here, shared with initialisers)."""
+    _reseed(seed_value)
 
 
 def get_rng(seed_value=-1):

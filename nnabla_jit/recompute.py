@@ -1,45 +1,45 @@
-"""``nn.recompute``: recomputation flags for the variables a block or function creates.
-
-A Variable with ``recompute=True`` has its data freed after its last use in forward and computed
-again when backward needs it (random functions draw the same numbers again), trading compute for
-memory. These set the flag new Variables get, as nnabla's ``nnabla.recompute`` does::
-
-    with nn.recompute():
-        h = network(x)          # every variable created here is recomputed
-
-    @nn.recompute_fn()
-    def block(x): ...
+"""Recomputation flags (nnabla's ``nnabla.recompute``): variables built inside
+``with nn.recompute():`` (or by a function decorated with ``@nn.recompute_fn()``), or anywhere
+after ``nn.set_global_recompute(True)``, get ``recompute=True``: their data may be dropped
+after forward and computed again when backward needs it.
 """
 import functools
 from contextlib import contextmanager
 
-from . import variable
+__all__ = ["recompute", "recompute_fn", "set_global_recompute", "get_global_recompute",
+           "current_recompute"]
 
-__all__ = ["recompute", "recompute_fn", "set_global_recompute", "get_global_recompute"]
+_global = [False]
+_scopes = []
 
 
-def set_global_recompute(recompute_):
-    """The recompute flag of Variables created from now on (outside ``nn.recompute`` blocks)."""
-    variable._recompute_default[0] = bool(recompute_)
+def set_global_recompute(recompute):
+    """Give every variable built from now on (outside a ``recompute`` scope) this flag."""
+    _global[0] = bool(recompute)
 
 
 def get_global_recompute():
-    return variable._recompute_default[0]
+    return _global[0]
+
+
+def current_recompute():
+    """The flag a variable built now gets: the innermost scope's, else the global one."""
+    return _scopes[-1] if _scopes else _global[0]
 
 
 @contextmanager
 def recompute(recompute_=True):
-    """Variables created inside the block get ``recompute=recompute_`` (blocks nest)."""
-    previous = variable._recompute_default[0]
-    variable._recompute_default[0] = bool(recompute_)
+    """``with nn.recompute():`` marks the variables built in the block for recomputation;
+    ``nn.recompute(False)`` inside it turns the marking off for a part."""
+    _scopes.append(bool(recompute_))
     try:
         yield
     finally:
-        variable._recompute_default[0] = previous
+        _scopes.pop()
 
 
 def recompute_fn(recompute_=True):
-    """Decorator: Variables created by the function get ``recompute=recompute_``."""
+    """Decorator form of :func:`recompute`: the variables the function builds get the flag."""
     def decorator(fn):
         @functools.wraps(fn)
         def wrapped(*args, **kwargs):

@@ -30,19 +30,22 @@ Semantics taken from nnabla (checked numerically against it):
   ``scale_grad``, ``weight_decay`` and ``clip_grad_by_norm`` before they are changed, so loss
   scaling is undone in float32 and small gradients do not underflow.
 """
+import functools
 import math
 import os
 from collections import OrderedDict
 
 import numpy as np
 
+from . import callback
 from . import solver_kernels as K
+from .context import get_current_context
 from .ndarray import NdArray
 from .variable import Variable
 
 __all__ = ["Solver", "SolverState", "Sgd", "SgdW", "Momentum", "Lars", "Nesterov", "Adadelta",
            "Adagrad", "AdaBelief", "RMSprop", "RMSpropGraves", "Adam", "AdamW", "AdaBound",
-           "Adamax", "AMSGRAD", "AMSBound", "Lamb", "Lion"]
+           "Adamax", "AMSGRAD", "AMSBound", "Lamb", "Lion", "solver_api"]
 
 _T_MAX = 2 ** 32 - 2    # nnabla keeps t in a uint32 and stops counting one below its maximum
 
@@ -112,6 +115,14 @@ def _wide_float_array(ndarray):
 def _compute_array(a):
     """``a`` itself, or a float32 copy when numba cannot compute on its type (float16)."""
     return a.astype(np.float32) if a.dtype == np.float16 else a
+
+
+def solver_api(func):
+    """Decorator (nnabla's): call ``func`` with the current context as its first argument."""
+    @functools.wraps(func)
+    def with_context(*args, **kwargs):
+        return func(get_current_context(), *args, **kwargs)
+    return with_context
 
 
 class Solver:
@@ -227,6 +238,7 @@ class Solver:
         the hooks; ``widen`` converts float16 gradients to float32 first (for actions that
         write to them)."""
         as_array = _wide_float_array if widen else _float_array
+        pre_hook, post_hook = callback.solver_hooks(pre_hook, post_hook)
         for e in self._entries.values():
             if e.without_gradient():
                 continue
@@ -301,6 +313,7 @@ class Solver:
             decay = self._default_decay() if self._decay_rate is None else self._decay_rate
         else:
             decay = 0.0
+        update_pre_hook, update_post_hook = callback.solver_hooks(update_pre_hook, update_post_hook)
         for e in self._entries.values():
             if e.without_gradient():
                 continue

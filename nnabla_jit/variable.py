@@ -9,14 +9,13 @@ import weakref
 import numpy as np
 
 from . import graph
+from . import recompute as _recompute
+from .context import Context  # noqa: F401  (nnabla.variable exports it)
 from .ndarray import NdArray, _as_shape
 from .operators import Operators
 
 __all__ = ["Variable"]
 
-
-# The recompute flag new Variables get (nn.recompute(), nn.set_global_recompute()).
-_recompute_default = [False]
 
 
 class VariableBody:
@@ -41,7 +40,7 @@ class Variable(Operators):
         self._parent = None
         self._need_grad = bool(need_grad)
         self._persistent = False
-        self._recompute = _recompute_default[0]
+        self._recompute = _recompute.current_recompute()   # nn.recompute scopes / global flag
         self._rank = 0
         self._refs = []       # weak references to the Function nodes that take this as input
         self._cache = None    # the executor's cached schedules rooted here
@@ -241,7 +240,7 @@ class Variable(Operators):
         v._parent = None
         v._need_grad = self._need_grad if need_grad is None else bool(need_grad)
         v._persistent = self._persistent
-        v._recompute = _recompute_default[0]   # a new variable: the current default, as nnabla
+        v._recompute = _recompute.current_recompute()   # a new variable: the current default, as nnabla
         v._rank = 0
         v._refs = []
         v._cache = None

@@ -174,8 +174,11 @@ class ProtoNetwork:
             inputs.append(pv.variable_instance)
         args = dict(pf.args)
         shape = args.get("shape")
-        if shape and shape[0] == -1:     # nnabla writes the batch dimension of shapes as -1
-            args["shape"] = (batch,) + tuple(shape[1:])
+        # nnabla writes the batch dimension of shapes as -1. A Reshape takes its input's batch
+        # (which differs from the network's when the input's shape was written fixed).
+        if shape and shape[0] == -1:
+            lead = inputs[0].shape[0] if pf.type == "Reshape" and inputs and inputs[0].shape else batch
+            args["shape"] = (lead,) + tuple(shape[1:])
         fn = getattr(function_bases, pf.spec.snake_name)
         try:
             if any(i.variadic for i in pf.spec.inputs):

@@ -11,10 +11,29 @@ runs in float64 (``type_config='double'``) and raises ``AssertionError`` naming 
 worst element and both values when they disagree. ``nnabla_jit.testing.strategies`` has
 hypothesis strategies for shapes, arrays and op arguments.
 """
+import numpy as np
+
 from .checks import (check_backward, check_double_backward, check_forward, check_function,
                      check_grad_rule, double_context, numerical_grad)
 
-from . import strategies  # noqa: F401
+from . import clear_called_flag_recorder  # noqa: F401
 
-__all__ = ["strategies", "check_backward", "check_double_backward", "check_forward", "check_function",
-           "check_grad_rule", "double_context", "numerical_grad"]
+
+def assert_allclose(actual, desired, rtol=1e-5, atol=1e-6, equal_nan=True, err_msg="", verbose=True):
+    """``numpy.testing.assert_allclose`` with ``numpy.allclose``'s tolerances (nnabla's helper)."""
+    np.testing.assert_allclose(actual, desired, rtol=rtol, atol=atol, equal_nan=equal_nan,
+                               err_msg=err_msg, verbose=verbose)
+
+
+__all__ = ["assert_allclose", "clear_called_flag_recorder", "strategies", "check_backward",
+           "check_double_backward", "check_forward", "check_function", "check_grad_rule",
+           "double_context", "numerical_grad"]
+
+
+def __getattr__(name):
+    # ``strategies`` needs hypothesis, a test-only dependency: imported on first use so that
+    # ``from nnabla_jit.testing import assert_allclose`` works without it.
+    if name == "strategies":
+        import importlib
+        return importlib.import_module(".strategies", __name__)
+    raise AttributeError("module {!r} has no attribute {!r}".format(__name__, name))

@@ -16,10 +16,17 @@ import os
 
 import numpy
 
+from .audio_utils import auread, auresize
+from .download import download, get_data_home
 from .image_utils import _pil, imread, imresize
 
-__all__ = ["FileReader", "load", "load_image", "load_image_imread", "load_csv", "load_npy",
-           "load_wav", "load_audio", "imread", "imresize"]
+__all__ = ["FileReader", "ResourceFileReader", "load", "load_image", "load_image_imread",
+           "load_csv", "load_npy", "load_wav", "load_audio", "load_audio_pydub", "imread",
+           "imresize", "auread", "auresize", "download", "get_data_home", "get_file_extension",
+           "pydub_available"]
+
+# nnabla decodes other audio formats with pydub when it is installed; nnabla_jit does not.
+pydub_available = False
 
 
 class FileReader:
@@ -147,3 +154,80 @@ def load(ext):
     except KeyError:
         raise ValueError('File format with extension "{}" is not supported (supported: {})'
                          .format(ext, " ".join(sorted(_LOADERS)))) from None
+
+
+def load_audio_pydub(path, shape=None, normalize=False):
+    """nnabla reads audio other than .wav with pydub, which nnabla_jit does not use."""
+    raise NotImplementedError("load_audio_pydub: nnabla_jit reads .wav files only (load_wav); "
+                              "pydub is not a dependency")
+
+
+# Leading bytes (hex) at an offset, per extension: how a file object without a name is typed.
+_SIGNATURES = {
+    ".bmp": (["424d"], 0x0), ".dib": (["424d"], 0x0), ".pgm": (["50350a"], 0x0),
+    ".jpeg": (["ffd8ff"], 0x0), ".jpg": (["ffd8ff"], 0x0), ".png": (["89504e470d0a1a0a"], 0x0),
+    ".tif": (["492049"], 0x0), ".tiff": (["492049"], 0x0), ".eps": (["c5d0d3c6"], 0x0),
+    ".gif": (["474946383761", "474946383961"], 0x0), ".ico": (["00000100"], 0x0),
+    ".dcm": (["4449434d"], 0x80), ".wav": (["52494646"], 0x0),
+}
+
+
+def get_file_extension(source):
+    """The extension of a path, of a named file object, or, for a nameless binary stream,
+    the one its leading bytes identify ('' if none); the stream is left at its start."""
+    if isinstance(source, str):
+        return os.path.splitext(source)[1].lower()
+    if not hasattr(source, "read"):
+        return ""
+    if hasattr(source, "name") and isinstance(source.name, str):
+        return os.path.splitext(source.name)[1].lower()
+    ext = ""
+    for extension, (signatures, offset) in _SIGNATURES.items():
+        source.seek(offset)
+        head = source.read(16).hex()
+        source.seek(0)
+        if any(head.startswith(s) for s in signatures):
+            ext = extension
+    return ext
+
+
+class ResourceFileReader:
+    """A path or a seekable binary stream, with its extension (``ext``) found; ``open()``
+    yields a binary file object carrying ``ext``."""
+
+    def __init__(self, source):
+        self._source = source
+        if isinstance(source, str):
+            self.handler = FileReader(source)
+            self.ext = self.handler.base_ext
+            if not self.ext:
+                with self.handler.open() as f:
+                    self.ext = get_file_extension(f)
+        elif hasattr(source, "read") and self._is_binary_stream(source):
+            self.handler = source
+            self.ext = get_file_extension(source)
+        else:
+            raise ValueError("ResourceFileReader only accept path str, binary file handler or BytesIO")
+
+    @staticmethod
+    def _is_binary_stream(source):
+        if not hasattr(source, "seek"):
+            return False
+        try:
+            source.seek(0)
+            head = source.read(1)
+            source.seek(0)
+        except Exception:
+            return False
+        return not isinstance(head, str)
+
+    @contextlib.contextmanager
+    def open(self):
+        if isinstance(self.handler, FileReader):
+            with self.handler.open() as f:
+                yield f
+        else:
+            self.handler.seek(0)
+            self.handler.ext = self.ext
+            yield self.handler
+            self.handler.seek(0)

@@ -105,3 +105,40 @@ def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_le
         padded = F.gather(padded, sequence.unsorted_indices, axis=0 if batch_first else 1)
         lengths = F.gather(lengths, sequence.unsorted_indices, axis=0)
     return padded, lengths
+
+
+def _rnn_cell(x, h, w, b, nonlinearity):
+    """One Elman step: ``act(concat(x, h) @ w.T + b)``; ``w`` is (H, I + H)."""
+    h_t = F.affine(F.concatenate(x, h, axis=1), F.transpose(w, (1, 0)), b)
+    return F.tanh(h_t) if nonlinearity == "tanh" else F.relu(h_t)
+
+
+def _create_fixed_length_rnn(xs0, h0, w0, w, b, num_layers, nonlinearity, num_directions, with_bias):
+    """``F.rnn`` composed of affine steps over time and layers (nnabla's reference helper).
+
+    xs0 (T, B, I), h0 (L, D, B, H), w0 (D, H, I + H), w (L - 1, D, H, D * H + H) or None,
+    b (L, D, H) or None. Returns ys (T, B, D * H) and hn (L, D, B, H).
+    """
+    batch_size, hidden_size = xs0.shape[1], h0.shape[3]
+    xs = [xs0[0]] if xs0.shape[0] == 1 else list(F.split(xs0, axis=0))
+    hn = []
+    for layer in range(num_layers):
+        wl = w0 if layer == 0 else w[layer - 1]
+        h = h0[layer, 0]
+        bias = b[layer, 0] if with_bias else None
+        hs = []
+        for x in xs:
+            h = _rnn_cell(x, h, wl[0], bias, nonlinearity)
+            hs.append(h)
+        hn.append(h)
+        if num_directions == 2:
+            h = h0[layer, 1]
+            bias = b[layer, 1] if with_bias else None
+            for t in reversed(range(len(xs))):
+                h = _rnn_cell(xs[t], h, wl[1], bias, nonlinearity)
+                hs[t] = F.concatenate(hs[t], h, axis=1)
+            hn.append(h)
+        xs = hs
+    ys = F.stack(*xs, axis=0)
+    hn = F.reshape(F.stack(*hn, axis=0), (num_layers, num_directions, batch_size, hidden_size))
+    return ys, hn

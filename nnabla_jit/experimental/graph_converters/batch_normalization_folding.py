@@ -17,6 +17,8 @@ of that layer.
 """
 import numpy as np
 
+from ...initializer import ConstantInitializer  # noqa: F401  (names nnabla's module has)
+from ...parameter import get_parameter_or_create  # noqa: F401
 from .graph_converter import FunctionModifier
 
 __all__ = ["AddBiasModifier", "BatchNormalizationFoldingModifier",

@@ -1,5 +1,6 @@
 """Convert a channel-last (NHWC) graph to channel-first (NCHW); see ``channel_last``."""
 from .channel_last import _ChannelLayoutModifier
+from .graph_converter import FunctionModifier  # noqa: F401  (a name nnabla's module has)
 
 __all__ = ["ChannelFirstModifier"]
 

@@ -1,5 +1,6 @@
 """Copy a graph with its parameters excluded from differentiation."""
-from ...parameter import get_parameters
+from ...initializer import ConstantInitializer  # noqa: F401  (nnabla's module has these names)
+from ...parameter import get_parameter_or_create, get_parameters  # noqa: F401
 from .graph_converter import FunctionModifier
 
 __all__ = ["NoGradModifier"]

@@ -1,6 +1,7 @@
 """Channel pruning: zero the output channels whose weights are small."""
 import numpy as np
 
+from ...parameter import get_parameter_or_create  # noqa: F401  (a name nnabla's module has)
 from .graph_converter import FunctionModifier
 
 __all__ = ["PruningModifier"]

@@ -4,12 +4,15 @@ Arrays are (height, width, channel) -- (height, width) for grey images -- unless
 ``channel_first``; sizes are given as (width, height), as nnabla does. Pillow comes with
 matplotlib; it is imported on first use.
 """
+import functools
 import os
 import tempfile
 
 import numpy as np
 
-__all__ = ["imread", "imsave", "imresize", "imwrite", "imload"]
+__all__ = ["imread", "imsave", "imresize", "imwrite", "imload", "get_available_backends",
+           "get_backend", "set_backend", "minmax_auto_scale", "rescale_pixel_intensity",
+           "backend_manager"]
 
 _INTERPOLATIONS = ("nearest", "box", "bilinear", "hamming", "bicubic", "lanczos")
 _DEEP_GREY_MODES = ("I;16", "I;16B", "I;16L", "I")
@@ -59,15 +62,13 @@ def imread(path, grayscale=False, size=None, interpolate="bilinear", channel_fir
     (uint16 with ``as_uint16``).
 
     ``grayscale`` converts to grey; ``num_channels`` asks for 0 (a 2-D grey array), 1 (grey with a
-    channel axis), 3 (RGB) or 4 (RGBA), -1 keeps what the file has; ``size`` (width, height)
-    resizes with ``interpolate``; ``channel_first`` returns (channel, height, width).
+    channel axis), 3 (RGB) or 4 (RGBA), -1 keeps what the file has (with ``grayscale``, 3 or 4
+    repeat the grey plane, as nnabla does); ``size`` (width, height) resizes with
+    ``interpolate``; ``channel_first`` returns (channel, height, width).
     """
     Image = _pil("imread")
     if num_channels not in (-1, 0, 1, 3, 4):
         raise ValueError("imread: num_channels must be one of -1, 0, 1, 3, 4, got {}".format(num_channels))
-    if grayscale and num_channels in (3, 4):
-        raise ValueError("imread: grayscale=True gives 1 channel; num_channels={} asks for colour"
-                         .format(num_channels))
     if not grayscale and num_channels in (0, 1):
         raise ValueError("imread: num_channels={} needs grayscale=True".format(num_channels))
     name = getattr(path, "name", path)
@@ -78,6 +79,9 @@ def imread(path, grayscale=False, size=None, interpolate="bilinear", channel_fir
         raise FileNotFoundError("imread: no image file {}".format(name)) from None
     except OSError as e:
         raise ValueError("imread: {} is not an image Pillow can read ({})".format(name, e)) from None
+    grey_planes = num_channels if grayscale and num_channels in (3, 4) else 0
+    if grey_planes:
+        num_channels = 0      # read grey, then repeat the plane
     if image.mode in _DEEP_GREY_MODES:
         array = np.clip(np.asarray(image), 0, 65535).astype(np.uint16)
         if not as_uint16:
@@ -94,6 +98,8 @@ def imread(path, grayscale=False, size=None, interpolate="bilinear", channel_fir
             array = array.astype(np.uint16) * 256
     if size is not None:
         array = imresize(array, size, interpolate)
+    if grey_planes:
+        array = np.repeat(array[:, :, None], grey_planes, axis=2)
     if num_channels == 1 and array.ndim == 2:
         array = array[:, :, None]
     if channel_first and array.ndim == 3:
@@ -183,5 +189,54 @@ def imsave(path, img, channel_first=False, as_uint16=False, auto_scale=True):
         raise
 
 
+
+
+# The functions above are nnabla_jit's default backend (Pillow, plus 16-bit files as nnabla's
+# pypng/cv2 backends handle them); ``set_backend('PilBackend')`` selects nnabla's Pillow
+# backend exactly (8-bit only), see ``backend_events.pil_backend``.
+_pil_imread, _pil_imsave, _pil_imresize = imread, imsave, imresize
+
+
+@functools.wraps(_pil_imread)
+def imread(path, grayscale=False, size=None, interpolate="bilinear", channel_first=False,
+           as_uint16=False, num_channels=-1, **kwargs):
+    return backend_manager.module.imread(path, grayscale, size, interpolate, channel_first,
+                                         as_uint16, num_channels)
+
+
+@functools.wraps(_pil_imsave)
+def imsave(path, img, channel_first=False, as_uint16=False, auto_scale=True):
+    return backend_manager.module.imsave(path, img, channel_first, as_uint16, auto_scale)
+
+
+@functools.wraps(_pil_imresize)
+def imresize(img, size, interpolate="bilinear", channel_first=False, **kwargs):
+    return backend_manager.module.imresize(img, size, interpolate, channel_first)
+
+
 imwrite = imsave
 imload = imread
+
+from .backend_events.common import rescale_pixel_intensity  # noqa: E402
+from .backend_manager import backend_manager  # noqa: E402
+
+
+def get_available_backends():
+    """The image backends usable here (['PilBackend'] with Pillow installed)."""
+    return backend_manager.get_available_backends()
+
+
+def get_backend():
+    return backend_manager.get_backend()
+
+
+def set_backend(backend):
+    """Use ``backend`` for imread/imsave/imresize (nnabla_jit has 'PilBackend')."""
+    backend_manager.set_backend(backend)
+
+
+def minmax_auto_scale(img, as_uint16):
+    """``img`` rescaled from [min, max] to the full uint8 range (uint16 with ``as_uint16``)."""
+    high, kind = (65535, np.uint16) if as_uint16 else (255, np.uint8)
+    return rescale_pixel_intensity(img, input_low=img.min(), input_high=img.max(), output_low=0,
+                                   output_high=high, output_type=kind)

@@ -1,0 +1,1 @@
+"""nnabla's ``nnabla.contrib`` (deprecated helpers kept for old programs)."""

@@ -1,0 +1,52 @@
+"""Progress reports of long CLI operations (nnabla's ``nnabla.utils.progress``).
+
+``configure_progress(file_name, cb)`` names a state file (rewritten with ``"<state> (<pct>%)"``
+at most once a second) and/or a callback ``cb(state, progress)``; ``progress(state, p)``
+reports. With neither configured, reports are dropped.
+"""
+import time
+from datetime import datetime, timedelta
+
+from ..logger import logger
+
+__all__ = ["configure_progress", "progress", "state_file_name", "cpu_load_backend_ok"]
+
+state_file_name = ""
+state_callback = None
+last_state_datetime = datetime.now()
+# nnabla reports CPU load with psutil when present; not a dependency here.
+cpu_load_backend_ok = False
+
+
+def configure_progress(file_name, cb=None):
+    global state_file_name, state_callback
+    if file_name is not None:
+        state_file_name = file_name
+    if cb is not None:
+        state_callback = cb
+    progress(None)
+
+
+def _write_state(text):
+    for attempt in range(100):
+        try:
+            with open(state_file_name, "w") as f:
+                f.write(text)
+            return
+        except OSError:
+            if attempt == 99:
+                logger.critical("Failed to write to {}.".format(state_file_name))
+                raise
+            time.sleep(0.1)
+
+
+def progress(state, progress=0.0):
+    """Report ``state`` at fraction ``progress`` (0..1); ``state=None`` clears the file."""
+    global last_state_datetime
+    if state_file_name:
+        now = datetime.now()
+        if state is None or last_state_datetime < now - timedelta(milliseconds=1000):
+            last_state_datetime = now
+            _write_state("" if state is None else "{} ({:3.2f}%)".format(state, progress * 100))
+    if state_callback is not None:
+        state_callback(state, progress)

@@ -9,7 +9,7 @@ import weakref
 import numpy as np
 
 from . import graph
-from .ndarray import NdArray, _as_shape
+from .ndarray import NdArray, _as_shape, checked_shape
 from .operators import Operators
 
 __all__ = ["Variable"]
@@ -33,7 +33,7 @@ class Variable(Operators):
                  "_refs", "_cache", "name", "__weakref__")
 
     def __init__(self, shape=(), need_grad=False):
-        self._body = VariableBody(_as_shape(shape))
+        self._body = VariableBody(checked_shape(shape, "Variable"))
         self._parent = None
         self._need_grad = bool(need_grad)
         self._persistent = False

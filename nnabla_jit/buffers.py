@@ -14,23 +14,22 @@ import functools
 
 import numpy as np
 
-from .ndarray import NdArray
+from .ndarray import NdArray, NotComputed
 
 __all__ = ["HostMemory", "HOST", "forward_runner", "backward_runner", "fetch_all",
            "InputNotComputed"]
 
 
-class InputNotComputed(RuntimeError):
+class InputNotComputed(NotComputed):
     """A backward kernel needs values that no forward computed (or that clearing freed)."""
-
-
-def _nothing(dtype):
-    return None
 
 
 def fetch_all(fetches):
     """This step's arrays of ``fetches``."""
-    return [get(dtype) for get, dtype in fetches]
+    arrays = []
+    for get, dtype in fetches:
+        arrays.append(get(dtype))
+    return arrays
 
 
 class HostMemory:
@@ -47,16 +46,9 @@ class HostMemory:
         return nd.host_if_held
 
     @staticmethod
-    def read_needed(nd, missing):
-        """Values a kernel needs; ``raise missing()`` when none are held."""
-        host_if_held = nd.host_if_held
-
-        def get(dtype):
-            a = host_if_held(dtype)
-            if a is None:
-                raise missing()
-            return a
-        return get
+    def read_needed(nd):
+        """Values a kernel needs; :class:`NotComputed` when none are held."""
+        return nd.host_needed
 
     @staticmethod
     def write(nd):
@@ -71,16 +63,12 @@ class HostMemory:
     @staticmethod
     def overwrite_grad(nd):
         """A gradient buffer a kernel overwrites (``accum`` False)."""
-        return functools.partial(nd.grad_buffer, zero=False)
+        return nd.overwritten_grad_buffer
 
     @staticmethod
     def zeroed(nd):
         """A buffer of zeros (a gradient nothing flowed into in this pass)."""
-        def get(dtype):
-            a = nd.grad_buffer(dtype, False)
-            a.fill(0)
-            return a
-        return get
+        return nd.zeroed_buffer
 
     @staticmethod
     def temporary(shape):
@@ -124,23 +112,30 @@ def forward_runner(node, memory, kernel, finish=None):
     """A no-argument callable running ``kernel(ins, outs)`` on this step's arrays of ``node``
     in ``memory``, then ``finish()`` if given."""
     ins_f, outs_f = forward_fetches(node, memory)
-    if finish is None:
-        def run():
-            kernel([get(d) for get, d in ins_f], [get(d) for get, d in outs_f])
-    else:
-        def run():
-            kernel([get(d) for get, d in ins_f], [get(d) for get, d in outs_f])
+
+    # Plain loops, not comprehensions: this runs for every node of every step.
+    def run():
+        ins = []
+        for get, d in ins_f:
+            ins.append(get(d))
+        outs = []
+        for get, d in outs_f:
+            outs.append(get(d))
+        kernel(ins, outs)
+        if finish is not None:
             finish()
     return run
 
 
-def _missing_values(node, what, index):
-    v = node.inputs[index] if what == "input" else node._outputs[index]()
+def _missing_values(node, needed):
+    """The error for a backward step of ``node`` one of whose ``needed`` values (what, index,
+    NdArray) is not held."""
+    what, index, nd = next(n for n in needed if not n[2].holds_values)
     return InputNotComputed(
         "backward: {} needs the data of its {} {} (shape {}), which no forward() has computed "
         "or which forward(clear_buffer=True) or clear_no_need_grad freed; call forward() on "
         "this graph (without clearing what backward needs) before backward()".format(
-            node.op.name, what, index, None if v is None else v.shape))
+            node.op.name, what, index, nd.shape))
 
 
 def backward_runner(step, memory, kernel, seed=None, root=None, finish=None):
@@ -157,10 +152,11 @@ def backward_runner(step, memory, kernel, seed=None, root=None, finish=None):
     dt = node.compute_dtype
     pd = step.propagate_down
     keep = op.keep_input_dtypes
-    ins_f = []
+    ins_f, needed = [], []   # a getter of None: the slot is None
     for i, v in enumerate(node.inputs):
         if step.needs_input[i]:
-            get = memory.read_needed(v._body.data, functools.partial(_missing_values, node, "input", i))
+            get = memory.read_needed(v._body.data)
+            needed.append(("input", i, v._body.data))
         else:
             get = memory.read_if_held(v._body.data)
         ins_f.append((get, None if i in keep else dt))
@@ -169,11 +165,12 @@ def backward_runner(step, memory, kernel, seed=None, root=None, finish=None):
     for o, r in enumerate(node._outputs):
         v = r()
         if v is None:   # nobody holds this output: its gradient is zero
-            outs_f.append((_nothing, None))
+            outs_f.append((None, None))
             douts_f.append((memory.zeroed(NdArray(node.output_shapes[o], dt)), dt))
             continue
         if any(pd[i] and op.grad_depends_output_data(i, o) for i in range(len(pd))):
-            get = memory.read_needed(v._body.data, functools.partial(_missing_values, node, "output", o))
+            get = memory.read_needed(v._body.data)
+            needed.append(("output", o, v._body.data))
         else:
             get = memory.read_if_held(v._body.data)
         outs_f.append((get, None if out_dts is None else out_dts[o]))
@@ -182,7 +179,7 @@ def backward_runner(step, memory, kernel, seed=None, root=None, finish=None):
     dins_f, aliased = [], []
     for i, v in enumerate(node.inputs):
         if not pd[i]:
-            dins_f.append((_nothing, None))
+            dins_f.append((None, None))
         elif step.alias[i]:
             dins_f.append((memory.temporary(v.shape), dt))
             aliased.append((v._body.grad, i))
@@ -193,11 +190,20 @@ def backward_runner(step, memory, kernel, seed=None, root=None, finish=None):
     accum = [a or al for a, al in zip(step.accum, step.alias)]
     add_into = memory.add_into
 
+    # Plain loops, not comprehensions: this runs for every node of every step.
     def run():
-        ins = [get(d) for get, d in ins_f]
-        outs = [get(d) for get, d in outs_f]
-        douts = [get(d) for get, d in douts_f]
-        dins = [get(d) for get, d in dins_f]
+        ins, outs, douts, dins = [], [], [], []
+        try:
+            for get, d in ins_f:
+                ins.append(None if get is None else get(d))
+            for get, d in outs_f:
+                outs.append(None if get is None else get(d))
+        except NotComputed:
+            raise _missing_values(node, needed) from None
+        for get, d in douts_f:
+            douts.append(get(d))
+        for get, d in dins_f:
+            dins.append(None if get is None else get(d))
         kernel(ins, outs, douts, dins, pd, accum)
         for nd, i in aliased:
             add_into(nd, dins[i], dt)

@@ -13,11 +13,11 @@ serves the next process. Scalar arguments are kernel parameters: graphs of the s
 share one compiled kernel.
 """
 import ast
-import functools
 
 import numpy as np
 
 from .buffers import HOST, InputNotComputed, fetch_all
+from .ndarray import NotComputed
 from .ops.elementwise import ElementwiseOp, _prelude, load_generated, typed_scalars
 from .ops.kernels import PARALLEL_THRESHOLD
 
@@ -260,19 +260,20 @@ class FusedBackward:
                              ext_grads[k][2]._body.grad), dt) for k in first_write]
                         + [(HOST.accumulate(seed if v is root else v._body.grad), dt)
                            for v, _ in grads_in]
-                        + [(HOST.read_needed(v._body.data, functools.partial(
-                               _missing_value, nodes, v.shape)), dt) for v in value_arrays])
+                        + [(HOST.read_needed(v._body.data), dt) for v in value_arrays])
+        self.nodes = nodes
         self.scalars = typed_scalars([op.args[a] for op, a in scalars], self.dtype)
 
     def __call__(self):
-        self.kernel(*fetch_all(self.fetches), *self.scalars)
-
-
-def _missing_value(nodes, shape):
-    return InputNotComputed(
-        "backward: the elementwise ops {} need the data of a variable of shape {}, which no "
-        "forward() has computed or which forward(clear_buffer=True) freed; call forward() on "
-        "this graph before backward()".format(", ".join(sorted({n.op.name for n in nodes})), shape))
+        try:
+            arrays = fetch_all(self.fetches)
+        except NotComputed as e:
+            raise InputNotComputed(
+                "backward: the elementwise ops {} need the data of a variable ({}), which no "
+                "forward() has computed or which forward(clear_buffer=True) freed; call "
+                "forward() on this graph before backward()".format(
+                    ", ".join(sorted({n.op.name for n in self.nodes})), e)) from None
+        self.kernel(*arrays, *self.scalars)
 
 
 def fuse_backward(plan, root):

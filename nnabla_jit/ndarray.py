@@ -10,7 +10,11 @@ import numpy as np
 
 from .operators import Operators
 
-__all__ = ["NdArray"]
+__all__ = ["NdArray", "NotComputed"]
+
+
+class NotComputed(RuntimeError):
+    """Values were asked for that an NdArray does not hold (never computed, or cleared)."""
 
 
 def _dimension(s, shape, who):
@@ -122,8 +126,12 @@ class NdArray(Operators):
 
     def host_if_held(self, dtype=None):
         """:meth:`host_as`, or None when no values are held (never allocated, or cleared)."""
-        if self._array is None and self._device is None:
-            return None
+        a = self._array
+        if self._device is None:
+            if a is None:
+                return None
+            if dtype is None or a.dtype is dtype:
+                return a
         return self.host_as(dtype)
 
     @property
@@ -143,6 +151,17 @@ class NdArray(Operators):
         self._dtype = a.dtype
         return a
 
+    def host_needed(self, dtype=None):
+        """:meth:`host_as`, raising :class:`NotComputed` when no values are held (a kernel
+        needs them: zeros would be a silently wrong result)."""
+        a = self._array
+        if self._device is None:
+            if a is None:
+                raise NotComputed("NdArray{}: no values held".format(self._shape))
+            if dtype is None or a.dtype is dtype:
+                return a
+        return self.host_as(dtype)
+
     def grad_buffer(self, dtype, zero=True):
         """A host buffer of ``dtype`` that a kernel adds into: the current values (synced from
         the device, converted in place when stored otherwise), or, when none are held, a new
@@ -150,6 +169,25 @@ class NdArray(Operators):
         a = self._array
         if a is not None and self._device is None and a.dtype is dtype:
             return a
+        return self._retyped_host(dtype, zero)
+
+    def overwritten_grad_buffer(self, dtype):
+        """:meth:`grad_buffer` for a kernel that overwrites it (``accum`` False)."""
+        a = self._array
+        if a is not None and self._device is None and a.dtype is dtype:
+            return a
+        return self._retyped_host(dtype, False)
+
+    def zeroed_buffer(self, dtype):
+        """:meth:`grad_buffer`, filled with zeros."""
+        a = self._array
+        if a is None or self._device is not None or a.dtype is not dtype:
+            a = self._retyped_host(dtype, False)
+        a.fill(0)
+        return a
+
+    def _retyped_host(self, dtype, zero):
+        a = self._array
         if self._device is not None:
             a = self._host()
             self._device = None

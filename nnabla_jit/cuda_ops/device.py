@@ -9,6 +9,7 @@ import functools
 
 import numpy as np
 
+from ..ndarray import NotComputed
 from . import registry
 from .registry import device_function, kernel
 
@@ -165,12 +166,12 @@ class DeviceMemory:
         return get
 
     @staticmethod
-    def read_needed(nd, missing):
-        """Values a kernel needs (copied up if the host has the newer); ``raise missing()``
-        when none are held."""
+    def read_needed(nd):
+        """Values a kernel needs (copied up if the host has the newer); ``NotComputed`` when
+        none are held."""
         def get(dtype):
             if not nd.holds_values:
-                raise missing()
+                raise NotComputed("NdArray{}: no values held".format(nd.shape))
             return read(nd, dtype)
         return get
 

@@ -51,6 +51,12 @@ def _refuse_complex(dtype, who):
 
 def checked_shape(shape, who):
     """:func:`_as_shape`, with every dimension non-negative (the shape of a buffer)."""
+    if type(shape) is tuple:   # the common case, checked without building a new tuple
+        for s in shape:
+            if type(s) is not int or s < 0:
+                break
+        else:
+            return shape
     shape = _as_shape(shape, who)
     if any(s < 0 for s in shape):
         raise ValueError("{}: shape {} has a negative dimension".format(who, shape))

@@ -222,7 +222,9 @@ class Variable(Operators):
         return alive
 
     def _add_reference(self, func):
-        if len(self._refs) > 32:
+        n = len(self._refs)
+        if n >= 32 and n & (n - 1) == 0:   # drop dead references at 32, 64, 128, ... entries:
+            # amortised O(1) per call, also for a variable with thousands of live consumers
             self._refs = [r for r in self._refs if r() is not None]
         self._refs.append(weakref.ref(func))
 

@@ -97,7 +97,7 @@ def _output_nds(node, dtypes):
 
 def forward_fetches(node, memory):
     """Fetches of a node's forward: its inputs (as the compute type, except the inputs the op
-    keeps in their own type) and its outputs; and the NdArrays of the held outputs."""
+    keeps in their own type) and its outputs."""
     op = node.op
     dt = node.compute_dtype
     keep = op.keep_input_dtypes

@@ -52,10 +52,17 @@ def upstream_functions(roots):
 
 # ---------------------------------------------------------------------------- node kernels
 def run_node_forward(node, on_host=False):
-    """Run one node's forward kernel (imperative and auto-forward calls; plans keep the
-    runner). ``on_host``: the CPU kernels even under a CUDA context (the fallback of ops that
-    have no CUDA kernels)."""
-    _forward_runner(node, on_host)()
+    """Run one node's forward kernel (imperative and auto-forward calls, the profiler; plans
+    keep their runners). ``on_host``: the CPU kernels even under a CUDA context (the fallback
+    of ops that have no CUDA kernels). The runner is kept on the node (with the scratch buffers
+    of outputs nobody holds) until the graph changes."""
+    cached = node._scratch
+    if cached is not None and cached[0] == _version[0] and cached[1] == on_host:
+        cached[2]()
+        return
+    run = _forward_runner(node, on_host)
+    node._scratch = (_version[0], on_host, run)
+    run()
 
 
 def _forward_runner(node, on_host=False):
@@ -214,7 +221,7 @@ def _backward_data_needs(nodes):
 
 class _BackwardStep:
     __slots__ = ("node", "propagate_down", "accum", "alias", "zero_outputs", "needs_input",
-                 "free_grads", "free_data")
+                 "free_grads", "free_data", "runner")
 
 
 class _BackwardPlan:
@@ -352,8 +359,15 @@ def forward_all(variables, clear_buffer=False, clear_no_need_grad=False,
 
 # ---------------------------------------------------------------------------- backward
 def run_node_backward(step, on_host=False):
-    """Run one backward step (``on_host`` as in :func:`run_node_forward`)."""
-    _backward_runner(step, on_host=on_host)()
+    """Run one backward step (``on_host`` as in :func:`run_node_forward`; the runner is kept
+    on the step until the graph changes)."""
+    cached = getattr(step, "runner", None)
+    if cached is not None and cached[0] == _version[0] and cached[1] == on_host:
+        cached[2]()
+        return
+    run = _backward_runner(step, on_host=on_host)
+    step.runner = (_version[0], on_host, run)
+    run()
 
 
 def _backward_runner(step, root=None, seed=None, on_host=False):

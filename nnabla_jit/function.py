@@ -72,14 +72,15 @@ class FunctionInfo:
 class Function:
     """A node of the graph: an op applied to input Variables, producing output Variables."""
 
-    __slots__ = ("op", "inputs", "_outputs", "output_shapes", "rank", "ctx", "compute_dtype",
-                 "storage_dtype", "_scratch", "__weakref__")
+    __slots__ = ("op", "inputs", "_outputs", "output_shapes", "setup_input_shapes", "rank", "ctx",
+                 "compute_dtype", "storage_dtype", "_scratch", "__weakref__")
 
     def __init__(self, op, inputs, ctx):
         self.op = op
         self.inputs = list(inputs)
         self._outputs = []
         self.output_shapes = []   # kept here too: an output nobody holds still has a shape
+        self.setup_input_shapes = [v.shape for v in self.inputs]   # forward re-sets up on a change
         self.rank = max((v._rank for v in inputs), default=0)
         self.ctx = ctx
         self.compute_dtype = ctx.compute_dtype

@@ -16,6 +16,8 @@ import ast
 
 import numpy as np
 
+from .buffers import HOST, InputNotComputed, fetch_all
+from .ndarray import NotComputed
 from .ops.elementwise import ElementwiseOp, _prelude, load_generated, typed_scalars
 from .ops.kernels import PARALLEL_THRESHOLD
 
@@ -62,6 +64,11 @@ class _Renamer(ast.NodeTransformer):
         return ast.copy_location(ast.Name(id=new, ctx=node.ctx), node)
 
 
+def _names(expr):
+    """The names an expression reads."""
+    return {n.id for n in ast.walk(ast.parse(expr, mode="eval")) if isinstance(n, ast.Name)}
+
+
 def _rename(expr, names):
     """``expr`` with its names replaced (inputs -> value names, args -> parameter names or
     literal expressions)."""
@@ -85,17 +92,6 @@ def _arguments(op, k, mapping, ref):
             mapping[a] = "p{}_{}".format(k, a)
             params.append(a)
     return params
-
-
-def _host_values(nds, dtype):
-    """The arrays of ``nds`` on the host, as ``dtype``."""
-    arrays = []
-    for nd in nds:
-        a = nd._array
-        if a is None or nd._device is not None:
-            a = nd._host()
-        arrays.append(a if a.dtype is dtype else a.astype(dtype))
-    return arrays
 
 
 def _kernel_pair(body_lines, params, arrays):
@@ -141,20 +137,13 @@ class FusedForward:
         size = int(np.prod(region_nodes[0]._outputs[0]().shape, dtype=np.int64))
         self.kernel = parallel if size >= PARALLEL_THRESHOLD else serial
         self.dtype = region_nodes[0].compute_dtype
-        self.in_nds = [v._body.data for v in inputs]
-        self.out_nds = [v._body.data for v, _ in stored]
+        # the outputs (overwritten), then the inputs, all as the compute type
+        self.fetches = ([(HOST.write(v._body.data), self.dtype) for v, _ in stored]
+                        + [(HOST.read(v._body.data), self.dtype) for v in inputs])
         self.scalars = typed_scalars([op.args[a] for _, op, a in scalars], self.dtype)
 
     def __call__(self):
-        from .graph import _fresh
-        dt = self.dtype
-        arrays = []
-        for nd in self.out_nds:
-            a = nd._array
-            if a is None or a.dtype is not dt or nd._device is not None:
-                a = _fresh(nd, dt)
-            arrays.append(a)
-        self.kernel(*arrays, *_host_values(self.in_nds, dt), *self.scalars)
+        self.kernel(*fetch_all(self.fetches), *self.scalars)
 
 
 def fuse_forward(plan, roots, needed_by_backward, clear_buffer):
@@ -225,9 +214,14 @@ class FusedBackward:
                 d = op.line.kernel_derivatives[i]
                 if d is None or not s.propagate_down[i]:
                     continue
-                mapping = {"dy": "g{}".format(k), "y": value(node._outputs[0]())}
+                # only the values the derivative reads are loaded (the others may be freed)
+                used = _names(d)
+                mapping = {"dy": "g{}".format(k)}
+                if "y" in used:
+                    mapping["y"] = value(node._outputs[0]())
                 for n2, v2 in zip(op.line.input_names, node.inputs):
-                    mapping[n2] = value(v2)
+                    if n2 in used:
+                        mapping[n2] = value(v2)
                 _arguments(op, k, mapping, "g{}".format(k))
                 term = _rename(d, mapping)
                 if id(v) in region_vars:
@@ -259,26 +253,27 @@ class FusedBackward:
         shape = nodes[0]._outputs[0]().shape
         self.kernel = parallel if int(np.prod(shape)) >= PARALLEL_THRESHOLD else serial
         self.dtype = nodes[0].compute_dtype
-        self.out_grads = [(ext_grads[k][2]._body.grad, ext_grads[k][1]) for k in first_write]
-        self.in_grads = [seed if v is root else v._body.grad for v, _ in grads_in]
-        self.value_nds = [v._body.data for v in value_arrays]
+        dt = self.dtype
+        # the region inputs' gradients (accumulated or overwritten), the region outputs'
+        # incoming gradients, then the forward values the derivatives read
+        self.fetches = ([((HOST.accumulate if ext_grads[k][1] else HOST.overwrite_grad)(
+                             ext_grads[k][2]._body.grad), dt) for k in first_write]
+                        + [(HOST.accumulate(seed if v is root else v._body.grad), dt)
+                           for v, _ in grads_in]
+                        + [(HOST.read_needed(v._body.data), dt) for v in value_arrays])
+        self.nodes = nodes
         self.scalars = typed_scalars([op.args[a] for op, a in scalars], self.dtype)
 
     def __call__(self):
-        from .graph import _grad_buffer
-        dt = self.dtype
-        arrays = []
-        for nd, accum in self.out_grads:
-            a = nd._array
-            if a is None or a.dtype is not dt or nd._device is not None:
-                a = _grad_buffer(nd, dt, accum)
-            arrays.append(a)
-        for nd in self.in_grads:
-            a = nd._array
-            if a is None or a.dtype is not dt or nd._device is not None:
-                a = _grad_buffer(nd, dt, True)
-            arrays.append(a)
-        self.kernel(*arrays, *_host_values(self.value_nds, dt), *self.scalars)
+        try:
+            arrays = fetch_all(self.fetches)
+        except NotComputed as e:
+            raise InputNotComputed(
+                "backward: the elementwise ops {} need the data of a variable ({}), which no "
+                "forward() has computed or which forward(clear_buffer=True) freed; call "
+                "forward() on this graph before backward()".format(
+                    ", ".join(sorted({n.op.name for n in self.nodes})), e)) from None
+        self.kernel(*arrays, *self.scalars)
 
 
 def fuse_backward(plan, root):

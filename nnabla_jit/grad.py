@@ -6,6 +6,7 @@ its outputs and returns Variables for the gradients of its inputs. Gradients rea
 variable are summed. The result is an ordinary graph: ``forward()`` computes it, ``nn.grad``
 of it gives higher derivatives, ``backward()`` through it trains with gradient penalties.
 """
+import heapq
 import itertools
 from collections import OrderedDict
 
@@ -211,7 +212,11 @@ def grad(outputs, inputs, grad_outputs=None, persistent_outputs=[], bind_grad_ou
         o.persistent = p
 
     grads_of = OrderedDict()     # forward function -> {its output variable: [gradients]}
-    frontier = {}                # id(function) -> (-rank, insertion order, function)
+    # Functions whose output gradients are (being) gathered, highest rank first (ties: first
+    # reached first): a heap of (-rank, insertion order, function), and the ids queued in it.
+    # A parent's rank is below its consumers', so a function is expanded once, after every
+    # consumer of its outputs.
+    frontier, queued = [], set()
     order = itertools.count()
     for o, go in zip(outputs, grad_outputs):
         if o.parent is None:
@@ -228,7 +233,9 @@ def grad(outputs, inputs, grad_outputs=None, persistent_outputs=[], bind_grad_ou
                 g.d = go
             weighted = o * g
         f = weighted.parent
-        frontier[id(f)] = (-f.rank, next(order), f)
+        if id(f) not in queued:
+            queued.add(id(f))
+            heapq.heappush(frontier, (-f.rank, next(order), f))
         seed = GradEndFunction()(weighted)
         seed.need_grad = False
         grads_of.setdefault(f, OrderedDict())[weighted] = [seed]
@@ -240,8 +247,8 @@ def grad(outputs, inputs, grad_outputs=None, persistent_outputs=[], bind_grad_ou
         slots.setdefault(id(v._body), []).append(k)
     result = [None] * len(inputs)
     while frontier:
-        f = min(frontier.values(), key=lambda t: (t[0], t[1]))[2]
-        del frontier[id(f)]
+        f = heapq.heappop(frontier)[2]
+        queued.discard(id(f))
         if not f.need_grad:
             grads_of.pop(f, None)
             continue
@@ -254,8 +261,9 @@ def grad(outputs, inputs, grad_outputs=None, persistent_outputs=[], bind_grad_ou
                 if bind_grad_output:
                     v.grad = result[k].data
             p = v.parent
-            if p is not None and id(v) in reachable and id(p) not in frontier:
-                frontier[id(p)] = (-p.rank, next(order), p)
+            if p is not None and id(v) in reachable and id(p) not in queued:
+                queued.add(id(p))
+                heapq.heappush(frontier, (-p.rank, next(order), p))
     from . import functions as F
     if grad_inputs is not None:
         for k, gi in enumerate(grad_inputs):

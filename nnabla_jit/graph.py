@@ -11,8 +11,8 @@ import os
 
 import numpy as np
 
-from . import callback
-from .ndarray import NdArray, pooled_empty
+from . import buffers, callback
+from .ndarray import NdArray
 from .random_replay import replayed_random_state, save_random_state
 
 __all__ = ["forward", "backward", "forward_all", "upstream_functions", "graph_changed",
@@ -55,69 +55,46 @@ def upstream_functions(roots):
 
 
 # ---------------------------------------------------------------------------- node kernels
-def _input_array(v, dtype, keep):
-    nd = v._body.data
-    a = nd._array
-    if a is None or nd._device is not None:
-        a = nd._host()
-    if a.dtype != dtype and not keep:
-        a = a.astype(dtype)
-    return a
-
-
-def _output_array(node, k, dtype):
-    """The buffer output ``k`` is written into (reused across steps when it fits)."""
-    v = node._outputs[k]()
-    if v is None:   # nobody holds this output any more: write into a scratch buffer
-        if node._scratch is None:
-            node._scratch = {}
-        return node._scratch.setdefault(k, np.empty(_dead_output_shape(node, k), dtype))
-    nd = v._body.data
-    a = nd._array
-    if a is None or a.dtype != dtype or a.shape != v._body.shape or nd._device is not None:
-        if nd._device is not None:
-            nd._device.clear(nd)
-            nd._device = None
-        a = np.empty(v._body.shape, dtype)
-        nd._array = a
-        nd._dtype = a.dtype
-    return a
-
-
-def _dead_output_shape(node, k):
-    return tuple(node.output_shapes[k])
-
-
 def run_node_forward(node, on_host=False):
-    """Run one node's forward kernel (also used by imperative and auto-forward calls).
-    ``on_host``: the CPU kernels even under a CUDA context (the fallback of ops that have no
-    CUDA kernels)."""
+    """Run one node's forward kernel (imperative and auto-forward calls, the profiler; plans
+    keep their runners). ``on_host``: the CPU kernels even under a CUDA context (the fallback
+    of ops that have no CUDA kernels). The runner is kept on the node (with the scratch buffers
+    of outputs nobody holds) until the graph changes."""
+    cached = node._scratch
+    if cached is not None and cached[0] == _version[0] and cached[1] == on_host:
+        cached[2]()
+        return
+    run = _forward_runner(node, on_host)
+    node._scratch = (_version[0], on_host, run)
+    run()
+
+
+def _forward_runner(node, on_host=False):
+    """A no-argument callable running ``node``'s forward; its buffers are resolved once
+    (``buffers.py``), so a call fetches this step's arrays and calls the op's kernels."""
     op = node.op
     if op.python_level:
-        op.forward(node.inputs, node.outputs)
-        return
+        return lambda: op.forward(node.inputs, node.outputs)
     if node.ctx.device == "cuda" and not on_host:
-        from .cuda_ops import run_node_forward_cuda
-        run_node_forward_cuda(node)
-        return
-    dt = node.compute_dtype
-    keep = op.keep_input_dtypes
-    ins = [_input_array(v, dt, i in keep) for i, v in enumerate(node.inputs)]
+        # cuda_ops imports numba.cuda's launch machinery: only graphs built under a CUDA
+        # context load it.
+        from .cuda_ops import forward_runner_cuda
+        return forward_runner_cuda(node)
     if op.data_dependent:
-        outs, out_dts = _data_dependent_outputs(node, ins)
-    else:
-        n = len(node._outputs)
-        out_dts = op.output_dtypes(dt, n)
-        outs = [_output_array(node, k, out_dts[k]) for k in range(n)]
-    op.forward(ins, outs)
-    if node.storage_dtype != dt:
-        _store_half(node, outs, out_dts)
+        return functools.partial(_run_data_dependent, node)
+    if node.storage_dtype != node.compute_dtype:
+        return buffers.forward_runner(node, buffers.HOST, op.forward,
+                                      functools.partial(_store_half, node))
+    return buffers.forward_runner(node, buffers.HOST, op.forward)
 
 
-def _data_dependent_outputs(node, ins):
-    """Output buffers of an op whose output shapes or dtypes follow the input values: the op
-    names them from ``ins``; an output whose shape changes is reset (invalidating the plans,
+def _run_data_dependent(node):
+    """Forward of an op whose output shapes or dtypes follow the input values: the op names
+    them from the inputs; an output whose shape changes is reset (invalidating the plans,
     which hold buffers and seeds of the old shape)."""
+    dt = node.compute_dtype
+    keep = node.op.keep_input_dtypes
+    ins = [v._body.data.host_as(None if i in keep else dt) for i, v in enumerate(node.inputs)]
     specs = node.op.output_specs(ins)
     outs = []
     for k, (shape, dtype) in enumerate(specs):
@@ -128,88 +105,66 @@ def _data_dependent_outputs(node, ins):
             continue
         if v._body.shape != tuple(shape):
             v.reset_shape(shape, force=True)
-        outs.append(_output_array(node, k, dtype))
-    return outs, [dtype for _, dtype in specs]
+        outs.append(v._body.data.output_buffer(np.dtype(dtype)))
+    node.op.forward(ins, outs)
+    if node.storage_dtype != dt:
+        _store_half(node)
 
 
 def data_dependent_shapes(op, variables, compute_dtype):
     """Output shapes of a data-dependent op from the inputs that already hold data (graph-build
     time, as nnabla's setup reads them), or None when the op needs inputs not computed yet."""
-    ins = [_input_array(v, compute_dtype, i in op.keep_input_dtypes)
-           if v._body.data._array is not None or v._body.data._device is not None else None
+    ins = [v._body.data.host_if_held(None if i in op.keep_input_dtypes else compute_dtype)
            for i, v in enumerate(variables)]
     specs = op.output_specs(ins)
     return None if specs is None else [tuple(shape) for shape, _ in specs]
 
 
-def _fresh(nd, dtype):
-    """Give ``nd`` a new host buffer of ``dtype`` (dropping any device copy) and return it."""
-    if nd._device is not None:
-        nd._device.clear(nd)
-        nd._device = None
-    a = pooled_empty(nd._shape, dtype)
-    nd._array = a
-    nd._dtype = a.dtype
-    return a
-
-
-def _forward_runner(node):
-    """A no-argument callable running ``node``'s forward with its buffers resolved once.
-
-    Plans call these every step, so the work per call is fetching the arrays (which may have
-    been freed or retyped since) and one call of the op's kernels.
-    """
-    op = node.op
-    if (op.python_level or op.data_dependent or node.ctx.device != "cpu"
-            or node.storage_dtype != node.compute_dtype):
-        return functools.partial(run_node_forward, node)
-    dt = node.compute_dtype
-    in_nds = [v._body.data for v in node.inputs]
-    casts = [i not in op.keep_input_dtypes for i in range(len(in_nds))]
-    outs = [r() for r in node._outputs]
-    out_dts = op.output_dtypes(dt, len(outs))
-    out_nds = [v._body.data if v is not None else NdArray(_dead_output_shape(node, k), out_dts[k])
-               for k, v in enumerate(outs)]
-    io = list(zip(in_nds, casts))
-    oo = list(zip(out_nds, out_dts))
-    forward = op.forward
-
-    def run():
-        ins = []
-        for nd, cast in io:
-            a = nd._array
-            if a is None or nd._device is not None:
-                a = nd._host()
-            if cast and a.dtype is not dt:
-                a = a.astype(dt)
-            ins.append(a)
-        outs = []
-        for nd, odt in oo:
-            a = nd._array
-            if a is None or a.dtype is not odt or nd._device is not None:
-                a = _fresh(nd, odt)
-            outs.append(a)
-        forward(ins, outs)
-    return run
-
-
-def _store_half(node, outs, out_dts):
+def _store_half(node):
     """Under type_config='half' results are kept in float16 (computed in float32)."""
-    for r, a, odt in zip(node._outputs, outs, out_dts):
+    for r in node._outputs:
         v = r()
-        if v is not None and odt == node.compute_dtype:
-            with np.errstate(over="ignore"):   # beyond float16's range is inf, as in nnabla
-                v._body.data._array = a.astype(node.storage_dtype)
-            v._body.data._dtype = v._body.data._array.dtype
+        if v is not None and v._body.data.dtype == node.compute_dtype:
+            v._body.data.store_as(node.storage_dtype)
 
 
 # ---------------------------------------------------------------------------- plans
+def _resetup(nodes):
+    """nnabla's re-setup: a node whose inputs no longer have the shapes it was set up with
+    (after ``reset_shape``, or a data-dependent op upstream that produced a new shape) is set
+    up again and its outputs take the new shapes; ``nodes`` in order, so a change flows
+    all the way downstream."""
+    for node in nodes:
+        shapes = [v._body.shape for v in node.inputs]
+        if shapes == node.setup_input_shapes:
+            continue
+        op = node.op
+        if op.python_level:   # a PythonFunction's setup resets its outputs itself
+            op.pyfunc.setup_impl(node.inputs, node.outputs)
+            out_shapes = [s if v is None else v.shape
+                          for v, s in zip(node.outputs, node.output_shapes)]
+        else:
+            out_shapes = op.setup(*shapes)
+            if op.data_dependent:
+                out_shapes = data_dependent_shapes(op, node.inputs, node.compute_dtype) or out_shapes
+        node.setup_input_shapes = shapes
+        node.output_shapes = [tuple(s) for s in out_shapes]
+        for r, shape in zip(node._outputs, node.output_shapes):
+            v = r()
+            if v is not None and v._body.shape != shape:
+                v.reset_shape(shape, force=True)
+
+
 class _ForwardPlan:
-    __slots__ = ("version", "steps", "runners", "fused", "recompute", "save_random")
+    __slots__ = ("version", "nodes", "steps", "runners", "fused", "data_dependent", "recompute",
+                 "save_random")
 
     def __init__(self, roots, clear_buffer, clear_no_need_grad, fuse=True):
-        self.version = _version[0]
         nodes = upstream_functions(roots)
+        _resetup(nodes)
+        self.version = _version[0]   # after the re-setup, which resets shapes
+        self.nodes = nodes
+        self.data_dependent = any(node.op.data_dependent for node in nodes)
         frees = [[] for _ in nodes]
         needed = set()
         # recompute=True: freed after its last forward use, computed again when backward needs it
@@ -292,7 +247,7 @@ def _backward_data_needs(nodes):
 
 class _BackwardStep:
     __slots__ = ("node", "propagate_down", "accum", "alias", "zero_outputs", "needs_input",
-                 "free_grads", "free_data", "recompute")
+                 "free_grads", "free_data", "runner", "recompute")
 
 
 class _BackwardPlan:
@@ -408,7 +363,8 @@ def forward(roots, clear_buffer=False, clear_no_need_grad=False,
     hooks = function_pre_hook is not None or function_post_hook is not None or recording
     if hooks and plan.fused:   # hooks see every function: run this call unfused
         plan = _ForwardPlan(roots, clear_buffer, clear_no_need_grad, fuse=False)
-    if not hooks and not (clear_buffer or clear_no_need_grad or plan.recompute):
+    if (not hooks and not (clear_buffer or clear_no_need_grad or plan.recompute)
+            and not plan.data_dependent):
         for run in plan.runners:
             run()
         return
@@ -425,6 +381,18 @@ def forward(roots, clear_buffer=False, clear_no_need_grad=False,
             v._body.data.clear()
         if recording:
             callback.record_forward(node)
+        if plan.data_dependent and plan.version != _version[0] and node.op.data_dependent:
+            # This op's output took a new shape: the rest of the pass is set up again and run
+            # unfused from fresh runners (without the plan's frees); the next call re-plans.
+            rest = plan.nodes[plan.nodes.index(node) + 1:]
+            _resetup(rest)
+            for later in rest:
+                if function_pre_hook is not None:
+                    function_pre_hook(later)
+                _forward_runner(later)()
+                if function_post_hook is not None:
+                    function_post_hook(later)
+            return
 
 
 def forward_all(variables, clear_buffer=False, clear_no_need_grad=False,
@@ -434,88 +402,45 @@ def forward_all(variables, clear_buffer=False, clear_no_need_grad=False,
 
 
 # ---------------------------------------------------------------------------- backward
-def _grad_array(v, dtype, accum):
-    nd = v._body.grad
-    a = nd._array
-    if a is None or a.dtype != dtype or a.shape != v._body.shape or nd._device is not None:
-        if nd._device is not None:
-            a = nd._host()
-        if a is None or a.shape != v._body.shape:
-            a = np.zeros(v._body.shape, dtype)
-        elif a.dtype != dtype:
-            a = a.astype(dtype)
-        nd._array = a
-        nd._dtype = a.dtype
-        nd._device = None
-    return a
-
-
-def _absent_input(shape, dtype):
-    """Stands for input data a backward kernel does not read and forward freed: the right shape
-    and type (kernels read shapes, e.g. Embed's of its weight), contiguous as kernels expect,
-    values undefined; its pages are never touched, so it costs no memory."""
-    return np.empty(shape, dtype)
-
-
 def run_node_backward(step, on_host=False):
-    """Run one backward step (``on_host`` as in :func:`run_node_forward`)."""
+    """Run one backward step (``on_host`` as in :func:`run_node_forward`; the runner is kept
+    on the step until the graph changes)."""
+    cached = getattr(step, "runner", None)
+    if cached is not None and cached[0] == _version[0] and cached[1] == on_host:
+        cached[2]()
+        return
+    run = _backward_runner(step, on_host=on_host)
+    step.runner = (_version[0], on_host, run)
+    run()
+
+
+def _backward_runner(step, root=None, seed=None, on_host=False):
+    """A no-argument callable running one backward step with its buffers resolved once
+    (``seed`` stands for the root's gradient)."""
     node = step.node
     op = node.op
-    pd = step.propagate_down
     if op.python_level:
-        for i, v in enumerate(node.inputs):
-            if pd[i]:
-                _grad_array(v, node.compute_dtype, True)
-        for o, v in enumerate(node.outputs):
-            if v is not None and step.zero_outputs[o]:
-                v._body.grad.zero()
-        op.backward(node.inputs, node.outputs, pd, step.accum)
-        _store_half_grads(node, pd)
-        return
+        return functools.partial(_run_python_backward, step)
     if node.ctx.device == "cuda" and not on_host:
-        from .cuda_ops import run_node_backward_cuda
-        run_node_backward_cuda(step)
-        return
-    dt = node.compute_dtype
-    keep = op.keep_input_dtypes
-    ins = [_input_array(v, dt, i in keep) if (step.needs_input[i] or v._body.data._array is not None)
-           else _absent_input(v._body.shape, v._body.data._dtype if i in keep else dt)
-           for i, v in enumerate(node.inputs)]
-    outs, douts = [], []
-    for o, r in enumerate(node._outputs):
-        v = r()
-        if v is None:
-            outs.append(None)
-            douts.append(None)
-            continue
-        out = v._body.data._array if v._body.data._device is None else v._body.data._host()
-        if out is not None and out.dtype == node.storage_dtype != dt:   # float16 under 'half'
-            out = out.astype(dt)
-        outs.append(out)
-        d = _grad_array(v, dt, True)
-        if step.zero_outputs[o]:
-            d.fill(0)
-        douts.append(d)
-    if any(d is None for d in douts):
-        douts = [np.zeros(_dead_output_shape(node, o), dt) if d is None else d
-                 for o, d in enumerate(douts)]
-    dins = []
-    accum = step.accum
-    aliased = []
+        from .cuda_ops import backward_runner_cuda   # as in _forward_runner
+        return backward_runner_cuda(step, root, seed)
+    finish = None
+    if node.storage_dtype != node.compute_dtype:
+        finish = functools.partial(_store_half_grads, node, step.propagate_down)
+    return buffers.backward_runner(step, buffers.HOST, op.backward, seed, root, finish)
+
+
+def _run_python_backward(step):
+    """Backward of a PythonFunction node (its backward_impl works on the Variables)."""
+    node = step.node
+    pd = step.propagate_down
     for i, v in enumerate(node.inputs):
-        if not pd[i]:
-            dins.append(None)
-        elif step.alias[i]:   # the same buffer as an earlier input: use a temporary
-            tmp = np.zeros(v._body.shape, dt)
-            dins.append(tmp)
-            aliased.append((v, tmp))
-        else:
-            dins.append(_grad_array(v, dt, accum[i]))
-    if aliased:
-        accum = [a or al for a, al in zip(accum, step.alias)]
-    op.backward(ins, outs, douts, dins, pd, accum)
-    for v, tmp in aliased:
-        v._body.grad._array += tmp
+        if pd[i]:
+            v._body.grad.grad_buffer(node.compute_dtype)
+    for o, v in enumerate(node.outputs):
+        if v is not None and step.zero_outputs[o]:
+            v._body.grad.zero()
+    node.op.backward(node.inputs, node.outputs, pd, step.accum)
     _store_half_grads(node, pd)
 
 
@@ -526,93 +451,8 @@ def _store_half_grads(node, propagate_down):
     if node.storage_dtype == node.compute_dtype:
         return
     for v, want in zip(node.inputs, propagate_down):
-        nd = v._body.grad
-        if want and nd._array is not None and nd._array.dtype == node.compute_dtype:
-            with np.errstate(over="ignore"):   # beyond float16's range is inf, as in nnabla
-                nd._array = nd._array.astype(node.storage_dtype)
-            nd._dtype = nd._array.dtype
-
-
-def _grad_buffer(nd, dtype, zero):
-    """The gradient buffer of ``nd`` as ``dtype`` on the host, created zeroed (or uninitialised
-    when ``zero`` is False and it will be overwritten)."""
-    a = nd._array
-    if nd._device is not None:
-        a = nd._host()
-        nd._device.clear(nd)
-        nd._device = None
-    if a is None or a.shape != nd._shape:
-        a = pooled_empty(nd._shape, dtype)
-        if zero:
-            a.fill(0)
-    elif a.dtype is not dtype:
-        a = a.astype(dtype)
-    nd._array = a
-    nd._dtype = a.dtype
-    return a
-
-
-def _backward_runner(step, root, seed):
-    """A no-argument callable running one backward step with its buffers resolved once
-    (``seed`` stands for the root's gradient)."""
-    node = step.node
-    op = node.op
-    if op.python_level or node.ctx.device != "cpu" or node.storage_dtype != node.compute_dtype:
-        return functools.partial(run_node_backward, step)
-    dt = node.compute_dtype
-    keep = op.keep_input_dtypes
-    ins_spec = [(v._body.data, i not in keep, step.needs_input[i]) for i, v in enumerate(node.inputs)]
-    outs_spec = []
-    for o, r in enumerate(node._outputs):
-        v = r()
-        if v is None:   # nobody holds this output: its gradient is zero
-            outs_spec.append((None, NdArray(_dead_output_shape(node, o), dt), True))
-        else:
-            outs_spec.append((v._body.data, seed if v is root else v._body.grad, step.zero_outputs[o]))
-    pd, accum = step.propagate_down, step.accum
-    dins_spec = [(v._body.grad, pd[i], accum[i], step.alias[i]) for i, v in enumerate(node.inputs)]
-    any_alias = any(step.alias)
-    call_accum = [a or al for a, al in zip(accum, step.alias)]
-    backward = op.backward
-
-    def run():
-        ins = []
-        for nd, cast, needed in ins_spec:
-            a = nd._array
-            if a is None or nd._device is not None:
-                if not needed and nd._device is None:
-                    ins.append(_absent_input(nd._shape, dt if cast else nd._dtype))
-                    continue
-                a = nd._host()
-            if cast and a.dtype is not dt:
-                a = a.astype(dt)
-            ins.append(a)
-        outs, douts = [], []
-        for dnd, gnd, zero in outs_spec:
-            outs.append(None if dnd is None else (dnd._array if dnd._device is None else dnd._host()))
-            g = gnd._array
-            if g is None or g.dtype is not dt or gnd._device is not None:
-                g = _grad_buffer(gnd, dt, True)
-            elif zero:
-                g.fill(0)
-            douts.append(g)
-        dins, aliased = [], []
-        for gnd, want, acc, alias in dins_spec:
-            if not want:
-                dins.append(None)
-            elif alias:   # the same buffer as an earlier input: a temporary, added afterwards
-                tmp = np.zeros(gnd._shape, dt)
-                dins.append(tmp)
-                aliased.append((gnd, tmp))
-            else:
-                g = gnd._array
-                if g is None or g.dtype is not dt or gnd._device is not None:
-                    g = _grad_buffer(gnd, dt, acc)
-                dins.append(g)
-        backward(ins, outs, douts, dins, pd, call_accum if any_alias else accum)
-        for gnd, tmp in aliased:
-            gnd._array += tmp
-    return run
+        if want and v._body.grad.dtype == node.compute_dtype:
+            v._body.grad.store_as(node.storage_dtype)
 
 
 def recompute_data(var):
@@ -629,7 +469,6 @@ def recompute_data(var):
         nodes.append(node)
         stack.extend(u for u in node.inputs if u._parent is not None and u._body.data.clear_called)
     for node in sorted(nodes, key=lambda f: f.rank):   # a producer's rank is below its consumers'
-
         with replayed_random_state(node.op):
             run_node_forward(node)
 

@@ -10,13 +10,57 @@ import numpy as np
 
 from .operators import Operators
 
-__all__ = ["NdArray"]
+__all__ = ["NdArray", "NotComputed"]
 
 
-def _as_shape(shape):
+class NotComputed(RuntimeError):
+    """Values were asked for that an NdArray does not hold (never computed, or cleared)."""
+
+
+def _dimension(s, shape, who):
+    if isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer)):
+        # anything else with __index__ (a 0-d integer array) counts as an integer; a float,
+        # even a whole one, does not (2.5 used to become 2)
+        try:
+            return int(s.__index__())
+        except (AttributeError, TypeError):
+            raise TypeError("{}: shape {} has a dimension {!r} that is not an integer"
+                            .format(who, shape, s)) from None
+    return int(s)
+
+
+def _as_shape(shape, who="shape"):
+    """``shape`` as a tuple of ints (a single int is a 1-d shape); a dimension that is not an
+    integer is an error (negative ones pass: reshape resolves -1)."""
     if isinstance(shape, (int, np.integer)):
         return (int(shape),)
-    return tuple(int(s) for s in shape)
+    try:
+        dims = list(shape)
+    except TypeError:
+        raise TypeError("{}: shape must be an int or a sequence of ints, got {!r}"
+                        .format(who, shape)) from None
+    return tuple(_dimension(s, shape, who) for s in dims)
+
+
+def _refuse_complex(dtype, who):
+    """nnabla has no complex type: a complex value is an error, never a silent cast to real."""
+    if np.dtype(dtype).kind == "c":
+        raise TypeError("{}: complex values ({}) are not supported; store the real and "
+                        "imaginary parts separately (numpy .real / .imag)".format(who, np.dtype(dtype)))
+
+
+def checked_shape(shape, who):
+    """:func:`_as_shape`, with every dimension non-negative (the shape of a buffer)."""
+    if type(shape) is tuple:   # the common case, checked without building a new tuple
+        for s in shape:
+            if type(s) is not int or s < 0:
+                break
+        else:
+            return shape
+    shape = _as_shape(shape, who)
+    if any(s < 0 for s in shape):
+        raise ValueError("{}: shape {} has a negative dimension".format(who, shape))
+    return shape
 
 
 # Buffers freed by clear() wait here for the next allocation of the same shape and type: a
@@ -57,8 +101,9 @@ class NdArray(Operators):
     __slots__ = ("_array", "_shape", "_dtype", "_device", "__weakref__")
 
     def __init__(self, shape=(), dtype=np.float32):
-        self._shape = _as_shape(shape)
+        self._shape = checked_shape(shape, "NdArray")
         self._dtype = np.dtype(dtype)
+        _refuse_complex(self._dtype, "NdArray")
         self._array = None
         self._device = None  # device-side mirror, managed by nnabla_jit.cuda_ops
 
@@ -67,6 +112,7 @@ class NdArray(Operators):
     def from_numpy_array(nparr):
         """A new NdArray holding a copy of ``nparr`` (its dtype is kept)."""
         nparr = np.asarray(nparr)
+        _refuse_complex(nparr.dtype, "from_numpy_array")
         a = NdArray(nparr.shape, nparr.dtype)
         a._array = np.array(nparr, copy=True, order="C")
         return a
@@ -75,10 +121,123 @@ class NdArray(Operators):
     def _host(self):
         """The host buffer, allocated (zero-filled) on first use; synced from the device."""
         if self._device is not None:
-            self._device.to_host(self)
+            self._array = self._device.to_host(self._array)
         if self._array is None:
             self._array = np.zeros(self._shape, self._dtype)
         return self._array
+
+    # The executor's access to the buffers (graph.py, fusion.py and cuda_ops go through these
+    # and never through the attributes). Each checks the common case, a host buffer already
+    # of the wanted type and no device copy, first: plans call them for every array of every
+    # step.
+    def host_as(self, dtype=None):
+        """The values on the host for reading, as ``dtype`` (None: as stored): the buffer
+        itself, or a converted copy when stored otherwise (this NdArray keeps its type).
+        Synced from the device; zeros when nothing is held."""
+        a = self._array
+        if a is None or self._device is not None:
+            a = self._host()
+        if dtype is None or a.dtype is dtype or a.dtype == dtype:
+            return a
+        return a.astype(dtype)
+
+    def host_if_held(self, dtype=None):
+        """:meth:`host_as`, or None when no values are held (never allocated, or cleared)."""
+        a = self._array
+        if self._device is None:
+            if a is None:
+                return None
+            if dtype is None or a.dtype is dtype:
+                return a
+        return self.host_as(dtype)
+
+    @property
+    def holds_values(self):
+        """Whether a host or device buffer is held (the opposite of ``clear_called``)."""
+        return self._array is not None or self._device is not None
+
+    def output_buffer(self, dtype):
+        """A host buffer of ``dtype`` that a kernel overwrites: the current one when it fits,
+        else a new uninitialised one (any device copy is dropped, the type becomes ``dtype``)."""
+        a = self._array
+        if a is not None and self._device is None and a.dtype is dtype:
+            return a
+        self._device = None
+        a = pooled_empty(self._shape, dtype)
+        self._array = a
+        self._dtype = a.dtype
+        return a
+
+    def host_needed(self, dtype=None):
+        """:meth:`host_as`, raising :class:`NotComputed` when no values are held (a kernel
+        needs them: zeros would be a silently wrong result)."""
+        a = self._array
+        if self._device is None:
+            if a is None:
+                raise NotComputed("NdArray{}: no values held".format(self._shape))
+            if dtype is None or a.dtype is dtype:
+                return a
+        return self.host_as(dtype)
+
+    def grad_buffer(self, dtype, zero=True):
+        """A host buffer of ``dtype`` that a kernel adds into: the current values (synced from
+        the device, converted in place when stored otherwise), or, when none are held, a new
+        buffer of zeros (uninitialised when ``zero`` is False: it will be overwritten)."""
+        a = self._array
+        if a is not None and self._device is None and a.dtype is dtype:
+            return a
+        return self._retyped_host(dtype, zero)
+
+    def overwritten_grad_buffer(self, dtype):
+        """:meth:`grad_buffer` for a kernel that overwrites it (``accum`` False)."""
+        a = self._array
+        if a is not None and self._device is None and a.dtype is dtype:
+            return a
+        return self._retyped_host(dtype, False)
+
+    def zeroed_buffer(self, dtype):
+        """:meth:`grad_buffer`, filled with zeros."""
+        a = self._array
+        if a is None or self._device is not None or a.dtype is not dtype:
+            a = self._retyped_host(dtype, False)
+        a.fill(0)
+        return a
+
+    def _retyped_host(self, dtype, zero):
+        a = self._array
+        if self._device is not None:
+            a = self._host()
+            self._device = None
+        if a is None or a.shape != self._shape:
+            a = pooled_empty(self._shape, dtype)
+            if zero:
+                a.fill(0)
+        elif a.dtype != dtype:
+            a = a.astype(dtype)
+        self._array = a
+        self._dtype = a.dtype
+        return a
+
+    def store_as(self, dtype):
+        """Convert the held host buffer to ``dtype`` in place (values beyond a narrower type's
+        range become inf, as nnabla's float16 storage does); nothing when none is held."""
+        a = self._array
+        if a is not None and a.dtype != dtype:
+            with np.errstate(over="ignore"):
+                self._array = a.astype(dtype)
+            self._dtype = self._array.dtype
+
+    # The device side (cuda_ops.device): the mirror object, swapped in and out.
+    @property
+    def device_mirror(self):
+        """The device copy (a ``cuda_ops.device.DeviceMirror``), or None."""
+        return self._device
+
+    def attach_device(self, mirror, dtype=None):
+        """Hold ``mirror`` as the device copy (None: drop it); ``dtype`` retypes the array."""
+        self._device = mirror
+        if dtype is not None:
+            self._dtype = np.dtype(dtype)
 
     @property
     def data(self):
@@ -106,6 +265,7 @@ class NdArray(Operators):
             raise TypeError("{}: cannot store {} values (an array of dtype {} and shape {}); numbers "
                             "expected".format(what, _KIND_NAMES.get(value.dtype.kind, "non-numeric"),
                                               value.dtype, value.shape))
+        _refuse_complex(value.dtype, what)
         if value.dtype.kind in "fiub" and value.dtype != self._dtype:
             # nnabla keeps the type of what was stored last (an int label array stays int).
             self.cast(value.dtype)
@@ -118,6 +278,9 @@ class NdArray(Operators):
 
     def fill(self, value):
         """Set every element to ``value``."""
+        if isinstance(value, (complex, np.complexfloating)) or (
+                isinstance(value, np.ndarray) and value.dtype.kind == "c"):
+            _refuse_complex(np.asarray(value).dtype, "NdArray.fill")
         if self._array is None:
             self._array = np.full(self._shape, value, self._dtype)
             if self._device is not None:
@@ -140,6 +303,7 @@ class NdArray(Operators):
         """Convert the buffer to ``dtype`` in place; return it as a numpy array when ``ctx`` is
         None, else nothing (nnabla's ``cast``: with a context the array is only made ready)."""
         dtype = np.dtype(dtype)
+        _refuse_complex(dtype, "NdArray.cast")
         if dtype != self._dtype:
             if self._array is not None or self._device is not None:
                 self._array = self._host().astype(dtype)
@@ -211,11 +375,10 @@ class NdArray(Operators):
             if len(bucket) < _POOL_DEPTH:
                 bucket.append(a)
         self._array = None
-        if self._device is not None:
-            self._device.clear(self)
+        self._device = None
 
     def _reset_shape(self, shape):
-        shape = _as_shape(shape)
+        shape = checked_shape(shape, "reset_shape")
         if shape != self._shape:
             self._shape = shape
             self.clear()

@@ -11,7 +11,7 @@ import numpy as np
 from . import graph
 from . import recompute as _recompute
 from .context import Context  # noqa: F401  (nnabla.variable exports it)
-from .ndarray import NdArray, _as_shape
+from .ndarray import NdArray, _as_shape, checked_shape
 from .operators import Operators
 
 __all__ = ["Variable"]
@@ -36,7 +36,7 @@ class Variable(Operators):
                  "_refs", "_cache", "name", "info", "__weakref__")
 
     def __init__(self, shape=(), need_grad=False):
-        self._body = VariableBody(_as_shape(shape))
+        self._body = VariableBody(checked_shape(shape, "Variable"))
         self._parent = None
         self._need_grad = bool(need_grad)
         self._persistent = False
@@ -229,7 +229,9 @@ class Variable(Operators):
         return alive
 
     def _add_reference(self, func):
-        if len(self._refs) > 32:
+        n = len(self._refs)
+        if n >= 32 and n & (n - 1) == 0:   # drop dead references at 32, 64, 128, ... entries:
+            # amortised O(1) per call, also for a variable with thousands of live consumers
             self._refs = [r for r in self._refs if r() is not None]
         self._refs.append(weakref.ref(func))
 

@@ -188,3 +188,13 @@ def test_gradient_penalty_example_matches_finite_differences():
                 down = float(total.d)
                 flat[k] = orig
                 np.testing.assert_allclose(analytic[k], (up - down) / 2e-6, rtol=1e-4, atol=1e-7)
+
+
+def test_grad_through_a_wide_fan_of_functions():
+    """Thousands of functions waiting at once (the heap-ordered traversal) give the right sum."""
+    x = nn.Variable.from_numpy_array(np.array([0.3, -0.2], np.float32), need_grad=True)
+    y = F.add_n(*[F.tanh(x * (1 + k % 3)) for k in range(1500)])
+    dx, = nn.grad([y], [x])
+    dx.forward()
+    want = sum((1 + k % 3) * (1 - np.tanh((1 + k % 3) * x.d) ** 2) for k in range(1500))
+    np.testing.assert_allclose(dx.d, want, rtol=1e-4)

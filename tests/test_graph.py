@@ -222,3 +222,28 @@ def test_cleared_buffers_are_reused_unless_someone_holds_them():
     y.forward()
     np.testing.assert_array_equal(held, before)
     np.testing.assert_allclose(h.d, np.tanh(-1), rtol=1e-6)
+
+
+def test_the_executor_reaches_buffers_only_through_ndarray_methods():
+    """graph.py and fusion.py get arrays through the one resolver (buffers.py) and NdArray's
+    methods, never through NdArray's attributes."""
+    import re
+    from pathlib import Path
+    import nnabla_jit
+    root = Path(nnabla_jit.__file__).parent
+    for name in ("graph.py", "fusion.py", "buffers.py", "cuda_ops/__init__.py"):
+        text = (root / name).read_text()
+        assert not re.search(r"\._array\b|\._device\b", text), name
+
+
+def test_an_input_used_twice_and_an_output_nobody_holds():
+    """Aliased gradients (x * x) accumulate; an output dropped by the caller still gets a
+    buffer and a zero gradient (split keeps only one of its outputs)."""
+    x = nn.Variable.from_numpy_array(np.arange(6, dtype=np.float32).reshape(2, 3), need_grad=True)
+    first = F.split(x, axis=0)[0]      # the second output is dropped at once
+    y = F.sum(first * first)
+    for _ in range(2):
+        y.forward()
+        x.g = 0
+        y.backward()
+    np.testing.assert_array_equal(x.g, [[0, 2, 4], [0, 0, 0]])

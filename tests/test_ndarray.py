@@ -88,3 +88,51 @@ def test_identity_equality():
     a, b = nn.NdArray((1,)), nn.NdArray((1,))
     assert a == a and a != b
     assert len({a, b, a}) == 2
+
+
+# ---------------------------------------------------------------------------- executor access
+def test_host_as_converts_a_copy_and_keeps_the_stored_type():
+    a = nn.NdArray.from_numpy_array(np.arange(3, dtype=np.int32))
+    f = a.host_as(np.dtype(np.float32))
+    assert f.dtype == np.float32 and a.dtype == np.int32
+    f[0] = 7
+    assert a.data[0] == 0
+    assert a.host_as() is a.host_as(np.dtype(np.int32))   # as stored: the buffer itself
+
+
+def test_host_if_held_and_host_needed_tell_a_cleared_buffer():
+    from nnabla_jit.ndarray import NotComputed
+    a = nn.NdArray((2,))
+    assert a.host_if_held() is None
+    with pytest.raises(NotComputed, match=r"NdArray\(2,\): no values held"):
+        a.host_needed()
+    a.fill(3)
+    np.testing.assert_array_equal(a.host_needed(), [3, 3])
+    a.clear()
+    assert a.host_if_held() is None and not a.holds_values
+
+
+def test_output_buffer_reuses_a_fitting_buffer_and_retypes_otherwise():
+    a = nn.NdArray.from_numpy_array(np.ones(4, np.float32))
+    buf = a.output_buffer(np.dtype(np.float32))
+    assert buf is a.data
+    b64 = a.output_buffer(np.dtype(np.float64))
+    assert b64.dtype == np.float64 and a.dtype == np.float64 and b64.shape == (4,)
+
+
+def test_grad_buffer_keeps_values_and_zeroes_new_ones():
+    a = nn.NdArray.from_numpy_array(np.full(3, 2, np.float16))
+    g = a.grad_buffer(np.dtype(np.float32))
+    assert g.dtype == np.float32 and a.dtype == np.float32
+    np.testing.assert_array_equal(g, [2, 2, 2])
+    fresh = nn.NdArray((3,))
+    np.testing.assert_array_equal(fresh.grad_buffer(np.dtype(np.float32)), [0, 0, 0])
+    np.testing.assert_array_equal(a.zeroed_buffer(np.dtype(np.float32)), [0, 0, 0])
+    a.store_as(np.float16)
+    assert a.dtype == np.float16
+
+
+def test_store_as_overflows_to_inf_as_float16_storage_does():
+    a = nn.NdArray.from_numpy_array(np.array([1e6, 1.0], np.float32))
+    a.store_as(np.float16)
+    assert np.isinf(a.data[0]) and a.data[1] == 1

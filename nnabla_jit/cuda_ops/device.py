@@ -1,16 +1,20 @@
 """Device buffers: numba.cuda loading, the device mirror of an NdArray, launch helpers.
 
-An NdArray's ``_device`` is a :class:`DeviceMirror` while it has a device copy. Either copy may
+An NdArray's ``device_mirror`` is a :class:`DeviceMirror` while it has a device copy. Either copy may
 be the newer one: a CUDA node writing an output makes the host copy stale (``.data`` copies it
 down), and ``.data`` on the host, which hands out a writable array, makes the device copy stale
 (the next CUDA node reading it copies it up). ``clear()`` drops both.
 """
+import functools
+
 import numpy as np
 
+from ..ndarray import NotComputed
 from . import registry
 from .registry import device_function, kernel
 
-__all__ = ["load", "DeviceMirror", "read", "write", "accumulator", "upload", "zeros", "empty",
+__all__ = ["load", "DeviceMirror", "DeviceMemory", "MEMORY", "fresh_on_device", "read", "write",
+           "accumulator", "zeroed", "upload", "zeros", "empty",
            "launch", "fill", "copy", "add_into", "flat_offset", "contiguous_strides",
            "broadcast_strides"]
 
@@ -49,39 +53,49 @@ class DeviceMirror:
         self.host_stale = False
         self.device_stale = False
 
-    def to_host(self, nd):
-        """Copy the device values down if they are newer (called by ``NdArray._host``)."""
+    def to_host(self, host):
+        """The host array holding the newest values: ``host`` (the NdArray's host buffer, or
+        None) when it is current, else the device values copied into it (or into a new array
+        when it does not fit). Called by ``NdArray._host``."""
         if not self.host_stale:
-            return
-        host = nd._array
+            return host
         if host is None or host.shape != self.array.shape or host.dtype != self.array.dtype:
-            host = nd._array = np.empty(self.array.shape, self.array.dtype)
+            host = np.empty(self.array.shape, self.array.dtype)
         self.array.copy_to_host(host)
         self.host_stale = False
+        return host
 
     def host_modified(self, nd):
         """The host copy is the newest (it was handed out writable, or filled)."""
         self.host_stale = False
         self.device_stale = True
 
-    def clear(self, nd):
-        """Forget the device copy."""
-        nd._device = None
+    @property
+    def fresh(self):
+        """Whether the device copy holds the newest values."""
+        return not self.device_stale
+
+
+def fresh_on_device(nd):
+    """Whether ``nd``'s newest values are on the device already (no copy to read them)."""
+    mirror = nd.device_mirror
+    return mirror is not None and not mirror.device_stale
 
 
 def _device_copy(nd):
     """``nd``'s device array, made current (copied up, or zeros when ``nd`` holds no data)."""
-    mirror = nd._device
+    mirror = nd.device_mirror
     if mirror is not None and not mirror.device_stale:
         return mirror.array
-    host = nd._array
-    if host is None:
-        nd._device = mirror = DeviceMirror(zeros(nd._shape, nd._dtype))
+    if not nd.holds_values:
+        mirror = DeviceMirror(zeros(nd.shape, nd.dtype))
         mirror.host_stale = True
+        nd.attach_device(mirror)
         return mirror.array
-    host = np.ascontiguousarray(host)
+    host = np.ascontiguousarray(nd.host_as())   # the host copy is the newer one here
     if mirror is None:
-        nd._device = mirror = DeviceMirror(cuda.to_device(host))
+        nd.attach_device(DeviceMirror(cuda.to_device(host)))
+        mirror = nd.device_mirror
     elif mirror.array.shape != host.shape or mirror.array.dtype != host.dtype:
         mirror.array = cuda.to_device(host)
     else:
@@ -105,12 +119,12 @@ def read(nd, dtype=None):
 def write(nd, dtype):
     """A device array of ``nd``'s shape and ``dtype`` that a kernel overwrites: ``nd`` then
     holds it as its newest copy (the host copy is stale)."""
-    mirror = nd._device
+    mirror = nd.device_mirror
     if mirror is None:
-        nd._device = mirror = DeviceMirror(empty(nd._shape, dtype))
-    elif mirror.array.shape != nd._shape or mirror.array.dtype != dtype:
-        mirror.array = empty(nd._shape, dtype)
-    nd._dtype = np.dtype(dtype)
+        mirror = DeviceMirror(empty(nd.shape, dtype))
+    elif mirror.array.shape != nd.shape or mirror.array.dtype != dtype:
+        mirror.array = empty(nd.shape, dtype)
+    nd.attach_device(mirror, dtype)
     mirror.host_stale = True
     mirror.device_stale = False
     return mirror.array
@@ -120,11 +134,76 @@ def accumulator(nd, dtype):
     """``nd`` as a device array of ``dtype`` that a kernel adds into (a gradient with ``accum``):
     its current values (zeros if it holds none), converted in place when stored otherwise."""
     current = read(nd, dtype)
-    if nd._device.array is not current:   # converted: the copy becomes the buffer
-        nd._device.array = current
-        nd._dtype = np.dtype(dtype)
-    nd._device.host_stale = True
+    mirror = nd.device_mirror
+    if mirror.array is not current:   # converted: the copy becomes the buffer
+        mirror.array = current
+        nd.attach_device(mirror, dtype)
+    mirror.host_stale = True
     return current
+
+
+def zeroed(nd, dtype):
+    """:func:`write`, filled with zeros."""
+    array = write(nd, dtype)
+    fill(array, 0)
+    return array
+
+
+class DeviceMemory:
+    """The device side of the executor's buffer resolver (``nnabla_jit/buffers.py``): the
+    getters of each kind of slot, on device arrays."""
+
+    @staticmethod
+    def read(nd):
+        return functools.partial(read, nd)
+
+    @staticmethod
+    def read_if_held(nd):
+        """Values already on the device, else None (what a backward kernel does not need is
+        not copied up for it)."""
+        def get(dtype):
+            return read(nd, dtype) if fresh_on_device(nd) else None
+        return get
+
+    # Device kernels take shapes from the node, not from absent inputs.
+    read_or_absent = read_if_held
+
+    @staticmethod
+    def read_needed(nd):
+        """Values a kernel needs (copied up if the host has the newer); ``NotComputed`` when
+        none are held."""
+        def get(dtype):
+            if not nd.holds_values:
+                raise NotComputed("NdArray{}: no values held".format(nd.shape))
+            return read(nd, dtype)
+        return get
+
+    @staticmethod
+    def write(nd):
+        return functools.partial(write, nd)
+
+    @staticmethod
+    def accumulate(nd):
+        return functools.partial(accumulator, nd)
+
+    @staticmethod
+    def overwrite_grad(nd):
+        return functools.partial(write, nd)
+
+    @staticmethod
+    def zeroed(nd):
+        return functools.partial(zeroed, nd)
+
+    @staticmethod
+    def temporary(shape):
+        return functools.partial(zeros, tuple(shape))
+
+    @staticmethod
+    def add_into(nd, array, dtype):
+        add_into(accumulator(nd, dtype), array)
+
+
+MEMORY = DeviceMemory()
 
 
 # ---------------------------------------------------------------------------- arrays

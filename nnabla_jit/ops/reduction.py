@@ -203,13 +203,15 @@ def reduce_whole_serial(x):
 
 
 def normalize_axes(op, axes, ndim):
-    """Sorted, unique, non-negative axes; an axis outside [-ndim, ndim) is an error."""
+    """Sorted, non-negative axes; an axis outside [-ndim, ndim), or named twice, is an error."""
     out = []
     for a in axes:
         if not -ndim <= a < ndim:
             op.fail("axis {} is out of range for an input of {} dimensions", a, ndim)
+        if a % ndim in out:
+            op.fail("axes {} name axis {} more than once", tuple(axes), a % ndim)
         out.append(a % ndim)
-    return tuple(sorted(set(out)))
+    return tuple(sorted(out))
 
 
 class ReductionLayout:

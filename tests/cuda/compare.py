@@ -13,7 +13,7 @@ def cuda_context(**kw):
 def written_on_device(nd):
     """Whether ``nd``'s newest values are on the device (a CUDA kernel wrote them and the host
     has not read them since)."""
-    return isinstance(nd._device, DeviceMirror) and nd._device.host_stale
+    return isinstance(nd.device_mirror, DeviceMirror) and nd.device_mirror.host_stale
 
 
 def run(ctx, build, arrays, no_grad=(), backward=True):

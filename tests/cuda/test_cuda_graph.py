@@ -37,7 +37,7 @@ def test_clearing_drops_the_device_copy():
         y = F.exp(x)
     y.forward()
     y.data.clear()
-    assert y.data.clear_called and y.data._device is None
+    assert y.data.clear_called and y.data.device_mirror is None
     assert not y.d.any()             # a fresh, zeroed buffer, as on the CPU
 
 
@@ -123,3 +123,28 @@ def test_mlp_training_steps_match_the_cpu(make_solver):
     assert sorted(params_gpu) == sorted(params_cpu)
     for k in params_cpu:
         np.testing.assert_allclose(params_gpu[k], params_cpu[k], rtol=1e-5, atol=1e-6)
+
+
+def test_backward_before_forward_is_an_error_on_the_device_too():
+    from nnabla_jit.buffers import InputNotComputed
+    with nn.context_scope(cuda_context()):
+        z = nn.Variable.from_numpy_array(np.ones((2, 3), np.float32), need_grad=True)
+        loss = F.sum(F.tanh(z))
+    with pytest.raises(InputNotComputed, match="Tanh needs the data of its output 0"):
+        loss.backward()
+    loss.forward()
+    loss.backward()
+    np.testing.assert_allclose(z.g, 1 - np.tanh(1.0) ** 2, rtol=1e-5)
+
+
+def test_reset_shape_sets_up_device_nodes_again():
+    with nn.context_scope(cuda_context()):
+        a = nn.Variable((2, 3))
+        b = F.sum(a * 2, axis=1)
+    a.d = 1
+    b.forward()
+    a.reset_shape((5, 3), force=True)
+    a.d = 1
+    b.forward()
+    assert written_on_device(b.data)
+    np.testing.assert_array_equal(b.d, np.full(5, 6, np.float32))

@@ -22,15 +22,13 @@ From that one line come:
 """
 import ast
 import hashlib
-import importlib.util
 import math
 import os
-import sys
-import tempfile
 
 import numpy as np
 
 from ..backward_ops.reduction_utils import sum_to_shape
+from ..kernel_cache import load_generated
 from .kernels import PARALLEL_THRESHOLD
 from .registry import Op, register
 
@@ -193,47 +191,6 @@ class _Line:
 
 _LINES = []
 _module = [None]
-
-
-def _cache_dir():
-    base = os.environ.get("NNABLA_JIT_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "nnabla_jit")
-    return base
-
-
-def _write_atomic(path, text):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
-def load_generated(prefix, text):
-    """Import generated kernel source as a module named ``prefix`` + a hash of ``text``,
-    written once into the kernel cache directory (a real file, so numba caches on disk; a
-    changed text is a new file, so stale machine code is never used)."""
-    name = prefix + hashlib.sha1(text.encode()).hexdigest()[:20]
-    if name in sys.modules:
-        return sys.modules[name]
-    path = None
-    for base in (_cache_dir(), os.path.join(tempfile.gettempdir(), "nnabla_jit_cache")):
-        candidate = os.path.join(base, "kernels", name + ".py")
-        try:
-            if not os.path.exists(candidate):
-                _write_atomic(candidate, text)
-            path = candidate
-            break
-        except OSError:
-            continue
-    if path is None:
-        raise OSError("nnabla_jit: no writable directory for generated kernels; "
-                      "set NNABLA_JIT_CACHE_DIR")
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def kernel_module():

@@ -327,17 +327,18 @@ def _kernel_name(ev):
 class _CompileListener(event.Listener):
     """Counts numba's compilations (one listener for the process), or reports them."""
 
-    def __init__(self, report=None):
-        self.report = report
+    def __init__(self, started=None, ended=None):
+        self.started, self.ended = started, ended
 
     def on_start(self, ev):
-        if self.report is None:
+        if self.started is None:
             _compiles[0] += 1
         else:
-            self.report(_compiles[0], _kernel_name(ev))
+            self.started(_compiles[0], _kernel_name(ev))
 
     def on_end(self, ev):
-        pass
+        if self.ended is not None:
+            self.ended()
 
 
 event.register("numba:compile", _CompileListener())
@@ -349,30 +350,36 @@ def compile_count():
 
 
 @contextlib.contextmanager
-def on_compile(callback):
-    """Call ``callback(count, kernel_name)`` whenever numba starts compiling, inside the block
-    (``count``: compilations in this process so far)."""
-    with event.install_listener("numba:compile", _CompileListener(callback)):
+def on_compile(started, ended=None):
+    """Inside the block, call ``started(count, kernel_name)`` whenever numba starts compiling
+    (``count``: compilations in this process so far) and ``ended()`` when it finishes."""
+    with event.install_listener("numba:compile", _CompileListener(started, ended or (lambda: None))):
         yield
 
 
 @contextlib.contextmanager
-def compile_status(bar, every=1):
-    """Show "compiling kernels: N" as the postfix of a tqdm ``bar`` while kernels compile in the
-    block, so a first step that compiles does not look frozen."""
-    start = _compiles[0]
-    shown = [False]
+def compile_status(bar):
+    """While numba compiles inside the block, a tqdm ``bar`` reads "DESC [compiling kernels: N]",
+    so a first step that compiles does not look frozen. The description goes back to DESC
+    without a redraw after each compilation, so the next ``update`` of the bar shows it."""
+    first = _compiles[0]
+    desc = bar.desc
+    if desc.endswith(": "):   # tqdm adds ": " to a description it was given
+        desc = desc[:-2]
+    depth = [0]
 
-    def show(count, name):
-        n = count - start
-        if n % every == 0:
-            bar.set_postfix_str("compiling kernels: {} ({})".format(n, name))
-            shown[0] = True
+    def started(count, name):
+        depth[0] += 1
+        bar.set_description_str("{} [compiling kernels: {}, {}]".format(desc, count - first, name))
 
-    with on_compile(show):
+    def ended():
+        depth[0] -= 1
+        if depth[0] == 0:
+            bar.set_description_str(desc, refresh=False)
+
+    with on_compile(started, ended):
         yield
-    if shown[0]:
-        bar.set_postfix_str("")
+    bar.set_description_str(desc, refresh=False)
 
 
 # ------------------------------------------------------------------------------ info, clear

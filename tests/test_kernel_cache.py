@@ -216,16 +216,22 @@ def test_cache_info_and_clear(tmp_path, monkeypatch, capsys):
 
 
 def test_compile_status_shows_compiling_kernels_on_a_bar():
-    class Bar:
-        def __init__(self):
-            self.postfixes = []
+    from tqdm import tqdm
+    shown = []
 
-        def set_postfix_str(self, text):
-            self.postfixes.append(text)
+    class Bar(tqdm):
+        def refresh(self, *args, **kwargs):
+            shown.append(self.desc)
+            return super().refresh(*args, **kwargs)
 
-    bar = Bar()
-    source = SOURCE.replace("cache=True", "cache=False")
-    with kernel_cache.compile_status(bar):
-        kernel_cache.load_generated(PREFIX + "status_", source).plus_one(1.5)
-    assert any(p.startswith("compiling kernels: 1 (plus_one)") for p in bar.postfixes)
-    assert bar.postfixes[-1] == ""
+    source = SOURCE.replace("cache=True", "cache=False")   # compiles in every process
+    with Bar(total=2, desc="training", disable=False, file=open(os.devnull, "w")) as bar:
+        with kernel_cache.compile_status(bar):
+            module = kernel_cache.load_generated(PREFIX + "status_", source)
+            module.plus_one(1.5)
+            bar.update(1)
+            module.plus_one(2.5)   # compiled already: no message
+            bar.update(1)
+        assert bar.desc == "training"
+    assert "training [compiling kernels: 1, plus_one]" in shown
+    assert shown[-1] == "training"

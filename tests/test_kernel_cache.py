@@ -235,3 +235,15 @@ def test_compile_status_shows_compiling_kernels_on_a_bar():
         assert bar.desc == "training"
     assert "training [compiling kernels: 1, plus_one]" in shown
     assert shown[-1] == "training"
+
+
+def test_cache_warm_leaves_nothing_to_compile_for_the_warmed_network(tmp_path):
+    cache = tmp_path / "cache"
+    env = {"NNABLA_JIT_CACHE_DIR": str(cache)}
+    out, _ = run_python("from nnabla_jit.utils.cli import main; main(['cache', 'warm', 'small', '-j', '1'])",
+                        env, tmp_path)
+    assert "kernels of small compiled into {}".format(cache) in out
+    out, _ = run_python("from nnabla_jit import kernel_cache\n"
+                        "from nnabla_jit.utils.kernel_warmup import warm_one\n"
+                        "warm_one('small')\nprint('compiled', kernel_cache.compile_count())", env, tmp_path)
+    assert "compiled 0" in out

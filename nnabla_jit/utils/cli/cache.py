@@ -2,7 +2,7 @@
 
     nnabla_jit cache info     where the cache lives, what moves it, how many files and bytes
     nnabla_jit cache clear    remove the generated kernels and numba's machine code of nnabla_jit
-    nnabla_jit cache warm     compile the kernels a first training step needs, ahead of time
+    nnabla_jit cache warm     compile the kernels of common training steps ahead of time
 """
 from ... import kernel_cache
 from ...kernel_cache import ENV_VAR
@@ -42,11 +42,11 @@ def cache_clear_command(args):
 def cache_warm_command(args):
     # Imported here: the warm-up builds networks (F, PF, solvers), which `info` and `clear` do
     # not need.
-    from ..kernel_warmup import warm
-    before = kernel_cache.compile_count()
-    seconds = warm(verbose=not args.quiet)
-    print("compiled {} kernels in {:.1f} s into {}".format(
-        kernel_cache.compile_count() - before, seconds, kernel_cache.configured_cache_dir()))
+    from ..kernel_warmup import NETWORKS, warm
+    names = args.networks or list(NETWORKS)
+    seconds = warm(names, jobs=args.jobs, verbose=not args.quiet)
+    print("kernels of {} compiled into {} in {:.1f} s".format(
+        ", ".join(names), kernel_cache.configured_cache_dir(), seconds))
     return True
 
 
@@ -62,5 +62,8 @@ def add_cache_command(subparsers):
     sub = actions.add_parser("clear", help="Remove every cached kernel.")
     sub.set_defaults(func=cache_clear_command)
     sub = actions.add_parser("warm", help="Compile the kernels of common training steps now.")
+    sub.add_argument("networks", nargs="*", help="which of lenet, digits, mlp, small (default: all)")
+    sub.add_argument("-j", "--jobs", type=int, default=None,
+                     help="processes compiling at once (default: the number of CPUs)")
     sub.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     sub.set_defaults(func=cache_warm_command)

@@ -362,6 +362,9 @@ def compile_status(bar):
     """While numba compiles inside the block, a tqdm ``bar`` reads "DESC [compiling kernels: N]",
     so a first step that compiles does not look frozen. The description goes back to DESC
     without a redraw after each compilation, so the next ``update`` of the bar shows it."""
+    if getattr(bar, "disable", False):   # a disabled tqdm has no description to change
+        yield
+        return
     first = _compiles[0]
     desc = bar.desc
     if desc.endswith(": "):   # tqdm adds ": " to a description it was given

@@ -235,6 +235,8 @@ def test_compile_status_shows_compiling_kernels_on_a_bar():
         assert bar.desc == "training"
     assert "training [compiling kernels: 1, plus_one]" in shown
     assert shown[-1] == "training"
+    with tqdm(total=1, disable=True) as quiet, kernel_cache.compile_status(quiet):   # no error
+        quiet.update(1)
 
 
 def test_cache_warm_leaves_nothing_to_compile_for_the_warmed_network(tmp_path):

@@ -35,8 +35,9 @@ import warnings
 
 from numba.core import caching, config, dispatcher, event
 
-__all__ = ["KernelCacheWarning", "cache_dir", "configured_cache_dir", "kernel_dir", "load_generated",
-           "install", "info", "clear", "compile_count", "on_compile"]
+__all__ = ["KernelCacheWarning", "cache_dir", "configured_cache_dir", "kernel_dir", "numba_dir",
+           "module_name", "load_generated", "install", "info", "clear", "compile_count", "on_compile",
+           "compile_status"]
 
 ENV_VAR = "NNABLA_JIT_CACHE_DIR"
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))

@@ -12,8 +12,8 @@ import functools
 import sys
 import types
 
-from ..ops.elementwise import _LINES, ElementwiseOp, _collapse, _names_in
 from ..ops import scalar_math
+from ..ops.elementwise import _LINES, ElementwiseOp, _collapse, _names_in
 from ..ops.registry import REGISTRY
 from . import device, reduction
 from .registry import backward, forward

@@ -2,7 +2,7 @@
 (``python -m nnabla_jit convert``), and check that onnxruntime predicts what nnabla_jit
 predicts on the test images (same classes, logits within 1e-4).
 
-    python examples/export_onnx.py [--epochs 4] [--opset 17] [--out-dir digits_onnx]
+    python examples/export_onnx.py [--epochs 4] [--opset 17] [--out-dir out/digits_onnx]
 
 Needs the ONNX extras (``pip install 'nnabla_jit[onnx]'``) and scikit-learn. Exits with 1 if
 the accuracy is below --target or the two runtimes disagree.
@@ -59,7 +59,8 @@ def main(argv=None):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--opset", type=int, default=17)
-    parser.add_argument("--out-dir", default="digits_onnx", help="where the .h5, .nnp and .onnx files go")
+    parser.add_argument("--out-dir", default=os.path.normpath(os.path.join(HERE, os.pardir, "out", "digits_onnx")),
+                        help="where the .h5, .nnp and .onnx files go (default: %(default)s, ignored by git)")
     parser.add_argument("--target", type=float, default=0.9, help="fail below this test accuracy")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)

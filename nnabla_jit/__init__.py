@@ -7,6 +7,11 @@
 """
 __version__ = "1.39.0"
 
+# First: every kernel decorated from here on caches its machine code in the private kernel cache
+# (or compiles in memory when there is none), see kernel_cache.py.
+from . import kernel_cache as _kernel_cache
+_kernel_cache.install()
+
 from . import logger as _logger_module
 from .logger import logger
 from .context import Context, context_scope, get_current_context, set_default_context

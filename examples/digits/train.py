@@ -1,11 +1,13 @@
 """Train a small CNN on scikit-learn's bundled 8x8 handwritten digits (no download needed).
 
-    python examples/digits/train.py [--epochs 15] [--out digits_params.h5]
+    python examples/digits/train.py [--epochs 15] [--out out/digits/digits_params.h5]
 
 Shows a progress bar, prints the test accuracy (the script fails below --target, 0.95 by
-default) and saves the trained parameters in nnabla's .h5 layout, which nnabla 1.39 loads too.
+default) and saves the trained parameters in nnabla's .h5 layout, which nnabla 1.39 loads too,
+by default under the repository's ``out/`` folder (ignored by git).
 """
 import argparse
+import os
 import sys
 
 import numpy as np
@@ -16,7 +18,10 @@ import nnabla_jit as nn
 import nnabla_jit.functions as F
 import nnabla_jit.parametric_functions as PF
 import nnabla_jit.solvers as S
+from nnabla_jit.kernel_cache import compile_status
 from nnabla_jit.utils.data_iterator import data_iterator_simple
+
+OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "out", "digits")
 
 
 def cnn(x, test=False):
@@ -57,7 +62,8 @@ def main(argv=None):
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="digits_params.h5", help="where to save the parameters")
+    parser.add_argument("--out", default=os.path.normpath(os.path.join(OUT_DIR, "digits_params.h5")),
+                        help="where to save the parameters (default: %(default)s)")
     parser.add_argument("--target", type=float, default=0.95, help="fail below this test accuracy")
     args = parser.parse_args(argv)
 
@@ -74,7 +80,7 @@ def main(argv=None):
     solver.set_parameters(nn.get_parameters())
 
     iterations = args.epochs * (data.size // args.batch_size)
-    with tqdm(range(iterations), desc="training", unit="step") as bar:
+    with tqdm(range(iterations), desc="training", unit="step") as bar, compile_status(bar):
         for i in bar:
             x.d, t.d = data.next()
             loss.forward(clear_no_need_grad=True)
@@ -87,6 +93,7 @@ def main(argv=None):
 
     acc = accuracy(test_x, test_y)
     print("test accuracy: {:.4f} ({} images)".format(acc, len(test_x)))
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     nn.save_parameters(args.out)
     print("parameters saved to {}".format(args.out))
     if acc < args.target:

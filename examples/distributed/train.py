@@ -2,7 +2,7 @@
 the same model on its own slice of the data, and the gradients are averaged across processes
 during backward (all_reduce_callback), so all processes hold the same parameters.
 
-    mpirun -np 2 python examples/distributed/train.py [--epochs 15] [--out digits_params.h5]
+    mpirun -np 2 python examples/distributed/train.py [--epochs 15] [--out out/digits/digits_params.h5]
     (Open MPI run by root also needs: mpirun --allow-run-as-root --oversubscribe -np 2 ...)
 
 MPI comes with the extra: pip install 'nnabla_jit[mpi]'. Started without mpirun, the script
@@ -22,6 +22,7 @@ import nnabla_jit.communicators as C
 import nnabla_jit.functions as F
 import nnabla_jit.solvers as S
 from nnabla_jit.ext_utils import get_extension_context
+from nnabla_jit.kernel_cache import compile_status
 from nnabla_jit.monitor import Monitor, MonitorSeries, MonitorTimeElapsed
 from nnabla_jit.utils.data_iterator import data_iterator_simple
 
@@ -45,7 +46,9 @@ def main(argv=None):
     parser.add_argument("--batch-size", type=int, default=32, help="examples per process and step")
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="digits_params.h5", help="where rank 0 saves the parameters")
+    parser.add_argument("--out", default=os.path.normpath(os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "out", "digits", "digits_params.h5")),
+        help="where rank 0 saves the parameters (default: %(default)s, ignored by git)")
     parser.add_argument("--monitor-path", default=None,
                         help="folder for the loss series and timer files (rank 0)")
     parser.add_argument("--target", type=float, default=0.95, help="fail below this test accuracy")
@@ -84,7 +87,7 @@ def main(argv=None):
                     MonitorTimeElapsed("Training time", monitor, interval=20, verbose=False))
 
     iterations = args.epochs * (data.size // args.batch_size)
-    with tqdm(range(iterations), desc="training", unit="step", disable=not lead) as bar:
+    with tqdm(range(iterations), desc="training", unit="step", disable=not lead) as bar, compile_status(bar):
         for i in bar:
             x.d, t.d = data.next()
             loss.forward(clear_no_need_grad=True)
@@ -104,6 +107,7 @@ def main(argv=None):
     acc = digits.accuracy(test_x, test_y)
     if lead:
         print("test accuracy: {:.4f} ({} images)".format(acc, len(test_x)))
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         nn.save_parameters(args.out)
         print("parameters saved to {}".format(args.out))
     if acc < args.target:

@@ -20,6 +20,7 @@ import nnabla_jit as nn
 import nnabla_jit.functions as F
 import nnabla_jit.parametric_functions as PF
 import nnabla_jit.solvers as S
+from nnabla_jit.kernel_cache import compile_status
 
 
 def adding_batch(rng, batch_size, length):
@@ -64,7 +65,7 @@ def main(argv=None):
     solver = S.Adam(args.lr)
     solver.set_parameters(nn.get_parameters())
 
-    with tqdm(range(args.steps), desc="training", unit="step") as bar:
+    with tqdm(range(args.steps), desc="training", unit="step") as bar, compile_status(bar):
         for i in bar:
             x.d, t.d = adding_batch(rng, args.batch_size, args.length)
             loss.forward(clear_no_need_grad=True)

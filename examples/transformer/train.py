@@ -21,6 +21,7 @@ import nnabla_jit as nn
 import nnabla_jit.functions as F
 import nnabla_jit.parametric_functions as PF
 import nnabla_jit.solvers as S
+from nnabla_jit.kernel_cache import compile_status
 from nnabla_jit.parameter import get_parameter_or_create
 from nnabla_jit.initializer import ConstantInitializer, UniformInitializer, calc_uniform_lim_glorot
 
@@ -92,7 +93,7 @@ def main(argv=None):
     tokens, labels, _, loss = graph(args.batch_size)
     solver = S.Adam(args.lr)
     solver.set_parameters(nn.get_parameters())
-    with tqdm(range(args.steps), desc="training", unit="step") as bar:
+    with tqdm(range(args.steps), desc="training", unit="step") as bar, compile_status(bar):
         for i in bar:
             tokens.d, target = reversal_batch(rng, args.batch_size, args.length, args.vocab)
             labels.d = target[..., None]

@@ -5,9 +5,8 @@ F op of the same meaning, so ``dy * (1 - y * y)`` becomes a graph that ``nn.grad
 differentiate again. ``reduce_to_shape`` sums a broadcast gradient back to an input's shape
 (also used by other families' rules).
 """
-import math
-
 from .. import functions as F
+from ..ops import scalar_math
 from ..ops.elementwise import declared_lines
 from ..ops.registry import GRAD_RULES
 from ..variable import Variable
@@ -28,25 +27,19 @@ def _grad_namespace():
         c, a, b = [v if isinstance(v, Variable) else F.constant(float(v), ref.shape) for v in (c, a, b)]
         return F.where(c, a, b)
 
-    ns = {"pi": math.pi, "abs": abs}
-    for fname in ("exp", "log", "tanh", "sin", "cos", "tan", "sinh", "cosh", "asin", "acos",
-                  "atan", "asinh", "acosh", "atanh", "erf", "floor", "ceil"):
-        ns[fname] = lift(getattr(math, fname), getattr(F, fname))
+    ns = dict(scalar_math.CONSTANTS, abs=abs)
+    for fn in scalar_math.FUNCTIONS:
+        if fn.grad is not None:
+            ns[fn.name] = lift(fn.python, getattr(F, fn.grad))
+    # the functions whose Variable form is not one F op of the same arguments
+    table = {fn.name: fn.python for fn in scalar_math.FUNCTIONS}
     ns.update(
-        sqrt=lift(math.sqrt, lambda v: v ** 0.5),
-        atan2=lift(math.atan2, F.atan2),
+        sqrt=lift(table["sqrt"], lambda v: v ** 0.5),
         where=where,
-        sign=lift(lambda v, a: math.copysign(1.0, v) if v else a, F.sign),
-        minimum=lift(min, lambda a, b: _pairwise(a, b, F.minimum2, F.minimum_scalar)),
-        maximum=lift(max, lambda a, b: _pairwise(a, b, F.maximum2, F.maximum_scalar)),
-        sigmoid=lift(lambda v: 1 / (1 + math.exp(-v)), F.sigmoid),
-        softplus=lift(lambda v: math.log1p(math.exp(v)), F.softplus),
-        isnan=lift(math.isnan, F.isnan),
-        isinf=lift(math.isinf, F.isinf),
-        round_away=lift(lambda v: math.floor(v + 0.5), F.round),
-        power=lift(lambda v, p: v ** p, F.pow_scalar),
-        eq=lift(lambda a, b: a == b, lambda a, b: F.equal_scalar(a, b) if not hasattr(b, "shape") else F.equal(a, b)),
-        ne=lift(lambda a, b: a != b, lambda a, b: F.not_equal_scalar(a, b) if not hasattr(b, "shape") else F.not_equal(a, b)),
+        minimum=lift(table["minimum"], lambda a, b: _pairwise(a, b, F.minimum2, F.minimum_scalar)),
+        maximum=lift(table["maximum"], lambda a, b: _pairwise(a, b, F.maximum2, F.maximum_scalar)),
+        eq=lift(table["eq"], lambda a, b: F.equal_scalar(a, b) if not hasattr(b, "shape") else F.equal(a, b)),
+        ne=lift(table["ne"], lambda a, b: F.not_equal_scalar(a, b) if not hasattr(b, "shape") else F.not_equal(a, b)),
     )
     return ns
 

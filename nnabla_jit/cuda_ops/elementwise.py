@@ -3,7 +3,8 @@
 Each line's forward expression and derivatives are rendered into one-thread-per-element
 numba.cuda kernels: a flat one for same-shaped operands and a strided one for NumPy
 broadcasting (each input read through its broadcast strides, on the axes merged as the CPU
-kernels merge them). The scalar functions are the CPU prelude's, compiled as device functions.
+kernels merge them). The scalar functions come from ``ops/scalar_math.py``'s table, compiled as
+device functions.
 A broadcast input's gradient is computed over the output's shape and summed to the input's
 shape by the reduction kernel.
 """
@@ -11,6 +12,7 @@ import functools
 import sys
 import types
 
+from ..ops import scalar_math
 from ..ops.elementwise import _LINES, ElementwiseOp, _collapse, _names_in
 from ..ops.registry import REGISTRY
 from . import device, reduction
@@ -83,80 +85,13 @@ def _source(line):
     return "".join(parts)
 
 
-# The scalar functions of the expression language, as device functions (the CPU versions in
-# ops/scalar_math.py pick implementations per type through numba's CPU overloads).
-_DEVICE_PRELUDE = '''
-import math
-from math import exp, log, tanh, sin, cos, tan, sinh, cosh, asin, acos, atan, atan2
-from math import asinh, acosh, atanh, erf, sqrt, floor, ceil, isnan, isinf, pi, fmod
-from numba import cuda
-
-
-@cuda.jit(device=True)
-def like(value, ref):
-    return value
-
-
-@cuda.jit(device=True)
-def power(x, p):
-    return x * x if p == 2.0 else x ** p
-
-
-@cuda.jit(device=True)
-def where(c, a, b):
-    return a if c else b
-
-
-@cuda.jit(device=True)
-def eq(a, b):
-    return a == b
-
-
-@cuda.jit(device=True)
-def ne(a, b):
-    return a != b
-
-
-@cuda.jit(device=True)
-def sign(x, alpha):
-    return 1.0 if x > 0 else (-1.0 if x < 0 else alpha)
-
-
-@cuda.jit(device=True)
-def minimum(a, b):
-    return a if a < b else b
-
-
-@cuda.jit(device=True)
-def maximum(a, b):
-    return a if a > b else b
-
-
-@cuda.jit(device=True)
-def round_away(x):
-    return math.floor(x + 0.5) if x >= 0 else -math.floor(-x + 0.5)
-
-
-@cuda.jit(device=True)
-def sigmoid(x):
-    e = math.exp(-abs(x))
-    s = 1.0 / (1.0 + e)
-    return s if x >= 0 else e * s
-
-
-@cuda.jit(device=True)
-def softplus(x):
-    return max(x, 0.0) + math.log1p(math.exp(-abs(x)))
-'''
-
-
 @functools.cache
 def _kernels():
     """The module of every line's kernels (rendered on the first elementwise launch)."""
     module = types.ModuleType("nnabla_jit_cuda_elementwise", "Generated from the table lines.")
     module.flat_offset = device.flat_offset
     sys.modules[module.__name__] = module
-    exec(compile(_DEVICE_PRELUDE + "".join(_source(line) for line in _LINES), module.__name__, "exec"),
+    exec(compile(scalar_math.device_prelude() + "".join(_source(line) for line in _LINES), module.__name__, "exec"),
          module.__dict__)
     return module
 

@@ -1,7 +1,14 @@
-"""The scalar functions elementwise expressions call, typed for the array they run over.
+"""The scalar functions elementwise expressions call: one table, :data:`FUNCTIONS`, and their
+CPU implementations, typed for the array they run over.
 
-Generated kernels (``elementwise.py``, ``fusion.py``) import these. They keep float32 math in
-float32 (literals go through ``like``), so LLVM vectorises the loops, and pick per type:
+Everything that needs the list derives it from :data:`FUNCTIONS`: the imports of the generated
+CPU kernels (:func:`kernel_prelude`, used by ``elementwise.py`` and ``fusion.py``), the device
+functions of the CUDA kernels (:func:`device_prelude`, used by ``cuda_ops/elementwise.py``), the
+names an expression may call (``elementwise.SCALAR_FUNCTIONS``) and the F ops the grad rules use
+over Variables (``elementwise._grad_namespace``).
+
+The CPU versions keep float32 math in float32 (literals go through ``like``), so LLVM
+vectorises the loops, and pick per type:
 
 - ``tanh``: float32 uses a rational approximation (the one Eigen uses, within 4 ulp, and plain
   arithmetic that vectorises); float64 -- what gradient checks run -- uses libm's tanh.
@@ -11,7 +18,12 @@ float32 (literals go through ``like``), so LLVM vectorises the loops, and pick p
 
 The choice happens at compile time through ``numba.extending.overload``.
 """
+import functools
+import hashlib
+import inspect
 import math
+import textwrap
+from typing import Callable, NamedTuple, Optional, Union
 
 import numpy as np
 from llvmlite import ir
@@ -111,22 +123,24 @@ def power(x, p):
     return x ** p
 
 
-@overload(power)
 def _power(x, p):
-    def impl(x, p):
-        # p is the same for every element: the branch is hoisted out of the loop
-        if p == 2.0:
-            return x * x
-        if p == 1.0:
-            return x
-        if p == 3.0:
-            return x * x * x
-        if p == 0.5:
-            return math.sqrt(x)
-        if p == -1.0:
-            return like(1.0, x) / x
-        return x ** p
-    return impl
+    # p is the same for every element: the branch is hoisted out of the loop
+    if p == 2.0:
+        return x * x
+    if p == 1.0:
+        return x
+    if p == 3.0:
+        return x * x * x
+    if p == 0.5:
+        return math.sqrt(x)
+    if p == -1.0:
+        return like(1.0, x) / x
+    return x ** p
+
+
+@overload(power)
+def _power_overload(x, p):
+    return _power
 
 
 # ---------------------------------------------------------------------------------- helpers
@@ -177,3 +191,89 @@ def sigmoid(x):
 @njit(inline="always")
 def softplus(x):
     return max(x, like(0.0, x)) + math.log1p(exp(-abs(x)))
+
+
+# ---------------------------------------------------------------------------------- the table
+class ScalarFunction(NamedTuple):
+    """One function of the expression language.
+
+    ``kernel``: where CPU kernels get it: ``"math"`` or ``"scalar_math"`` (this module).
+    ``device``: where CUDA kernels get it: ``"math"``, or a function of this module whose source
+    is compiled again as a CUDA device function (so it is written once).
+    ``python``: its value on Python numbers (grad rules evaluated on plain numbers).
+    ``grad``: the F function computing it over Variables in grad rules (``elementwise``), or
+    ``None`` where elementwise's grad namespace has its own rule (``sqrt``, ``where``, ...).
+    """
+    name: str
+    kernel: str
+    device: Union[str, Callable]
+    python: Optional[Callable]
+    grad: Optional[str]
+
+
+def _math(name, grad=True):
+    """A function of ``math``, on every target; over Variables the F op of the same name."""
+    return ScalarFunction(name, "math", "math", getattr(math, name), name if grad else None)
+
+
+FUNCTIONS = (
+    ScalarFunction("exp", "scalar_math", "math", math.exp, "exp"),
+    ScalarFunction("tanh", "scalar_math", "math", math.tanh, "tanh"),
+    *(_math(n) for n in ("log", "sin", "cos", "tan", "sinh", "cosh", "asin", "acos", "atan", "atan2",
+                         "asinh", "acosh", "atanh", "erf", "floor", "ceil", "isnan", "isinf")),
+    _math("sqrt", grad=False),     # over Variables: v ** 0.5
+    ScalarFunction("power", "scalar_math", _power, lambda v, p: v ** p, "pow_scalar"),
+    ScalarFunction("where", "scalar_math", where, lambda c, a, b: a if c else b, None),
+    ScalarFunction("eq", "scalar_math", eq, lambda a, b: a == b, None),
+    ScalarFunction("ne", "scalar_math", ne, lambda a, b: a != b, None),
+    ScalarFunction("sign", "scalar_math", sign, lambda v, a: math.copysign(1.0, v) if v else a, "sign"),
+    ScalarFunction("minimum", "scalar_math", minimum, min, None),
+    ScalarFunction("maximum", "scalar_math", maximum, max, None),
+    ScalarFunction("round_away", "scalar_math", round_away, lambda v: math.floor(v + 0.5), "round"),
+    ScalarFunction("sigmoid", "scalar_math", sigmoid, lambda v: 1 / (1 + math.exp(-v)), "sigmoid"),
+    ScalarFunction("softplus", "scalar_math", softplus, lambda v: math.log1p(math.exp(v)), "softplus"),
+)
+NAMES = tuple(f.name for f in FUNCTIONS)
+CONSTANTS = {"pi": math.pi}
+# What generated kernels use besides the table: ``like`` (typed literals, see _TypedLiterals).
+_KERNEL_HELPERS = ("like",)
+
+
+@functools.cache
+def kernel_prelude():
+    """The imports of a generated CPU kernel module. The hash of this file is part of the
+    text, so a change here makes new module files (numba's cache does not track imported
+    helpers)."""
+    with open(__file__, "rb") as f:
+        digest = hashlib.sha1(f.read()).hexdigest()[:12]
+    from_math = [f.name for f in FUNCTIONS if f.kernel == "math"] + list(CONSTANTS)
+    ours = list(_KERNEL_HELPERS) + [f.name for f in FUNCTIONS if f.kernel == "scalar_math"]
+    return ("# Generated by nnabla_jit from the elementwise op table. Do not edit.\n"
+            "# scalar_math {}\n"
+            "import math\n"
+            "from math import {}\n"
+            "from numba import njit, prange\n"
+            "from {} import {}\n").format(digest, ", ".join(from_math), __name__, ", ".join(ours))
+
+
+def _device_source(name, fn):
+    """``fn``'s source as a CUDA device function named ``name``."""
+    fn = getattr(fn, "py_func", fn)    # an @njit helper: its Python function
+    lines = textwrap.dedent(inspect.getsource(fn)).splitlines()
+    body = [line for line in lines if not line.startswith("@")]
+    body[0] = body[0].replace("def {}(".format(fn.__name__), "def {}(".format(name), 1)
+    return "\n\n@cuda.jit(device=True)\n" + "\n".join(body) + "\n"
+
+
+@functools.cache
+def device_prelude():
+    """The head of the generated CUDA kernel module: ``math`` imports and device functions.
+    ``like`` is the identity there (the CUDA kernels keep Python's literal types)."""
+    from_math = [f.name for f in FUNCTIONS if f.device == "math"] + list(CONSTANTS)
+    text = ("import math\n"
+            "from math import {}\n"
+            "from numba import cuda\n"
+            "\n\n@cuda.jit(device=True)\n"
+            "def like(value, ref):\n"
+            "    return value\n").format(", ".join(from_math))
+    return text + "".join(_device_source(f.name, f.device) for f in FUNCTIONS if f.device != "math")

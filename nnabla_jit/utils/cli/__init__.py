@@ -9,6 +9,7 @@
     nnabla_jit plot_series / plot_timer                 plot monitor files (PNG)
     nnabla_jit draw_graph model.nnp                    draw networks (SVG or PNG)
     nnabla_jit optimize in.nnp out.nnp                 converter leftovers (matmul+add) into Affine
+    nnabla_jit cache info|clear|warm                    show, empty or fill the kernel cache
     nnabla_jit version
 
 Every subcommand has ``--help``. A failing command prints what went wrong and exits with 1.
@@ -46,7 +47,7 @@ def _version_command(args):
 
 
 def build_parser():
-    from . import convert, draw_graph, forward, func_info, optimize_model, plot, train
+    from . import cache, convert, draw_graph, forward, func_info, optimize_model, plot, train
     parser = argparse.ArgumentParser(
         prog="nnabla_jit",
         description="Command line interface for nnabla_jit ({})".format(version_string()))
@@ -61,6 +62,7 @@ def build_parser():
     plot.add_plot_timer_command(subparsers)
     draw_graph.add_draw_graph_command(subparsers)
     optimize_model.add_optimize_command(subparsers)
+    cache.add_cache_command(subparsers)
     sub = subparsers.add_parser("version", help="Print version and build number.",
                                 description="Print version and build number.")
     sub.set_defaults(func=_version_command)

@@ -21,6 +21,7 @@ from contextlib import ExitStack
 import numpy as np
 from tqdm import tqdm
 
+from ...kernel_cache import compile_status
 from ...logger import logger
 from ...parameter import get_parameters
 from ...serialization import nnp
@@ -189,7 +190,7 @@ class _Trainer:
             logger.log(99, "Training already finished at epoch {}".format(last_epoch))
             return
         started = time.time()
-        with tqdm(total=max_iter, initial=start, desc="train", unit="iter") as bar:
+        with tqdm(total=max_iter, initial=start, desc="train", unit="iter") as bar, compile_status(bar):
             for iteration in range(start, max_iter):
                 self.update(iteration)
                 bar.update(1)

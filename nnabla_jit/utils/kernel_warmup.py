@@ -1,0 +1,120 @@
+"""Fill the kernel cache ahead of time (``nnabla_jit cache warm``).
+
+Runs one float32 training step of the common networks (LeNet, the digits CNN of the examples
+with its test-mode pass, an MLP, a small CNN with other activations and solvers), so that their
+first step in a later process finds every kernel compiled in the cache. numba compiles a kernel
+per argument type (float32 data; int32 or int64 labels; array ranks), and each op picks a serial
+or a ``prange`` variant by size, so the warm-up runs these networks at their usual sizes, not at
+toy ones. The networks run in ``jobs`` worker processes at once: compilation is CPU-bound, and
+one process compiles on one core.
+"""
+import concurrent.futures
+import multiprocessing
+import os
+import time
+
+import numpy as np
+
+import nnabla_jit as nn
+import nnabla_jit.functions as F
+import nnabla_jit.parametric_functions as PF
+import nnabla_jit.solvers as S
+
+__all__ = ["NETWORKS", "warm", "warm_one"]
+
+
+def _lenet(rng):
+    x = nn.Variable.from_numpy_array(rng.randn(64, 1, 28, 28).astype(np.float32))
+    t = nn.Variable.from_numpy_array(rng.randint(0, 10, (64, 1)))      # int64, NumPy's default
+    h = F.max_pooling(F.relu(PF.convolution(x, 16, (5, 5), name="conv1")), (2, 2))
+    h = F.max_pooling(F.relu(PF.convolution(h, 32, (5, 5), name="conv2")), (2, 2))
+    h = F.relu(PF.affine(h, 128, name="fc1"))
+    return [(F.mean(F.softmax_cross_entropy(PF.affine(h, 10, name="fc2"), t)), S.Adam(1e-3), True)]
+
+
+def _digits_cnn(x, test=False):
+    h = PF.convolution(x, 16, (3, 3), pad=(1, 1), name="conv1")
+    h = F.max_pooling(F.relu(PF.batch_normalization(h, batch_stat=not test, name="bn1")), (2, 2))
+    h = PF.convolution(h, 32, (3, 3), pad=(1, 1), name="conv2")
+    h = F.average_pooling(F.relu(PF.batch_normalization(h, batch_stat=not test, name="bn2")), (2, 2))
+    h = F.relu(PF.affine(h, 64, name="fc1"))
+    return PF.affine(h, 10, name="fc2")
+
+
+def _digits(rng):
+    x = nn.Variable.from_numpy_array(rng.rand(32, 1, 8, 8).astype(np.float32))
+    t = nn.Variable.from_numpy_array(rng.randint(0, 10, (32, 1)).astype(np.int32))
+    loss = F.mean(F.softmax_cross_entropy(_digits_cnn(x), t))
+    test = _digits_cnn(nn.Variable.from_numpy_array(rng.rand(128, 1, 8, 8).astype(np.float32)), test=True)
+    return [(loss, S.Adam(2e-3), True), (test, None, True)]
+
+
+def _mlp(rng):
+    x = nn.Variable.from_numpy_array(rng.randn(128, 784).astype(np.float32))
+    t = nn.Variable.from_numpy_array(rng.randint(0, 10, (128, 1)))
+    h = F.relu(PF.affine(x, 1024, name="fc1"))
+    h = F.relu(PF.affine(h, 1024, name="fc2"))
+    return [(F.mean(F.softmax_cross_entropy(PF.affine(h, 10, name="fc3"), t)), S.Momentum(0.01, 0.9), True)]
+
+
+def _small(rng):
+    x = nn.Variable.from_numpy_array(rng.rand(4, 3, 16, 16).astype(np.float32))
+    t = nn.Variable.from_numpy_array(rng.randint(0, 10, (4, 1)).astype(np.int32))
+    h = F.max_pooling(F.tanh(PF.convolution(x, 8, (3, 3), pad=(1, 1), name="conv1")), (2, 2))
+    h = F.sigmoid(PF.affine(h, 32, name="fc1"))
+    loss = F.mean(F.softmax_cross_entropy(PF.affine(h, 10, name="fc2"), t))
+    return [(loss, S.Sgd(0.01), False), (loss, S.Momentum(0.01, 0.9), True)]
+
+
+NETWORKS = {"lenet": _lenet, "digits": _digits, "mlp": _mlp, "small": _small}
+
+
+def warm_one(name):
+    """Run network ``name``'s steps (compiling or loading their kernels); returns the seconds."""
+    start = time.perf_counter()
+    saved = nn.get_parameters(grad_only=False)
+    try:
+        with nn.parameter_scope("__nnabla_jit_warmup__/" + name):
+            steps = NETWORKS[name](np.random.RandomState(0))
+            for root, solver, fused in steps:
+                if solver is not None:
+                    solver.set_parameters(nn.get_parameters())
+                root.forward(clear_no_need_grad=fused, clear_buffer=fused and solver is None)
+                if solver is None:
+                    continue
+                solver.zero_grad()
+                root.backward(clear_buffer=fused)
+                solver.weight_decay(1e-5)
+                solver.update()
+    finally:
+        nn.clear_parameters()
+        for key, value in saved.items():
+            nn.parameter.set_parameter(key, value)
+    return time.perf_counter() - start
+
+
+def warm(names=None, jobs=None, verbose=True):
+    """Warm the networks ``names`` (default: all of :data:`NETWORKS`), ``jobs`` processes at
+    once (default: the CPUs, at most one per network); returns the seconds."""
+    start = time.perf_counter()
+    names = list(names or NETWORKS)
+    unknown = [n for n in names if n not in NETWORKS]
+    if unknown:
+        raise ValueError("cache warm: unknown network {} (choose from {})".format(
+            ", ".join(unknown), ", ".join(NETWORKS)))
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(names)))
+    if jobs == 1:
+        for name in names:
+            seconds = warm_one(name)
+            if verbose:
+                print("  {:8} {:.1f} s".format(name, seconds), flush=True)
+        return time.perf_counter() - start
+    # spawn, not fork: the parent already runs numba's threads
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
+        futures = {pool.submit(warm_one, name): name for name in names}
+        for future in concurrent.futures.as_completed(futures):
+            seconds = future.result()
+            if verbose:
+                print("  {:8} {:.1f} s".format(futures[future], seconds), flush=True)
+    return time.perf_counter() - start

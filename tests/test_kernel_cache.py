@@ -225,7 +225,9 @@ def test_compile_status_shows_compiling_kernels_on_a_bar():
             return super().refresh(*args, **kwargs)
 
     source = SOURCE.replace("cache=True", "cache=False")   # compiles in every process
-    with Bar(total=2, desc="training", disable=False, file=open(os.devnull, "w")) as bar:
+    # mininterval=0, miniters=1: every update redraws, so what is shown does not depend on timing
+    with Bar(total=2, desc="training", disable=False, file=open(os.devnull, "w"), mininterval=0,
+             miniters=1) as bar:
         with kernel_cache.compile_status(bar):
             module = kernel_cache.load_generated(PREFIX + "status_", source)
             module.plus_one(1.5)

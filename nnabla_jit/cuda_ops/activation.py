@@ -59,11 +59,11 @@ def softmax_forward(op, inputs, outputs):
 
 
 @backward("Softmax", "LogSoftmax")
-def softmax_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def softmax_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if not propagate_down[0]:
         return
     outer, n, inner = op.shape3
-    y, dy, dx = outputs[0], grad_outputs[0], grad_inputs[0]
+    y, dy, dx = outputs[0], output_grads[0], input_grads[0]
     if y.size:
         device.launch(softmax_backward_kernel, outer * inner, y.reshape(y.size),
                       dy.reshape(dy.size), dx.reshape(dx.size), outer * inner, n, inner, op.log,

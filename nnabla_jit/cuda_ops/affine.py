@@ -13,14 +13,14 @@ def affine_forward(op, inputs, outputs):
 
 
 @backward("Affine")
-def affine_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def affine_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     n, d, m = op.dims
-    dy = grad_outputs[0].reshape(1, n, m)
+    dy = output_grads[0].reshape(1, n, m)
     if propagate_down[0]:   # dx = dy W^T
-        blas.matmul(dy, inputs[1].reshape(1, d, m), grad_inputs[0].reshape(1, n, d),
+        blas.matmul(dy, inputs[1].reshape(1, d, m), input_grads[0].reshape(1, n, d),
                     trans_b=True, accum=accum[0])
     if propagate_down[1]:   # dW = x^T dy
-        blas.matmul(inputs[0].reshape(1, n, d), dy, grad_inputs[1].reshape(1, d, m),
+        blas.matmul(inputs[0].reshape(1, n, d), dy, input_grads[1].reshape(1, d, m),
                     trans_a=True, accum=accum[1])
     if len(inputs) == 3 and propagate_down[2]:   # db = sum of dy's rows
-        reduction.reduce(dy.reshape(n, m), grad_inputs[2].reshape(m), (0,), accum=accum[2])
+        reduction.reduce(dy.reshape(n, m), input_grads[2].reshape(m), (0,), accum=accum[2])

@@ -128,8 +128,8 @@ def elementwise_forward(op, inputs, outputs):
                   shape, *strides, *_scalars(op))
 
 
-def elementwise_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
-    dy = grad_outputs[0]
+def elementwise_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    dy = output_grads[0]
     kernels = _kernels()
     # Inputs the derivatives do not read may be absent; dy stands in (never loaded, and laid
     # out as the output).
@@ -138,7 +138,7 @@ def elementwise_backward(op, inputs, outputs, grad_outputs, grad_inputs, propaga
     flat = [_flat(x) for x in ins] + [_flat(y), _flat(dy)]
     if not op.same_shape:
         shape, strides = _broadcast_layout(tuple(dy.shape), tuple(tuple(x.shape) for x in ins))
-    for k, dx in enumerate(grad_inputs):
+    for k, dx in enumerate(input_grads):
         if not propagate_down[k] or op.line.derivatives[k] is None:
             continue
         name = "{}_backward_{}".format(op.line.ident, k)

@@ -77,12 +77,12 @@ def softmax_cross_entropy_forward(op, inputs, outputs):
 
 
 @backward("SoftmaxCrossEntropy")
-def softmax_cross_entropy_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down,
+def softmax_cross_entropy_backward(op, inputs, outputs, output_grads, input_grads, propagate_down,
                                    accum):
     if not propagate_down[0]:
         return
     n_outer, n_class, n_inner = op.shape3
-    dy = grad_outputs[0]
+    dy = output_grads[0]
     device.launch(softmax_cross_entropy_backward_kernel, n_outer * n_class * n_inner,
                   op.saved_device_prob, inputs[1].reshape(n_outer, 1, n_inner),
-                  dy.reshape(dy.size), grad_inputs[0].reshape(op.shape3), accum[0])
+                  dy.reshape(dy.size), input_grads[0].reshape(op.shape3), accum[0])

@@ -42,10 +42,10 @@ def _into_gradient(dx, n, out_batch, accum, left, right, trans_left, trans_right
 
 
 @backward("BatchMatmul")
-def batch_matmul_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def batch_matmul_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     """Y = opA(A) opB(B): d opA(A) = dY opB(B)^T and d opB(B) = opA(A)^T dY (transposed back
     for a transposed operand)."""
-    dy = grad_outputs[0]
+    dy = output_grads[0]
     out_batch = tuple(dy.shape[:-2])
     n, (a_map, b_map) = _maps((inputs[0].shape, inputs[1].shape), dy.shape)
     same = blas.batch_map(n, out_batch, out_batch)
@@ -54,8 +54,8 @@ def batch_matmul_backward(op, inputs, outputs, grad_outputs, grad_inputs, propag
     if propagate_down[0]:
         b3 = _as3(inputs[1])
         operands = (b3, dy3, tb, True, b_map, same) if ta else (dy3, b3, False, not tb, same, b_map)
-        _into_gradient(grad_inputs[0], n, out_batch, accum[0], *operands)
+        _into_gradient(input_grads[0], n, out_batch, accum[0], *operands)
     if propagate_down[1]:
         a3 = _as3(inputs[0])
         operands = (dy3, a3, True, ta, same, a_map) if tb else (a3, dy3, not ta, False, a_map, same)
-        _into_gradient(grad_inputs[1], n, out_batch, accum[1], *operands)
+        _into_gradient(input_grads[1], n, out_batch, accum[1], *operands)

@@ -158,11 +158,11 @@ def sum_forward(op, inputs, outputs):
 
 
 @backward("Sum", "Mean", "ReduceSum", "ReduceMean")
-def sum_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def sum_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if not propagate_down[0]:
         return
-    dx = grad_inputs[0]
-    broadcast_into(grad_outputs[0], dx, _broadcast_back_strides(tuple(dx.shape), op.axes),
+    dx = input_grads[0]
+    broadcast_into(output_grads[0], dx, _broadcast_back_strides(tuple(dx.shape), op.axes),
                    _sum_scale(op), accum[0])
 
 
@@ -181,12 +181,12 @@ def arg_reduction_forward(op, inputs, outputs):
 
 
 @backward("Max", "Min")
-def arg_reduction_backward(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum):
+def arg_reduction_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if not propagate_down[0]:
         return
     if op.only_index:
         raise NotImplementedError("{}: only_index=True has no gradient".format(op.name))
-    dx, dy = grad_inputs[0], grad_outputs[0]
+    dx, dy = input_grads[0], output_grads[0]
     if not accum[0]:
         device.fill(dx, 0)
     layout = reduction_layout(dx.shape, op.axes)

@@ -1,7 +1,7 @@
 """The CUDA launchers of each op, and kernels compiled on first use.
 
 A family module registers, per op name, a forward launcher ``fn(op, inputs, outputs)`` and a
-backward launcher ``fn(op, inputs, outputs, grad_outputs, grad_inputs, propagate_down, accum)``:
+backward launcher ``fn(op, inputs, outputs, output_grads, input_grads, propagate_down, accum)``:
 the CPU kernels' signatures, over numba.cuda device arrays. ``CUDA_OPS`` is the set of names
 with a forward launcher.
 

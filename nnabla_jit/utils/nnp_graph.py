@@ -38,7 +38,8 @@ class NnpNetwork:
         inputs (dict): name -> input Variable (buffers no function produces).
         outputs (dict): name -> output Variable (buffers no function reads).
         variables (dict): name -> Variable, for every variable and parameter.
-        proto_network (ProtoNetwork): the network as read, with its functions.
+        proto_network (ProtoNetwork): the network as read, with its functions (None when built
+            with an NnpNetworkPass, which edits a copy of the message).
     """
 
     def __init__(self, proto, batch_size, loader_scope, rng, callback=None):

@@ -11,9 +11,9 @@ from contextlib import contextmanager
 import numpy as np
 
 from . import graph
-from .context import get_current_context
+from .context import context_scope, get_current_context
 from .ndarray import NdArray
-from .ops.registry import Op
+from .ops.registry import REGISTRY, Op, resolve_args
 from .random_replay import replayed_random_state, save_random_state
 from .thread_state import ThreadSettings
 from .variable import Variable
@@ -99,6 +99,11 @@ class Function:
     @property
     def args(self):
         return dict(self.op.args)
+
+    @property
+    def arguments(self):
+        """The arguments as nnabla gives them (``Function.arguments``): shapes as lists."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in self.op.args.items()}
 
     @property
     def tags(self):
@@ -411,3 +416,76 @@ class PythonFunction:
         if auto_forward or _state["auto_forward"]:
             graph.run_node_forward(node)
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+# ------------------------------------------------------ nnabla's per-type function classes
+class FunctionFactory:
+    """An unbound function of one type, as nnabla's ``nnabla.function.<Type>(ctx, **args)``:
+    calling it on input Variables builds the node in ``ctx`` and returns its outputs
+    (``F.<snake_name>`` does the same in one step)."""
+
+    op_class = None   # the registered op, set on each per-type subclass
+
+    def __init__(self, ctx, **args):
+        spec = self.op_class.spec
+        known = {a.name for a in spec.args}
+        unknown = sorted(set(args) - known)
+        if unknown:
+            raise TypeError("{}: unknown argument(s) {}; it takes {}".format(
+                spec.name, ", ".join(unknown), ", ".join(sorted(known)) or "none"))
+        self.ctx = ctx
+        self.args = args
+
+    @property
+    def name(self):
+        return self.op_class.spec.name
+
+    def __call__(self, *inputs, n_outputs=-1, auto_forward=False, outputs=None):
+        spec = self.op_class.spec
+        names = _input_names(spec, len(inputs))
+        shapes = {}
+        for n, x in zip(names, inputs):
+            if _spec_input(spec, n).variadic:
+                shapes.setdefault(n, []).append(x.shape)
+            else:
+                shapes[n] = x.shape
+        op = self.op_class(input_names=names, **resolve_args(spec, shapes, self.args))
+        with context_scope(self.ctx), _state.scoped("auto_forward",
+                                                    bool(auto_forward or _state["auto_forward"])):
+            return build(op, list(inputs), n_outputs, outputs)
+
+
+def _spec_input(spec, name):
+    return next(i for i in spec.inputs if i.name == name)
+
+
+def _input_names(spec, count):
+    """The table's names of ``count`` inputs given in order: a variadic input takes all that
+    remain; optional inputs left out are the last ones."""
+    names = []
+    for i in spec.inputs:
+        if i.variadic:
+            names.extend([i.name] * (count - len(names)))
+            break
+        names.append(i.name)
+    required = sum(1 for i in spec.inputs if not i.optional and not i.variadic)
+    if count < required or (count > len(names)):
+        raise TypeError("{}: {} inputs given; it takes {}".format(
+            spec.name, count, ", ".join(repr(i) for i in spec.inputs)))
+    return names[:count]
+
+
+_function_classes = {}
+
+
+def __getattr__(name):
+    """``nnabla_jit.function.Convolution`` etc.: a FunctionFactory subclass per registered op
+    type (made on first use: the ops register themselves after this module is imported)."""
+    op_class = REGISTRY.get(name)
+    if op_class is None or getattr(op_class, "spec", None) is None:
+        raise AttributeError("module 'nnabla_jit.function' has no attribute {!r}".format(name))
+    cls = _function_classes.get(name)
+    if cls is None:
+        cls = _function_classes[name] = type(name, (FunctionFactory,), {
+            "op_class": op_class, "__doc__": "nnabla's ``{}`` function class.".format(name)})
+    return cls

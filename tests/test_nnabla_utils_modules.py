@@ -379,3 +379,37 @@ def test_loaded_reshape_with_a_variable_batch_and_another_minus_one(tmp_path):
                 "executors": [{"name": "e", "network": "net", "data": ["x"], "output": ["y"]}]})
     net = NnpLoader(path).get_network("net", batch_size=4)
     assert net.inputs["x"].shape == (4, 32) and net.outputs["y"].shape == (4, 16, 2)
+
+
+def test_optimize_keeps_the_files_executor(tmp_path):
+    """graph_def keeps a loaded file's executors and writes them back with their network, so
+    an optimized .nnp still runs through ``utils.load`` (as nnabla's does)."""
+    from nnabla_jit.serialization import nnp
+    from nnabla_jit.utils.cli import main
+    from nnabla_jit.utils.load import load
+    from nnabla_jit.utils.save import save
+    nn.clear_parameters()
+    rng = np.random.RandomState(5)
+    x = nn.Variable((2, 8))
+    w = nn.parameter.get_parameter_or_create("dense/W", (8, 3))
+    w.d = rng.randn(8, 3)
+    y = F.reshape(F.batch_matmul(F.reshape(x, (1, 2, 8)), F.reshape(w, (1, 8, 3))), (2, 3))
+    src, dst = str(tmp_path / "m.nnp"), str(tmp_path / "m-opt.nnp")
+    save(src, {"networks": [{"name": "net", "batch_size": 2, "outputs": {"y": y},
+                             "names": {"x": x}}],
+               "executors": [{"name": "runtime", "network": "net", "data": ["x"],
+                              "output": ["y"]}]})
+    assert main(["optimize", src, dst]) == 0
+    written = nnp.read([dst]).proto
+    assert [e.name for e in written.executor] == ["runtime"]
+    assert [f.type for f in written.network[0].function] == ["Affine"]
+    nn.clear_parameters()
+    runs = {}
+    for name in (src, dst):
+        ex = load([name], batch_size=2).executors["runtime"]
+        for pv in ex.dataset_assign:
+            pv.variable_instance.d = np.arange(16, dtype=np.float32).reshape(2, 8)
+        ex.forward_target.forward()
+        runs[name] = [pv.variable_instance.d.copy() for pv in ex.output_assign]
+    np.testing.assert_allclose(runs[dst][0], runs[src][0], rtol=1e-5, atol=1e-5)
+    nn.clear_parameters()

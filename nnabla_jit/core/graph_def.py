@@ -167,6 +167,7 @@ class ProtoGraph:
         self.parameter_scope = parameter_scope if parameter_scope is not None else OrderedDict()
         self._context = None
         self.global_variables = {}
+        self.executors = OrderedDict()   # name -> Executor message (kept from a loaded file)
 
     def __contains__(self, item):
         return item in self.networks
@@ -221,14 +222,23 @@ class ProtoGraph:
         g = ProtoGraph(parameter_scope=param_scope)
         for net in proto.network:
             g.networks[net.name] = ProtoNetwork(g, net, batch_size)
+        for e in proto.executor:
+            g.executors[e.name] = nnabla_pb2.Executor()
+            g.executors[e.name].CopyFrom(e)
         return g
 
     def as_proto(self, include_parameter=False, only_parameter=False, networks=None,
                  variable_batch_size=True):
         proto = nnabla_pb2.NNablaProtoBuf()
         if not only_parameter:
-            for n in (networks or list(self.networks.values())):
+            written = networks or list(self.networks.values())
+            for n in written:
                 proto.network.add().CopyFrom(n.as_proto())
+            # A loaded file's executors are written back with their networks, as nnabla does.
+            names = {n.name for n in written}
+            for e in self.executors.values():
+                if e.network_name in names:
+                    proto.executor.add().CopyFrom(e)
         if include_parameter or only_parameter:
             params_io.add_entries_to_proto(proto, params_io.entries_of(self.get_parameters()))
         return proto

@@ -350,10 +350,15 @@ class PoolGeometry:
         out = []
         for n, k, s, p in zip(pooled, kernel, stride, pad):
             if ignore_border:
-                if n + 2 * p < k:
-                    op.fail("kernel {} is larger than the padded input: pooled dims {} of input shape {} "
-                            "with pad {}", kernel, pooled, x, tuple(pad))
-                out.append((n + 2 * p - k) // s + 1)
+                # nnabla divides with C++'s truncation toward zero, so a kernel larger than the
+                # padded input still gives one (clipped) window when the stride is not smaller
+                # than the overhang.
+                o = int((n + 2 * p - k) / s) + 1
+                if o < 1:
+                    op.fail("kernel {} with stride {} is larger than the padded input: pooled dims "
+                            "{} of input shape {} with pad {} leave no window", kernel, tuple(stride),
+                            pooled, x, tuple(pad))
+                out.append(o)
             else:
                 out.append((n + p + s - 1) // s)
         fill = (1,) * (3 - nk)

@@ -18,7 +18,8 @@ from ..variable import Variable
 from .function_args import read_args
 from .initializers import initializer_from_proto
 
-__all__ = ["ProtoNetwork", "ProtoVariable", "ProtoFunction", "check_batch_size"]
+__all__ = ["ProtoNetwork", "ProtoVariable", "ProtoFunction", "call_proto_function",
+           "check_batch_size"]
 
 
 def check_batch_size(batch_size, what):
@@ -172,30 +173,37 @@ class ProtoNetwork:
                 raise ValueError("network '{}': function '{}' reads '{}' before any function "
                                  "produces it".format(self.name, pf.name, n))
             inputs.append(pv.variable_instance)
-        args = dict(pf.args)
-        shape = args.get("shape")
-        # nnabla writes the batch dimension of shapes as -1. A Reshape takes its input's batch
-        # (which differs from the network's when the input's shape was written fixed).
-        if shape and shape[0] == -1:
-            lead = inputs[0].shape[0] if pf.type == "Reshape" and inputs and inputs[0].shape else batch
-            args["shape"] = (lead,) + tuple(shape[1:])
-        fn = getattr(function_bases, pf.spec.snake_name)
-        try:
-            if any(i.variadic for i in pf.spec.inputs):
-                outs = fn(*inputs, n_outputs=len(pf.outputs), **args)
-            else:
-                names = _present_inputs(pf, len(inputs), args)
-                outs = fn(n_outputs=len(pf.outputs), **dict(zip(names, inputs)), **args)
-        except (ValueError, TypeError) as e:
-            raise ValueError("network '{}': cannot build function '{}' ({}): {}".format(
-                self.name, pf.name, pf.type, e)) from e
-        outs = outs if isinstance(outs, (tuple, list)) else (outs,)
-        if len(outs) != len(pf.outputs):
-            raise ValueError("network '{}': function '{}' ({}) gives {} outputs, the file lists {}"
-                             .format(self.name, pf.name, pf.type, len(outs), len(pf.outputs)))
+        outs = call_proto_function(pf, inputs, batch, self.name)
         pf.function_instance = outs[0].parent
         for n, v in zip(pf.outputs, outs):
             (self.variables.get(n) or self.parameters[n]).variable_instance = v
+
+
+def call_proto_function(pf, inputs, batch, network_name):
+    """Call the ``F`` function of ProtoFunction ``pf`` on Variables ``inputs`` -> its outputs
+    (a tuple, as many as the message lists). ``batch`` replaces a ``-1`` batch in a shape."""
+    args = dict(pf.args)
+    shape = args.get("shape")
+    # nnabla writes the batch dimension of shapes as -1. A Reshape takes its input's batch
+    # (which differs from the network's when the input's shape was written fixed).
+    if shape and shape[0] == -1:
+        lead = inputs[0].shape[0] if pf.type == "Reshape" and inputs and inputs[0].shape else batch
+        args["shape"] = (lead,) + tuple(shape[1:])
+    fn = getattr(function_bases, pf.spec.snake_name)
+    try:
+        if any(i.variadic for i in pf.spec.inputs):
+            outs = fn(*inputs, n_outputs=len(pf.outputs), **args)
+        else:
+            names = _present_inputs(pf, len(inputs), args)
+            outs = fn(n_outputs=len(pf.outputs), **dict(zip(names, inputs)), **args)
+    except (ValueError, TypeError) as e:
+        raise ValueError("network '{}': cannot build function '{}' ({}): {}".format(
+            network_name, pf.name, pf.type, e)) from e
+    outs = tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)
+    if len(outs) != len(pf.outputs):
+        raise ValueError("network '{}': function '{}' ({}) gives {} outputs, the file lists {}"
+                         .format(network_name, pf.name, pf.type, len(outs), len(pf.outputs)))
+    return outs
 
 
 def _present_inputs(pf, count, args):

@@ -206,7 +206,7 @@ def _v(*shape):
     (lambda: F.max_pooling(_v(1, 1, 4, 4), (0, 2)), "kernel"),
     (lambda: F.max_pooling(_v(1, 1, 4, 4), (2, 2), (0, 1)), "stride"),
     (lambda: F.average_pooling(_v(1, 1, 4, 4), (2, 2), pad=(-1, 0)), "pad"),
-    (lambda: F.sum_pooling(_v(1, 1, 4, 4), (5, 2)), r"larger than the padded input.*\(1, 1, 4, 4\)"),
+    (lambda: F.sum_pooling(_v(1, 1, 4, 4), (5, 2), (1, 1)), r"larger than the padded input.*\(1, 1, 4, 4\)"),
     (lambda: F.max_pooling(_v(1, 1, 4, 4), (2, 2), (1,)), "one entry per kernel dimension"),
     (lambda: F.max_pooling(_v(4, 4), (2, 2, 2)), "more dimensions than input"),
     (lambda: F.max_pooling(_v(2, 2, 2, 2, 2), (1, 1, 1, 1)), "1, 2 or 3 dimensions"),

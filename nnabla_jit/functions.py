@@ -157,8 +157,18 @@ def _rpow(a, b):   # b ** a
     return _fb.r_pow_scalar(a, float(b))
 
 
+class MatmulOperandError(ValueError, AssertionError):
+    """A 0-d operand of ``@``. An AssertionError too, as nnabla raises for it (numpy's wording)."""
+
+
 def _matmul(a, b):
     a, b = _imperative(a, b)
+    shape_a, shape_b = tuple(np.shape(a)), tuple(np.shape(b))
+    for which, shape in (("1st", shape_a), ("2nd", shape_b)):
+        if len(shape) == 0:
+            raise MatmulOperandError(
+                "matmul (@): the {} operand has 0 dimensions; @ needs at least 1 "
+                "(a: shape {}, b: shape {})".format(which, shape_a, shape_b))
     if len(a.shape) == 2 and len(b.shape) == 2:
         return _fb.affine(a, b)
     return _fb.batch_matmul(a, b)

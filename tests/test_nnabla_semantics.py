@@ -225,3 +225,20 @@ def test_active_input_mask_is_checked():
         F.add_n(*xs).parent.set_active_input_mask([True])
     with pytest.raises(RuntimeError, match=r"Add2.set_active_input_mask: Add2 does not allow"):
         (xs[0] + xs[1]).parent.set_active_input_mask([True, False])
+
+
+# ------------------------------------------------ persistent variables keep their gradient
+@pytest.mark.parametrize("persistent_at", [1, 3, 6])
+def test_persistent_intermediate_keeps_its_gradient_through_backward_clear_buffer(persistent_at):
+    """Inside a run of elementwise ops (fused in backward) as at its end, as nnabla keeps it."""
+    x = nn.Variable((2, 3), need_grad=True)
+    hs = [x]
+    for k in range(7):     # h[k+1] = 2 h[k] + 1 (k even) or h[k] + 1 (k odd)
+        hs.append(hs[-1] * 2 + 1 if k % 2 == 0 else hs[-1] + 1)
+    hs[persistent_at].persistent = True
+    x.data.zero()
+    hs[-1].forward(clear_no_need_grad=True)
+    hs[-1].backward(clear_buffer=True)
+    d_y_d_h = 2 ** sum(1 for k in range(persistent_at, 7) if k % 2 == 0)
+    np.testing.assert_allclose(hs[persistent_at].g, d_y_d_h)
+    np.testing.assert_allclose(x.g, 2 ** 4)

@@ -242,3 +242,29 @@ def test_persistent_intermediate_keeps_its_gradient_through_backward_clear_buffe
     d_y_d_h = 2 ** sum(1 for k in range(persistent_at, 7) if k % 2 == 0)
     np.testing.assert_allclose(hs[persistent_at].g, d_y_d_h)
     np.testing.assert_allclose(x.g, 2 ** 4)
+
+
+# ------------------------------------------------ Dropout's mask found from its input
+def test_dropout_rule_without_outputs_uses_the_dropout_applied_to_the_input():
+    from nnabla_jit._dropout_workaround import _get_dropout_mask
+    from nnabla_jit.backward_functions import registry
+    rng = np.random.RandomState(0)
+    x = var(rng.randn(4, 5).astype(np.float32), need_grad=True)
+    dy_values = rng.randn(4, 5).astype(np.float32)
+    dy = var(dy_values, need_grad=True)
+    with pytest.raises(RuntimeError, match="Dropout's grad rule: no Dropout was applied"):
+        registry["Dropout"]([dy], [x], [None], [None], [None], 0.5, 3)
+    y = F.dropout(x, 0.5, 3)
+    dx = registry["Dropout"]([dy], [x], [None], [None], [None], 0.5, 3)
+    y.forward()
+    mask = _get_dropout_mask(x).d
+    assert set(np.unique(mask)) <= {0.0, 1.0}
+    np.testing.assert_array_equal(mask, y.d != 0)
+    dx.forward()
+    np.testing.assert_allclose(dx.d, dy_values * mask / 0.5, rtol=1e-6)
+
+
+def test_get_dropout_mask_of_a_variable_without_dropout_raises():
+    from nnabla_jit._dropout_workaround import _get_dropout_mask
+    with pytest.raises(RuntimeError, match="_get_dropout_mask: no Dropout"):
+        _get_dropout_mask(nn.Variable((2,)))

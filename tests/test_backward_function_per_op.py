@@ -19,6 +19,7 @@ def test_a_per_op_module_holds_the_filed_rule_itself():
 def test_a_family_module_of_the_same_name_wins():
     affine = importlib.import_module("nnabla_jit.backward_function.affine")
     assert affine.__file__.endswith("backward_function/affine.py")
+    assert affine.affine_backward is GRAD_RULES["Affine"]    # with the op's per-op names too
 
 
 def test_an_unknown_op_is_not_importable():

@@ -95,6 +95,13 @@ class PerOpModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 def install():
-    """Put the finder on ``sys.meta_path`` (once)."""
+    """Put the finder on ``sys.meta_path`` (once), and give a family module named like an op
+    (``affine``, ``convolution``) that op's per-op names too."""
+    finder = PerOpModules()
+    for leaf, type_name in finder.ops.items():
+        family = sys.modules.get(PACKAGE + "." + leaf)
+        if family is not None and type_name in GRAD_RULES:
+            for name, value in names_of(type_name, leaf).items():
+                family.__dict__.setdefault(name, value)
     if not any(isinstance(f, PerOpModules) for f in sys.meta_path):
-        sys.meta_path.append(PerOpModules())
+        sys.meta_path.append(finder)

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import nnabla_jit as nn
+import nnabla_jit.function_bases
 import nnabla_jit.functions as F
 from nnabla_jit.ops.registry import GRAD_RULES
 
@@ -32,7 +33,9 @@ def test_an_unknown_op_is_not_importable():
      [(2, 2), (2, 1), False, (1, 0), False, True]),
     ("sum_pooling", "SumPoolingDataGrad", F.sum_pooling, (2, 3, 4, 6), [(2, 3), (1, 2), True, (0, 1)]),
     ("slice", "SliceDataGrad", F.slice, (6, 7, 5), [(5, 0, 1), (1, 6, 5), (-1, 2, 3)]),
-    ("interpolate", "InterpolateDataGrad", F.interpolate, (2, 3, 4, 5), [None, (7, 9), "linear"]),
+    # nnabla's constructor takes the op's arguments (output_size, mode, ...), not F.interpolate's
+    ("interpolate", "InterpolateDataGrad", nnabla_jit.function_bases.interpolate, (2, 3, 4, 5),
+     [(7, 9), "linear"]),
 ])
 def test_data_grad_is_the_ops_input_gradient_and_differentiable(module, cls, fn, shape, args):
     rng = np.random.RandomState(0)

@@ -11,6 +11,7 @@ import importlib.abc
 import importlib.machinery
 import sys
 
+from .. import function_bases
 from .. import functions as F
 from ..context import context_scope
 from ..function import auto_forward
@@ -21,14 +22,16 @@ from .adjoint import linear_adjoint
 PACKAGE = __name__.rpartition(".")[0]
 
 # The linear ops whose rule is linear_adjoint of the op itself (nnabla's UnaryDataGrad
-# subclasses), with the F function that resolves their arguments as nnabla's constructor does.
+# subclasses), with the function taking the op's own arguments in the op's order, as nnabla's
+# ``<Op>DataGrad(ctx, *args)`` does (``_F.Interpolate(ctx, output_size, mode, ...)``, not
+# ``F.interpolate``'s scale and sizes), which resolves their defaults.
 DATA_GRAD_SOURCES = {
-    "AveragePooling": F.average_pooling,
-    "SumPooling": F.sum_pooling,
-    "Slice": F.slice,
-    "Interpolate": F.interpolate,
-    "Pad": F.pad,
-    "Shift": F.shift,
+    "AveragePooling": function_bases.average_pooling,
+    "SumPooling": function_bases.sum_pooling,
+    "Slice": F.slice,   # F's: nnabla's Slice takes None entries, resolved as F does
+    "Interpolate": function_bases.interpolate,
+    "Pad": function_bases.pad,
+    "Shift": function_bases.shift,
 }
 
 
@@ -49,7 +52,7 @@ class UnaryDataGrad:
             raise ValueError("{}: set xshape (the shape of the op's input) before calling it"
                              .format(name))
         # The op is built once, unevaluated, on a placeholder of the input's shape, for its
-        # type name and arguments exactly as F resolves them (defaults, None entries, sizes).
+        # type name and its arguments as its function resolves them (defaults, None entries).
         with auto_forward(False), context_scope(self.ctx):
             y = type(self).source_function(Variable(tuple(self.xshape)), *self.args, **self.kwargs)
         info = (y[0] if isinstance(y, (list, tuple)) else y).parent.info

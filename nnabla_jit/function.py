@@ -13,7 +13,7 @@ import numpy as np
 from . import graph
 from .context import context_scope, get_current_context
 from .ndarray import NdArray
-from .ops.registry import REGISTRY, Op, resolve_args
+from .ops.registry import REGISTRY, Op, OpValueError, resolve_args
 from .random_replay import replayed_random_state, save_random_state
 from .thread_state import ThreadSettings
 from .variable import Variable
@@ -99,6 +99,18 @@ class Function:
     @property
     def args(self):
         return dict(self.op.args)
+
+    def set_active_input_mask(self, mask):
+        """Use only the inputs whose entry of ``mask`` is true, in forward and backward (the
+        others' gradients are left untouched); nnabla allows it for AddN and MulN only."""
+        if not getattr(self.op, "allows_input_mask", False):
+            raise OpValueError("{}.set_active_input_mask: {} does not allow to deactivate inputs"
+                               .format(self.op.name, self.op.name))
+        mask = [bool(m) for m in mask]
+        if len(mask) != len(self.inputs):
+            raise OpValueError("{}.set_active_input_mask: the mask has {} entries, the function {} "
+                               "inputs".format(self.op.name, len(mask), len(self.inputs)))
+        self.op.active_input_mask = tuple(mask)
 
     @property
     def arguments(self):

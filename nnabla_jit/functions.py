@@ -5,6 +5,7 @@ have the signatures of ``nnabla.functions``: ``sum(x, axis, keepdims)`` maps ont
 ``batch_normalization(..., output_stat)`` onto ``BatchNormalization``, and so on.
 """
 import builtins
+import weakref
 
 import numpy as np
 
@@ -157,8 +158,18 @@ def _rpow(a, b):   # b ** a
     return _fb.r_pow_scalar(a, float(b))
 
 
+class MatmulOperandError(ValueError, AssertionError):
+    """A 0-d operand of ``@``. An AssertionError too, as nnabla raises for it (numpy's wording)."""
+
+
 def _matmul(a, b):
     a, b = _imperative(a, b)
+    shape_a, shape_b = tuple(np.shape(a)), tuple(np.shape(b))
+    for which, shape in (("1st", shape_a), ("2nd", shape_b)):
+        if len(shape) == 0:
+            raise MatmulOperandError(
+                "matmul (@): the {} operand has 0 dimensions; @ needs at least 1 "
+                "(a: shape {}, b: shape {})".format(which, shape_a, shape_b))
     if len(a.shape) == 2 and len(b.shape) == 2:
         return _fb.affine(a, b)
     return _fb.batch_matmul(a, b)
@@ -176,6 +187,25 @@ def _compare(a, b, kind):
 
 
 _slice = builtins.slice   # `slice` below is F.slice
+
+
+# The Dropout node last applied to each input Variable: nnabla finds a Dropout's mask from its
+# input (its grad rule called without the outputs, nnabla._dropout_workaround._get_dropout_mask).
+_DROPOUT_OF_INPUT = weakref.WeakKeyDictionary()
+
+
+def dropout(x, p=0.5, seed=-1, n_outputs=-1, outputs=None):
+    """Zero each element with probability p and scale the others by 1 / (1 - p)."""
+    y = _fb.dropout(x, p, seed, n_outputs, outputs)
+    if isinstance(x, Variable) and y.parent is not None:
+        _DROPOUT_OF_INPUT[x] = weakref.ref(y.parent.op)
+    return y
+
+
+def dropout_applied_to(x):
+    """The Dropout op last applied to ``x`` by :func:`dropout` (alive), or None."""
+    ref = _DROPOUT_OF_INPUT.get(x) if isinstance(x, Variable) else None
+    return ref() if ref is not None else None
 
 
 def slice(x, start=None, stop=None, step=None, n_outputs=-1, outputs=None):

@@ -276,10 +276,26 @@ class FusedBackward:
         self.kernel(*arrays, *self.scalars)
 
 
+def _split_before_persistent(region, steps):
+    """A backward region cut before each step whose output is persistent: that output's
+    gradient must be stored (it outlives backward(clear_buffer=True)), not kept in a register
+    of the fused kernel. Parts too short to fuse run unfused."""
+    parts, current = [], []
+    for k in region:
+        out = steps[k].node._outputs[0]()
+        if current and out is not None and out._persistent:
+            parts.append(current)
+            current = []
+        current.append(k)
+    parts.append(current)
+    return [part for part in parts if len(part) >= MIN_REGION]
+
+
 def fuse_backward(plan, root):
     """Replace the runners of each fusible run of backward steps by one fused runner."""
     steps = plan.steps
-    regions = _regions([s.node for s in steps])
+    regions = [part for region in _regions([s.node for s in steps])
+               for part in _split_before_persistent(region, steps)]
     if not regions:
         return
     # which steps write into each variable's gradient buffer

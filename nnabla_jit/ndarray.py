@@ -98,7 +98,7 @@ class NdArray(Operators):
     """nnabla's ``NdArray(shape)``. The type is float32 until something else is stored.
     Operators (``+``, ``*``, ...) compute at once and return NdArrays."""
 
-    __slots__ = ("_array", "_shape", "_dtype", "_device", "__weakref__")
+    __slots__ = ("_array", "_shape", "_dtype", "_device", "_zeroing", "__weakref__")
 
     def __init__(self, shape=(), dtype=np.float32):
         self._shape = checked_shape(shape, "NdArray")
@@ -106,6 +106,7 @@ class NdArray(Operators):
         _refuse_complex(self._dtype, "NdArray")
         self._array = None
         self._device = None  # device-side mirror, managed by nnabla_jit.cuda_ops
+        self._zeroing = False  # zero() called and the buffer not handed out since (``zeroing``)
 
     # ----------------------------------------------------------------- creation
     @staticmethod
@@ -120,6 +121,7 @@ class NdArray(Operators):
     # ----------------------------------------------------------------- buffer
     def _host(self):
         """The host buffer, allocated (zero-filled) on first use; synced from the device."""
+        self._zeroing = False
         if self._device is not None:
             self._array = self._device.to_host(self._array)
         if self._array is None:
@@ -134,6 +136,7 @@ class NdArray(Operators):
         """The values on the host for reading, as ``dtype`` (None: as stored): the buffer
         itself, or a converted copy when stored otherwise (this NdArray keeps its type).
         Synced from the device; zeros when nothing is held."""
+        self._zeroing = False
         a = self._array
         if a is None or self._device is not None:
             a = self._host()
@@ -143,6 +146,7 @@ class NdArray(Operators):
 
     def host_if_held(self, dtype=None):
         """:meth:`host_as`, or None when no values are held (never allocated, or cleared)."""
+        self._zeroing = False
         a = self._array
         if self._device is None:
             if a is None:
@@ -159,6 +163,7 @@ class NdArray(Operators):
     def output_buffer(self, dtype):
         """A host buffer of ``dtype`` that a kernel overwrites: the current one when it fits,
         else a new uninitialised one (any device copy is dropped, the type becomes ``dtype``)."""
+        self._zeroing = False
         a = self._array
         if a is not None and self._device is None and a.dtype is dtype:
             return a
@@ -171,6 +176,7 @@ class NdArray(Operators):
     def host_needed(self, dtype=None):
         """:meth:`host_as`, raising :class:`NotComputed` when no values are held (a kernel
         needs them: zeros would be a silently wrong result)."""
+        self._zeroing = False
         a = self._array
         if self._device is None:
             if a is None:
@@ -183,6 +189,7 @@ class NdArray(Operators):
         """A host buffer of ``dtype`` that a kernel adds into: the current values (synced from
         the device, converted in place when stored otherwise), or, when none are held, a new
         buffer of zeros (uninitialised when ``zero`` is False: it will be overwritten)."""
+        self._zeroing = False
         a = self._array
         if a is not None and self._device is None and a.dtype is dtype:
             return a
@@ -190,6 +197,7 @@ class NdArray(Operators):
 
     def overwritten_grad_buffer(self, dtype):
         """:meth:`grad_buffer` for a kernel that overwrites it (``accum`` False)."""
+        self._zeroing = False
         a = self._array
         if a is not None and self._device is None and a.dtype is dtype:
             return a
@@ -197,6 +205,7 @@ class NdArray(Operators):
 
     def zeroed_buffer(self, dtype):
         """:meth:`grad_buffer`, filled with zeros."""
+        self._zeroing = False
         a = self._array
         if a is None or self._device is not None or a.dtype is not dtype:
             a = self._retyped_host(dtype, False)
@@ -278,6 +287,7 @@ class NdArray(Operators):
 
     def fill(self, value):
         """Set every element to ``value``."""
+        self._zeroing = False
         if isinstance(value, (complex, np.complexfloating)) or (
                 isinstance(value, np.ndarray) and value.dtype.kind == "c"):
             _refuse_complex(np.asarray(value).dtype, "NdArray.fill")
@@ -289,7 +299,15 @@ class NdArray(Operators):
             self.data.fill(value)
 
     def zero(self):
+        """Set every element to 0; ``zeroing`` is then True until the values are next used."""
         self.fill(0)
+        self._zeroing = True
+
+    @property
+    def zeroing(self):
+        """nnabla's flag: True after :meth:`zero` until the values are read or written (through
+        ``data``, ``cast``, a function or a solver); solvers skip a gradient still zeroing."""
+        return self._zeroing
 
     def copy_from(self, src):
         """Copy the values of another NdArray into this one (shapes must match)."""
@@ -304,6 +322,7 @@ class NdArray(Operators):
         None, else nothing (nnabla's ``cast``: with a context the array is only made ready)."""
         dtype = np.dtype(dtype)
         _refuse_complex(dtype, "NdArray.cast")
+        self._zeroing = False
         if dtype != self._dtype:
             if self._array is not None or self._device is not None:
                 self._array = self._host().astype(dtype)
@@ -368,6 +387,7 @@ class NdArray(Operators):
 
     def clear(self):
         """Release the buffer; the next access allocates a fresh, zeroed one."""
+        self._zeroing = False
         a = self._array
         # 3 references (self._array, the local a, getrefcount's argument): nobody else holds it
         if a is not None and a.base is None and sys.getrefcount(a) == 3:

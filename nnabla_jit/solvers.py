@@ -79,7 +79,10 @@ class _Entry:
         self.zeroed = False
 
     def without_gradient(self):
-        """True while the gradient released by ``zero_grad`` has not been written again."""
+        """True while the gradient released by ``zero_grad`` has not been written again, or
+        while it is still ``zeroing`` (``grad.zero()`` and no use since), as nnabla skips it."""
+        if self.param.grad.zeroing:
+            return True
         if self.zeroed:
             self.zeroed = self.param.grad.clear_called
         return self.zeroed

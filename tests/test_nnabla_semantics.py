@@ -151,3 +151,120 @@ def test_slice_takes_none_as_python_slices_do(start, stop, step):
     keys = tuple(slice(a, b, c) for a, b, c in zip(start or n, stop or n, step or n))
     np.testing.assert_allclose(y.d, data[keys])
     assert all(isinstance(v, int) for k in ("start", "stop", "step") for v in y.parent.info.args[k])
+
+
+# ------------------------------------------------ error types nnabla programs catch
+@pytest.mark.parametrize("p", [-0.01, 1.0])
+def test_op_setup_errors_are_runtime_errors_as_in_nnabla(p):
+    """nnabla reports an op's bad arguments as RuntimeError; ours is also a ValueError."""
+    with pytest.raises(RuntimeError, match=r"Dropout: p must be in \[0, 1\)") as info:
+        F.dropout(nn.Variable((2, 3)), p)
+    assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize("shape_a, shape_b", [((), ()), ((3,), ()), ((), (3,))])
+def test_matmul_of_a_0d_operand_raises_assertion_error_as_in_nnabla(shape_a, shape_b):
+    for a, b in [(nn.NdArray(shape_a), nn.NdArray(shape_b)), (nn.Variable(shape_a), nn.Variable(shape_b))]:
+        with pytest.raises(AssertionError, match=r"matmul \(@\): the (1st|2nd) operand has 0 dimensions"):
+            a @ b
+
+
+# ------------------------------------------------ NdArray.zeroing
+def test_zeroing_is_true_after_zero_until_the_values_are_used():
+    a = nn.NdArray((2, 3))
+    assert not a.zeroing
+    a.zero()
+    assert a.zeroing and np.all(a.data == 0)
+    assert not a.zeroing          # handing out the values ends it
+    a.zero()
+    a.fill(1)
+    assert not a.zeroing
+
+
+def test_solver_skips_a_gradient_still_zeroing():
+    import nnabla_jit.solvers as S
+    xs = [nn.Variable((2, 3), need_grad=True) for _ in range(2)]
+    solver = S.Sgd(1)
+    solver.set_parameters({str(i): x for i, x in enumerate(xs)})
+    for x in xs:
+        x.data.fill(1)
+        x.grad.zero()
+    solver.weight_decay(1.0)
+    solver.update()
+    for x in xs:
+        assert x.grad.zeroing
+        np.testing.assert_allclose(x.d, 1)
+    xs[0].grad.fill(1)
+    solver.weight_decay(0.5)
+    solver.update()
+    np.testing.assert_allclose(xs[0].d, 1 - 1.5)
+    np.testing.assert_allclose(xs[1].d, 1)
+
+
+# ------------------------------------------------ Function.set_active_input_mask
+@pytest.mark.parametrize("fn, combine", [(F.add_n, np.add.reduce), (F.mul_n, np.multiply.reduce)])
+def test_active_input_mask_uses_only_the_active_inputs(fn, combine):
+    values = [np.full((2,), k + 2.0, np.float32) for k in range(3)]
+    xs = [var(v, need_grad=True) for v in values]
+    y = fn(*xs)
+    y.parent.set_active_input_mask([True, False, True])
+    y.forward()
+    np.testing.assert_allclose(y.d, combine([values[0], values[2]]))
+    for x in xs:
+        x.g = 7
+    y.backward()
+    other = {0: values[2], 2: values[0]}
+    for k in (0, 2):
+        np.testing.assert_allclose(xs[k].g, 7 + (1 if fn is F.add_n else other[k]))
+    np.testing.assert_allclose(xs[1].g, 7)     # an inactive input's gradient is untouched
+
+
+def test_active_input_mask_is_checked():
+    xs = [var(np.ones(2), need_grad=True) for _ in range(2)]
+    with pytest.raises(RuntimeError, match=r"AddN.set_active_input_mask: the mask has 1 entries"):
+        F.add_n(*xs).parent.set_active_input_mask([True])
+    with pytest.raises(RuntimeError, match=r"Add2.set_active_input_mask: Add2 does not allow"):
+        (xs[0] + xs[1]).parent.set_active_input_mask([True, False])
+
+
+# ------------------------------------------------ persistent variables keep their gradient
+@pytest.mark.parametrize("persistent_at", [1, 3, 6])
+def test_persistent_intermediate_keeps_its_gradient_through_backward_clear_buffer(persistent_at):
+    """Inside a run of elementwise ops (fused in backward) as at its end, as nnabla keeps it."""
+    x = nn.Variable((2, 3), need_grad=True)
+    hs = [x]
+    for k in range(7):     # h[k+1] = 2 h[k] + 1 (k even) or h[k] + 1 (k odd)
+        hs.append(hs[-1] * 2 + 1 if k % 2 == 0 else hs[-1] + 1)
+    hs[persistent_at].persistent = True
+    x.data.zero()
+    hs[-1].forward(clear_no_need_grad=True)
+    hs[-1].backward(clear_buffer=True)
+    d_y_d_h = 2 ** sum(1 for k in range(persistent_at, 7) if k % 2 == 0)
+    np.testing.assert_allclose(hs[persistent_at].g, d_y_d_h)
+    np.testing.assert_allclose(x.g, 2 ** 4)
+
+
+# ------------------------------------------------ Dropout's mask found from its input
+def test_dropout_rule_without_outputs_uses_the_dropout_applied_to_the_input():
+    from nnabla_jit._dropout_workaround import _get_dropout_mask
+    from nnabla_jit.backward_functions import registry
+    rng = np.random.RandomState(0)
+    x = var(rng.randn(4, 5).astype(np.float32), need_grad=True)
+    dy_values = rng.randn(4, 5).astype(np.float32)
+    dy = var(dy_values, need_grad=True)
+    with pytest.raises(RuntimeError, match="Dropout's grad rule: no Dropout was applied"):
+        registry["Dropout"]([dy], [x], [None], [None], [None], 0.5, 3)
+    y = F.dropout(x, 0.5, 3)
+    dx = registry["Dropout"]([dy], [x], [None], [None], [None], 0.5, 3)
+    y.forward()
+    mask = _get_dropout_mask(x).d
+    assert set(np.unique(mask)) <= {0.0, 1.0}
+    np.testing.assert_array_equal(mask, y.d != 0)
+    dx.forward()
+    np.testing.assert_allclose(dx.d, dy_values * mask / 0.5, rtol=1e-6)
+
+
+def test_get_dropout_mask_of_a_variable_without_dropout_raises():
+    from nnabla_jit._dropout_workaround import _get_dropout_mask
+    with pytest.raises(RuntimeError, match="_get_dropout_mask: no Dropout"):
+        _get_dropout_mask(nn.Variable((2,)))

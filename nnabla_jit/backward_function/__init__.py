@@ -13,3 +13,6 @@ from . import activation, affine, arithmetic, array, augmentation, convolution  
 from . import cumulative, detection, geometric, indexing, linalg, loss, math  # noqa: F401
 from . import normalization, pooling, quantization, recurrent, reduction, sequence  # noqa: F401
 from . import signal, special, stochastic  # noqa: F401
+from . import per_op  # noqa: E402  (after the rules: its modules are views onto GRAD_RULES)
+
+per_op.install()   # nnabla's per-op paths: nnabla_jit.backward_function.slice, .average_pooling...

@@ -1,7 +1,8 @@
 """Grad rules of the stochastic ops (``ops/stochastic.py``): graphs of F ops, differentiable again.
 """
+from .. import functions as F
 from ..function import build
-from ..ops.registry import REGISTRY, grad_rule
+from ..ops.registry import REGISTRY, OpValueError, grad_rule
 
 
 def _mask_node(dy, dropout):
@@ -10,8 +11,14 @@ def _mask_node(dy, dropout):
 
 @grad_rule('Dropout')
 def dropout_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, p=0.5, seed=-1):
-    """dx = dy * mask, the mask being the one the Dropout node drew in its last forward."""
-    return [_mask_node(grad_inputs[0], outputs[0].parent.op)]
+    """dx = dy * mask, the mask being the one the Dropout node drew in its last forward: the
+    node of the output, or, as nnabla, the one last applied to the input when no output is given."""
+    y = outputs[0] if outputs else None
+    op = y.parent.op if y is not None and y.parent is not None else F.dropout_applied_to(inputs[0])
+    if op is None:
+        raise OpValueError("Dropout's grad rule: no Dropout was applied to the input given (and no "
+                           "output was given), so there is no mask; apply F.dropout to it first")
+    return _mask_node(grad_inputs[0], op)   # a Variable, not a list, as nnabla's rule returns
 
 
 @grad_rule('DropoutMask')

@@ -23,12 +23,14 @@ def scaled_accumulate(dst, dy, scale, accum):
 
 def n_ary_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     dy = output_grads[0].reshape(-1)
+    active = op.active_indices(len(inputs))
     for k, dx in enumerate(input_grads):
-        if not propagate_down[k]:
-            continue
+        if not propagate_down[k] or k not in active:
+            continue   # an inactive input's gradient is left as it is, as nnabla does
         scale = np.ones_like(dy)
         if op.multiply:
-            for j, x in enumerate(inputs):
+            for j in active:
+                x = inputs[j]
                 if j != k:
                     scale *= x.reshape(-1)
         scaled_accumulate(dx.reshape(-1), dy, scale, accum[k])
@@ -63,8 +65,15 @@ def combine(out, x, multiply, first):
 
 
 class _NAryOp(Op):
-    """AddN / MulN: the sum or product of any number of same-shaped inputs."""
+    """AddN / MulN: the sum or product of any number of same-shaped inputs; only of the active
+    ones after ``Function.set_active_input_mask`` (nnabla's, for these two ops only)."""
     multiply = False
+    allows_input_mask = True
+    active_input_mask = None   # None: every input; else one bool per input
+
+    def active_indices(self, n_inputs):
+        mask = self.active_input_mask
+        return list(range(n_inputs)) if mask is None else [k for k in range(n_inputs) if mask[k]]
 
     def setup(self, *shapes):
         if not shapes:
@@ -75,8 +84,11 @@ class _NAryOp(Op):
 
     def forward(self, inputs, outputs):
         y = outputs[0].reshape(-1)
-        for k, x in enumerate(inputs):
-            combine(y, x.reshape(-1), self.multiply, k == 0)
+        active = self.active_indices(len(inputs))
+        if not active:
+            y.fill(1 if self.multiply else 0)   # the empty product / sum
+        for n, k in enumerate(active):
+            combine(y, inputs[k].reshape(-1), self.multiply, n == 0)
 
     backward = n_ary_backward
 

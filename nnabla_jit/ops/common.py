@@ -35,9 +35,12 @@ def sum_to_shape(g, dst, accum):
 
 @njit(cache=True)
 def label_of(t3, o, i, n_classes):
-    """The class index at (o, i): -1 to ignore, -2 if it is not an integer below n_classes."""
+    """The class index at (o, i), a float label truncated toward zero as nnabla's C++ cast does
+    (2.001 is class 2, -0.5 class 0): -1 to ignore (negative), -2 if NaN or not below n_classes."""
     v = t3[o, 0, i]
+    if v != v:
+        return -2
     k = int(v)
-    if k != v or k >= n_classes:
+    if k >= n_classes:
         return -2
     return k if k >= 0 else -1

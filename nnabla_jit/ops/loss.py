@@ -212,7 +212,7 @@ class LabelOp(Op):
             bad = first_bad_label(t3, self.shape3[1])
             o, i = divmod(bad, self.shape3[2])
             self.fail("label {!r} at position {} of the target is not a class index: labels must "
-                      "be integers below the number of classes {} (negative ones are ignored)",
+                      "be below the number of classes {} (negative ones are ignored)",
                       t3[o, 0, i].item(), tuple(int(k) for k in np.unravel_index(bad, self.target_shape)),
                       self.shape3[1])
 

@@ -120,6 +120,11 @@ REGISTRY = OrderedDict()   # type name -> Op subclass
 GRAD_RULES = OrderedDict()  # type name -> grad rule (filled by nnabla_jit.backward_function)
 
 
+class OpValueError(ValueError, RuntimeError):
+    """Bad input to an op. A ValueError, and a RuntimeError too: nnabla reports its ops' setup
+    errors ("value error in setup_impl") as RuntimeError, and programs catch that."""
+
+
 class NoGradient(NotImplementedError):
     """Raised when differentiating through an op that has no gradient."""
 
@@ -219,8 +224,8 @@ class Op:
         return [input_shapes[0]]
 
     def fail(self, message, *fmt):
-        """Raise the ValueError every bad input gets: it starts with the op's name."""
-        raise ValueError("{}: {}".format(self.name, message.format(*fmt) if fmt else message))
+        """Raise the OpValueError every bad input gets: it starts with the op's name."""
+        raise OpValueError("{}: {}".format(self.name, message.format(*fmt) if fmt else message))
 
     def has_input(self, name):
         return name in self.input_names

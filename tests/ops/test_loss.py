@@ -68,8 +68,19 @@ def test_negative_labels_are_ignored():
         assert np.all(y.d[[0, 2]] > 0) and np.any(x.g[0] != 0)
 
 
+@pytest.mark.parametrize("op", ["softmax_cross_entropy", "categorical_cross_entropy"])
+def test_fractional_labels_truncate_toward_zero(op):
+    """nnabla casts a float label to int in C++: 2.001 is class 2, -0.5 class 0, -1.5 ignored."""
+    p = np.array([1., 2., 3.]) / 6
+    x = np.log(np.tile(p, (4, 1)))
+    fn = getattr(F, op)
+    y = fn(nn.Variable.from_numpy_array(x if op == "softmax_cross_entropy" else np.exp(x)),
+           nn.Variable.from_numpy_array(np.array([[2.001], [-0.5], [-1.5], [1.999]])))
+    y.forward()
+    np.testing.assert_allclose(y.d.ravel(), [-np.log(p[2]), -np.log(p[0]), 0, -np.log(p[1])], rtol=1e-5)
+
+
 @pytest.mark.parametrize("labels, message", [
-    ([[0], [2.5]], r"label 2.5 at position \(1, 0\)"),
     ([[0], [4]], r"label 4 at position \(1, 0\).*below the number of classes 4"),
     ([[np.nan], [1]], r"label nan at position \(0, 0\)"),
 ])

@@ -10,9 +10,10 @@ kernels then compute and store float64.
 import types
 
 from .context import Context
+from .cuda_ops import device as cuda_device
 from .logger import logger
 
-__all__ = ["get_extension_context", "import_extension_module", "list_extensions"]
+__all__ = ["get_extension_context", "import_extension_module", "list_extensions", "describe_device"]
 
 # For each extension: its array classes (the first is the context's) and the backend list per
 # type configuration, as nnabla's extension modules give them.
@@ -37,13 +38,15 @@ _BACKENDS = {
 }
 
 
+def _cuda_unavailable_reason():
+    """Why the CUDA extensions cannot run here (and how to get a GPU or the simulator), or
+    None when numba.cuda sees a GPU or runs its simulator."""
+    return cuda_device.unavailable_reason()
+
+
 def _cuda_available():
     """Whether numba.cuda is installed and sees a GPU (or runs its simulator)."""
-    try:
-        from numba import cuda
-    except ImportError:
-        return False
-    return cuda.is_available()
+    return _cuda_unavailable_reason() is None
 
 
 def _make_cpu_module():
@@ -109,7 +112,13 @@ def _make_cuda_module(ext_name):
         if pending is not None:
             pending.clear()
 
+    def get_device_properties(device_id="0"):
+        """GPU ``device_id``: name, compute capability, total and free memory in bytes."""
+        check_gpu(device_id)
+        return cuda_device.properties(int(device_id))
+
     mod.context = context
+    mod.get_device_properties = get_device_properties
     mod.check_gpu = check_gpu
     mod.device_synchronize = device_synchronize
     mod.synchronize = synchronize
@@ -135,11 +144,10 @@ def import_extension_module(ext_name):
     if ext_name == "cpu":
         return _make_cpu_module()
     if ext_name in ("cuda", "cudnn"):
-        if not _cuda_available():
+        reason = _cuda_unavailable_reason()
+        if reason is not None:
             logger.error("Extension `{}` does not exist.".format(ext_name))
-            raise ImportError("Extension '{}' is not available: numba.cuda finds no GPU (set "
-                              "NUMBA_ENABLE_CUDASIM=1 to run the CUDA kernels in numba's "
-                              "simulator)".format(ext_name))
+            raise ImportError("Extension '{}' is not available: {}".format(ext_name, reason))
         return _make_cuda_module(ext_name)
     logger.error("Extension `{}` does not exist.".format(ext_name))
     raise ImportError("Extension '{}' does not exist; nnabla_jit has 'cpu', 'cuda' and 'cudnn'"
@@ -162,3 +170,19 @@ def get_extension_context(ext_name, **kw):
         logger.warning('Deprecated extension name "cuda.cudnn" passed. Use "cudnn" instead.')
         ext_name = "cudnn"
     return import_extension_module(ext_name).context(**kw)
+
+
+def describe_device(ext_name="cudnn", device_id="0"):
+    """One line naming the device an extension runs on, with its memory for a GPU::
+
+        cudnn device 0: NVIDIA H100 80GB HBM3 (compute 9.0), 79.1 GiB memory, 78.6 GiB free
+    """
+    if ext_name == "cpu":
+        return "cpu: the host's CPU cores (Numba kernels)"
+    props = import_extension_module(ext_name).get_device_properties(str(device_id))
+    line = "{} device {}: {} (compute {}.{})".format(ext_name, device_id, props["name"],
+                                                      *props["compute_capability"])
+    if props["total_memory"] is not None:
+        line += ", {:.1f} GiB memory, {:.1f} GiB free".format(props["total_memory"] / 2 ** 30,
+                                                              props["free_memory"] / 2 ** 30)
+    return line

@@ -67,17 +67,35 @@ def test_cpu_extension_module():
     assert "cpu" in list_extensions()
 
 
-def test_cuda_without_a_gpu_raises_import_error(monkeypatch):
-    monkeypatch.setattr(ext_utils, "_cuda_available", lambda: False)
+def test_cuda_without_a_gpu_raises_one_error_saying_how_to_get_either(monkeypatch):
+    from numba import cuda
+    monkeypatch.setattr(cuda, "is_available", lambda: False)
     assert list_extensions() == ["cpu"]
     for name in ("cuda", "cudnn", "cuda.cudnn"):
-        with pytest.raises(ImportError, match="NUMBA_ENABLE_CUDASIM"):
+        with pytest.raises(ImportError) as info:
             get_extension_context(name)
+        message = str(info.value)
+        assert "finds no GPU" in message
+        assert "pip install 'nnabla_jit[cuda]'" in message      # how to get a GPU path
+        assert "NUMBA_ENABLE_CUDASIM=1" in message              # how to get the simulator
+
+
+def test_cuda_without_numba_cuda_says_what_to_install(monkeypatch):
+    import numba
+    monkeypatch.setitem(sys.modules, "numba.cuda", None)   # import fails
+    monkeypatch.delattr(numba, "cuda", raising=False)
+    with pytest.raises(ImportError, match=r"numba.cuda cannot be imported.*nnabla_jit\[cuda\]"):
+        get_extension_context("cudnn")
+
+
+def test_describe_device_on_the_cpu():
+    assert ext_utils.describe_device("cpu").startswith("cpu:")
 
 
 _CUDA_SCRIPT = """
 import json
-from nnabla_jit.ext_utils import get_extension_context, import_extension_module, list_extensions
+from nnabla_jit.ext_utils import (describe_device, get_extension_context,
+                                  import_extension_module, list_extensions)
 out = {name + ':' + tc: repr(get_extension_context(name, type_config=tc))
        for name in ('cuda', 'cudnn', 'cuda.cudnn') for tc in ('float', 'half')}
 ext = import_extension_module('cuda')
@@ -87,6 +105,8 @@ ext.clear_memory_cache()
 out['devices'] = ext.get_devices()
 out['extensions'] = list_extensions()
 out['device'] = get_extension_context('cudnn').device
+out['properties'] = ext.get_device_properties('0')
+out['describe'] = describe_device('cudnn')
 try:
     get_extension_context('cuda', device_id='7')
 except ValueError as e:
@@ -114,3 +134,7 @@ def test_cuda_contexts_under_the_simulator():
     assert out["extensions"] == ["cpu", "cuda", "cudnn"]
     assert out["device"] == "cuda"
     assert "device_id='7'" in out["bad_device"]
+    assert out["properties"]["name"] == "numba CUDA simulator"
+    assert out["properties"]["total_memory"] is None     # the simulator reports inf
+    assert out["describe"] == "cudnn device 0: numba CUDA simulator (compute {}.{})".format(
+        *out["properties"]["compute_capability"])

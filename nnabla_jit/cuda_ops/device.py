@@ -13,7 +13,7 @@ from ..ndarray import NotComputed
 from . import registry
 from .registry import device_function, kernel
 
-__all__ = ["load", "DeviceMirror", "DeviceMemory", "MEMORY", "fresh_on_device", "read", "write",
+__all__ = ["load", "unavailable_reason", "properties", "HOW_TO_GET_CUDA", "DeviceMirror", "DeviceMemory", "MEMORY", "fresh_on_device", "read", "write",
            "accumulator", "zeroed", "upload", "zeros", "empty",
            "launch", "fill", "copy", "add_into", "flat_offset", "contiguous_strides",
            "broadcast_strides"]
@@ -22,8 +22,22 @@ cuda = None  # numba.cuda, bound by load()
 
 THREADS = 128   # threads per block of the one-thread-per-element kernels
 
-_NO_CUDA = ("CUDA context: numba.cuda finds no GPU (set NUMBA_ENABLE_CUDASIM=1 to run the CUDA "
-            "kernels in numba's simulator)")
+HOW_TO_GET_CUDA = (
+    "To run on a GPU: an NVIDIA driver and `pip install 'nnabla_jit[cuda]'` (numba-cuda). "
+    "Without one: set NUMBA_ENABLE_CUDASIM=1 before numba is imported to run the same kernels "
+    "in numba's CUDA simulator (slow; for tests).")
+
+
+def unavailable_reason():
+    """Why numba.cuda cannot run kernels here, with how to get a GPU or the simulator; None
+    when it can (a GPU it sees, or the simulator)."""
+    try:
+        from numba import cuda as numba_cuda
+    except ImportError as e:
+        return "numba.cuda cannot be imported ({}). {}".format(e, HOW_TO_GET_CUDA)
+    if not numba_cuda.is_available():
+        return "numba.cuda finds no GPU and the simulator is off. " + HOW_TO_GET_CUDA
+    return None
 
 
 def load():
@@ -31,15 +45,29 @@ def load():
     raises) when numba.cuda is missing or sees no GPU."""
     if cuda is not None:
         return cuda
-    try:
-        from numba import cuda as numba_cuda
-    except ImportError as e:
-        raise ImportError("CUDA context: numba.cuda is not installed ({}); install "
-                          "nnabla_jit[cuda]".format(e)) from None
-    if not numba_cuda.is_available():
-        raise ImportError(_NO_CUDA)
+    reason = unavailable_reason()
+    if reason is not None:
+        raise ImportError("CUDA context: " + reason)
+    from numba import cuda as numba_cuda   # importable: unavailable_reason checked it
     registry.bind_kernels(numba_cuda)
     return numba_cuda
+
+
+def properties(device_id=0):
+    """The GPU ``device_id`` as a dict: ``name``, ``compute_capability`` (major, minor),
+    ``total_memory`` and ``free_memory`` in bytes (None where numba's simulator has no value)."""
+    numba_cuda = load()
+    with numba_cuda.gpus[int(device_id)]:
+        context = numba_cuda.current_context()
+        free, total = context.get_memory_info()
+        gpu = context.device
+        name = getattr(gpu, "name", None)   # the simulator's device has none
+    if isinstance(name, bytes):
+        name = name.decode()
+    finite = (lambda v: int(v) if v != float("inf") else None)
+    return {"name": name or "numba CUDA simulator",
+            "compute_capability": tuple(gpu.compute_capability),
+            "total_memory": finite(total), "free_memory": finite(free)}
 
 
 # ---------------------------------------------------------------------------- the mirror

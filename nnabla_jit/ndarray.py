@@ -291,6 +291,8 @@ class NdArray(Operators):
         if isinstance(value, (complex, np.complexfloating)) or (
                 isinstance(value, np.ndarray) and value.dtype.kind == "c"):
             _refuse_complex(np.asarray(value).dtype, "NdArray.fill")
+        if self._device is not None and self._device.fill(self, value):
+            return    # filled on the device (a gradient seed): nothing copied either way
         if self._array is None:
             self._array = np.full(self._shape, value, self._dtype)
             if self._device is not None:

@@ -18,14 +18,18 @@ Two things keep the loops vectorised (several times faster than numba's defaults
   check, which with numba's default model keeps any loop that divides from vectorising.
 
 A family kernel is parametrised by scalars where its members differ only in a coefficient or a
-flag (Momentum / Nesterov / SgdW / Lars share :func:`_momentum_step`; Adam, AdamW, AdaBound,
+flag (Momentum / Nesterov / SgdW / Lars share ``momentum_step``; Adam, AdamW, AdaBound,
 AMSGRAD and AMSBound share :func:`adam_update`). Each kernel is compiled serial and parallel
 (:mod:`nnabla_jit.ops.kernels`); the solver picks the variant from the parameter size.
+
+The per-element formulas live in :mod:`nnabla_jit.ops.solver_steps`, shared with the CUDA
+kernels (``nnabla_jit.cuda_ops.solver_steps``); these kernels are their loops.
 """
 import math
 
 from numba import njit, prange
 
+from .ops import solver_steps as steps
 from .ops.kernels import parallel_kernel
 
 __all__ = ["sgd_update", "momentum_update", "lars_update", "rms_update", "adadelta_update",
@@ -62,21 +66,7 @@ def sgd_update(w, g, lr_):
     w = w.reshape(w.size)
     g = g.reshape(g.size)
     for i in prange(w.size):
-        w[i] -= lr * g[i]
-
-
-@njit(inline="always")
-def _momentum_step(w, g, m, i, lr, momentum, one, grad_decay, weight_decay, nesterov):
-    gi = g[i] + grad_decay * w[i]
-    if nesterov:
-        previous = m[i]
-        mi = momentum * previous - lr * gi
-        m[i] = mi
-        w[i] += -momentum * previous + (one + momentum) * mi
-    else:
-        mi = momentum * m[i] + lr * gi
-        m[i] = mi
-        w[i] = w[i] - mi - weight_decay * w[i]
+        steps.sgd_step(w, g, i, lr)
 
 
 @parallel_kernel
@@ -91,7 +81,7 @@ def momentum_update(w, g, m, lr_, momentum_, grad_decay_, weight_decay_, nestero
     g = g.reshape(g.size)
     m = m.reshape(m.size)
     for i in prange(w.size):
-        _momentum_step(w, g, m, i, lr, momentum, one, grad_decay, weight_decay, nesterov)
+        steps.momentum_step(w, g, m, i, lr, momentum, one, grad_decay, weight_decay, nesterov)
 
 
 @parallel_kernel
@@ -105,15 +95,11 @@ def lars_update(w, g, v, lr_, momentum_, coefficient, eps, decay_):
     w = w.reshape(w.size)
     g = g.reshape(g.size)
     v = v.reshape(v.size)
-    w_norm = math.sqrt(_squared_norm(w))
-    denominator = math.sqrt(_squared_norm(g)) + decay_ * w_norm
-    if denominator < eps:
-        denominator += eps
-    local_lr = 1.0 if w_norm < eps else coefficient * w_norm / denominator
     real = w.dtype.type
-    rate, momentum, one, decay, zero = real(lr_ * local_lr), real(momentum_), real(1.0), real(decay_), real(0.0)
+    rate = real(steps.lars_rate(_squared_norm(w), _squared_norm(g), lr_, coefficient, eps, decay_))
+    momentum, one, decay, zero = real(momentum_), real(1.0), real(decay_), real(0.0)
     for i in prange(w.size):
-        _momentum_step(w, g, v, i, rate, momentum, one, decay, zero, False)
+        steps.momentum_step(w, g, v, i, rate, momentum, one, decay, zero, False)
 
 
 @parallel_kernel
@@ -125,10 +111,7 @@ def rms_update(w, g, v, lr_, keep_, add_, eps_):
     g = g.reshape(g.size)
     v = v.reshape(v.size)
     for i in prange(w.size):
-        gi = g[i]
-        vi = keep * v[i] + add * gi * gi
-        v[i] = vi
-        w[i] -= lr * gi / (math.sqrt(vi) + eps)
+        steps.rms_step(w, g, v, i, lr, keep, add, eps)
 
 
 @parallel_kernel
@@ -141,12 +124,7 @@ def adadelta_update(w, g, e_sqr_grad, e_sqr_delta, lr_, decay_, eps_):
     e_sqr_grad = e_sqr_grad.reshape(e_sqr_grad.size)
     e_sqr_delta = e_sqr_delta.reshape(e_sqr_delta.size)
     for i in prange(w.size):
-        gi = g[i]
-        eg = decay * e_sqr_grad[i] + complement * gi * gi
-        e_sqr_grad[i] = eg
-        delta = math.sqrt((e_sqr_delta[i] + eps) / (eg + eps)) * gi
-        e_sqr_delta[i] = decay * e_sqr_delta[i] + complement * delta * delta
-        w[i] -= lr * delta
+        steps.adadelta_step(w, g, e_sqr_grad, e_sqr_delta, i, lr, decay, complement, eps)
 
 
 @parallel_kernel
@@ -161,14 +139,7 @@ def rmsprop_graves_update(w, g, n, g_mean, d, lr_, decay_, momentum_, eps_):
     g_mean = g_mean.reshape(g_mean.size)
     d = d.reshape(d.size)
     for i in prange(w.size):
-        gi = g[i]
-        ni = decay * n[i] + complement * gi * gi
-        mi = decay * g_mean[i] + complement * gi
-        n[i] = ni
-        g_mean[i] = mi
-        di = momentum * d[i] - lr * gi / math.sqrt(ni - mi * mi + eps)
-        d[i] = di
-        w[i] += di
+        steps.rmsprop_graves_step(w, g, n, g_mean, d, i, lr, decay, complement, momentum, eps)
 
 
 @parallel_kernel
@@ -192,22 +163,8 @@ def adam_update(w, g, m, v, v_hat, step_, beta1_, beta2_, eps_, lower_, upper_, 
     v = v.reshape(v.size)
     v_hat = v_hat.reshape(v_hat.size)
     for i in prange(w.size):
-        gi = g[i]
-        mi = beta1 * m[i] + complement1 * gi
-        vi = beta2 * v[i] + complement2 * gi * gi
-        m[i] = mi
-        v[i] = vi
-        if amsgrad:
-            if v_hat[i] > vi:
-                vi = v_hat[i]
-            v_hat[i] = vi
-        rate = step / (math.sqrt(vi) + eps)
-        # Written as two ifs (not min/max) so that a NaN rate stays NaN.
-        if rate < lower:
-            rate = lower
-        if rate > upper:
-            rate = upper
-        w[i] = w[i] - rate * mi - weight_decay * w[i]
+        steps.adam_step(w, g, m, v, v_hat, i, step, beta1, complement1, beta2, complement2, eps,
+                        lower, upper, weight_decay, amsgrad)
 
 
 @parallel_kernel
@@ -221,14 +178,7 @@ def adamax_update(w, g, m, u, step_, beta1_, beta2_, eps_):
     m = m.reshape(m.size)
     u = u.reshape(u.size)
     for i in prange(w.size):
-        gi = g[i]
-        mi = beta1 * m[i] + complement1 * gi
-        ui = beta2 * u[i]
-        if abs(gi) > ui:
-            ui = abs(gi)
-        m[i] = mi
-        u[i] = ui
-        w[i] -= step * mi / (ui + eps)
+        steps.adamax_step(w, g, m, u, i, step, beta1, complement1, beta2, eps)
 
 
 @parallel_kernel
@@ -252,26 +202,8 @@ def adabelief_update(w, g, m, s, s_max, step_, beta1_, beta2_, eps_, bias_correc
     s = s.reshape(s.size)
     s_max = s_max.reshape(s_max.size)
     for i in prange(w.size):
-        gi = g[i]
-        mi = beta1 * m[i] + complement1 * gi
-        m[i] = mi
-        belief = gi - mi
-        si = beta2 * s[i] + complement2 * belief * belief
-        if amsgrad:
-            s[i] = si
-            if s_max[i] > si:
-                si = s_max[i]
-            si += eps
-            s_max[i] = si
-        else:
-            si += eps
-            s[i] = si
-        wi = w[i] * keep_weight
-        if adaptive:
-            wi -= step * mi / (math.sqrt(si / bias_correction2) + eps)
-        else:
-            wi -= step * mi
-        w[i] = wi
+        steps.adabelief_step(w, g, m, s, s_max, i, step, beta1, complement1, beta2, complement2,
+                             eps, bias_correction2, keep_weight, adaptive, amsgrad)
 
 
 @parallel_kernel
@@ -293,15 +225,9 @@ def lamb_update(w, g, m, v, r, eta_, beta1_, beta2_, correction1_, correction2_,
     m = m.reshape(m.size)
     v = v.reshape(v.size)
     for i in prange(w.size):
-        gi = g[i]
-        mi = beta1 * m[i] + complement1 * gi
-        vi = beta2 * v[i] + complement2 * gi * gi
-        m[i] = mi
-        v[i] = vi
-        r[i] = (mi / correction1) / (math.sqrt(vi / correction2) + eps) + decay * w[i]
-    r_norm = math.sqrt(_squared_norm(r))
-    trust = min(max(math.sqrt(_squared_norm(w)), gamma_l), gamma_u)
-    rate = real(eta_ * (1.0 if r_norm < eps_ else trust / r_norm))
+        steps.lamb_direction_step(w, g, m, v, r, i, beta1, complement1, beta2, complement2,
+                                  correction1, correction2, eps, decay)
+    rate = real(steps.lamb_rate(_squared_norm(r), _squared_norm(w), eta_, eps_, gamma_l, gamma_u))
     for i in prange(w.size):
         w[i] -= rate * r[i]
 
@@ -317,11 +243,7 @@ def lion_update(w, g, m, lr_, beta1_, beta2_, decay_):
     g = g.reshape(g.size)
     m = m.reshape(m.size)
     for i in prange(w.size):
-        gi = g[i]
-        c = beta1 * m[i] + complement1 * gi
-        sign = one if c > zero else (-one if c < zero else zero)
-        m[i] = beta2 * m[i] + complement2 * gi
-        w[i] = w[i] - lr * (sign + decay * w[i])
+        steps.lion_step(w, g, m, i, lr, beta1, complement1, beta2, complement2, decay, one, zero)
 
 
 # ----------------------------------------------------------------------------- gradient tools
@@ -332,7 +254,7 @@ def add_scaled(g, w, rate_):
     g = g.reshape(g.size)
     w = w.reshape(w.size)
     for i in prange(g.size):
-        g[i] += rate * w[i]
+        steps.add_scaled_step(g, w, i, rate)
 
 
 @parallel_kernel
@@ -341,7 +263,7 @@ def scale(g, factor_):
     factor = g.dtype.type(factor_)
     g = g.reshape(g.size)
     for i in prange(g.size):
-        g[i] *= factor
+        steps.scale_step(g, i, factor)
 
 
 @parallel_kernel

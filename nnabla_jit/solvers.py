@@ -7,7 +7,10 @@ optimizers with its constructor arguments, defaults, update rules and state name
 
 What every solver shares lives in :class:`Solver`; a subclass declares its state names, which
 hyper-parameter is the learning rate, and how one parameter is updated (one kernel call from
-:mod:`nnabla_jit.solver_kernels`).
+:mod:`nnabla_jit.solver_kernels`, or from ``cuda_ops.solver_steps`` on the device: a parameter
+whose gradient a CUDA backward wrote is updated there, with its states, and nothing is copied
+to the host; ``weight_decay``, ``scale_grad`` and ``clip_grad_by_norm`` run there too, the
+inf/NaN checks copy the gradients down).
 
 Semantics taken from nnabla (checked numerically against it):
 
@@ -40,6 +43,8 @@ import numpy as np
 from . import callback
 from . import solver_kernels as K
 from .context import get_current_context
+from .cuda_ops import device as cuda_device
+from .cuda_ops import solver_steps as cuda_kernels
 from .ndarray import NdArray
 from .variable import Variable
 
@@ -120,6 +125,43 @@ def _compute_array(a):
     return a.astype(np.float32) if a.dtype == np.float16 else a
 
 
+def _on_device(param):
+    """Whether ``param`` is updated on the device: a CUDA backward wrote its gradient there
+    (and the host has not written it since), in a type the device kernels compute in."""
+    grad = param.grad
+    return (cuda_device.fresh_on_device(grad) and grad.dtype in _DEVICE_TYPES
+            and param.data.dtype in _DEVICE_TYPES)
+
+
+_DEVICE_TYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+class _HostKernels:
+    """``solver_kernels`` for arrays of ``n`` elements on the host: each update kernel in the
+    variant for that size, and what the gradient tools need; the device's counterpart is the
+    module ``cuda_ops.solver_steps``."""
+
+    on_device = False
+
+    def __init__(self, n):
+        self._n = n
+
+    def __getattr__(self, name):
+        return getattr(K, name).for_size(self._n)
+
+    @staticmethod
+    def param_values(param, dtype):
+        """The parameter's values as ``dtype`` (converted when a float16 parameter)."""
+        w = _float_array(param.data)
+        return w if w.dtype == dtype else w.astype(dtype)
+
+    def clip_by_norm(self, g, bound):
+        """g *= bound / |g| where |g| > bound."""
+        norm_sq = K.sum_of_squares.for_size(self._n)(g)
+        if norm_sq > bound * bound:
+            K.scale.for_size(self._n)(g, bound / math.sqrt(norm_sq))
+
+
 def solver_api(func):
     """Decorator (nnabla's): call ``func`` with the current context as its first argument."""
     @functools.wraps(func)
@@ -132,8 +174,10 @@ class Solver:
     """What every solver shares: the registered parameters, their states and the gradient
     utilities. A subclass passes its hyper-parameters to ``__init__`` (each becomes
     ``self._<name>``) and defines ``_state_names``, ``_lr_name`` (the hyper-parameter that
-    ``set_learning_rate`` sets) and ``_update_one(t, w, g, states, decay)``, which updates one
-    parameter's arrays in place; ``t`` already counts this update and ``decay`` is the fused
+    ``set_learning_rate`` sets) and ``_update_one(kernels, t, w, g, states, decay)``, which
+    updates one parameter's arrays in place by calling ``kernels`` (the functions of
+    ``solver_kernels`` on host arrays, or of ``cuda_ops.solver_steps`` on device arrays: one
+    update rule for both); ``t`` already counts this update and ``decay`` is the fused
     weight-decay rate (0 in solvers that do not fuse it)."""
 
     _state_names = ()
@@ -237,9 +281,10 @@ class Solver:
             e.zeroed = True
 
     def _with_grads(self, pre_hook, post_hook, action, widen=False):
-        """Call ``action(entry, grad array)`` for each parameter holding a gradient, between
-        the hooks; ``widen`` converts float16 gradients to float32 first (for actions that
-        write to them)."""
+        """Call ``action(entry, grad array, kernels)`` for each parameter holding a gradient,
+        between the hooks: on the device when the gradient is there (``kernels`` is then
+        ``cuda_ops.solver_steps``), else on the host. ``widen`` converts float16 gradients to
+        float32 first (for actions that write to them)."""
         as_array = _wide_float_array if widen else _float_array
         pre_hook, post_hook = callback.solver_hooks(pre_hook, post_hook)
         for e in self._entries.values():
@@ -247,7 +292,11 @@ class Solver:
                 continue
             if pre_hook is not None:
                 pre_hook()
-            action(e, as_array(e.param.grad))
+            if _on_device(e.param):
+                action(e, cuda_device.accumulator(e.param.grad, e.param.grad.dtype), cuda_kernels)
+            else:
+                g = as_array(e.param.grad)
+                action(e, g, _HostKernels(g.size))
             if post_hook is not None:
                 post_hook()
 
@@ -259,35 +308,32 @@ class Solver:
             self._decay_rate = rate
             return
 
-        def decay(e, g):
-            w = _float_array(e.param.data)
-            if w.dtype != g.dtype:   # a float16 parameter
-                w = w.astype(g.dtype)
-            K.add_scaled.for_size(g.size)(g, w, rate)
+        def decay(e, g, kernels):
+            kernels.add_scaled(g, kernels.param_values(e.param, g.dtype), rate)
         self._with_grads(pre_hook, post_hook, decay, widen=True)
 
     def scale_grad(self, scale, pre_hook=None, post_hook=None):
         """Multiply every gradient by ``scale``."""
         factor = _as_float32(scale, self.name + ".scale_grad", "scale")
 
-        def rescale(e, g):
-            K.scale.for_size(g.size)(g, factor)
+        def rescale(e, g, kernels):
+            kernels.scale(g, factor)
         self._with_grads(pre_hook, post_hook, rescale, widen=True)
 
     def clip_grad_by_norm(self, clip_norm, pre_hook=None, post_hook=None):
         """Scale each parameter's gradient down to L2 norm ``clip_norm`` where it exceeds it."""
         bound = _as_float32(clip_norm, self.name + ".clip_grad_by_norm", "clip_norm")
 
-        def clip(e, g):
-            norm_sq = K.sum_of_squares.for_size(g.size)(g)
-            if norm_sq > bound * bound:
-                K.scale.for_size(g.size)(g, bound / math.sqrt(norm_sq))
+        def clip(e, g, kernels):
+            kernels.clip_by_norm(g, bound)
         self._with_grads(pre_hook, post_hook, clip, widen=True)
 
     def _count_nonfinite(self, pre_hook, post_hook):
         found = [0, 0]
 
-        def count(e, g):
+        def count(e, g, kernels):
+            if kernels.on_device:   # the answer is read on the host: copy the gradient down
+                g = _float_array(e.param.grad)
             g = _compute_array(g)
             infs, nans = K.nonfinite_flags.for_size(g.size)(g)
             found[0] += infs
@@ -324,9 +370,16 @@ class Solver:
                 update_pre_hook()
             if e.t < _T_MAX:
                 e.t += 1
-            w = _wide_float_array(e.param.data)
-            self._update_one(e.t, w, _compute_array(_float_array(e.param.grad)),
-                             [s.data.data for s in e.states.values()], decay)
+            if _on_device(e.param):
+                w = cuda_device.accumulator(e.param.data, e.param.data.dtype)
+                self._update_one(cuda_kernels, e.t, w, cuda_device.read(e.param.grad, w.dtype),
+                                 [cuda_device.accumulator(s.data, w.dtype)
+                                  for s in e.states.values()], decay)
+            else:
+                w = _wide_float_array(e.param.data)
+                self._update_one(_HostKernels(w.size), e.t, w,
+                                 _compute_array(_float_array(e.param.grad)),
+                                 [s.data.data for s in e.states.values()], decay)
             if update_post_hook is not None:
                 update_post_hook()
         self._decay_rate = None
@@ -415,8 +468,8 @@ class Sgd(Solver):
     def __init__(self, lr=1e-3):
         super().__init__(lr=lr)
 
-    def _update_one(self, t, w, g, states, decay):
-        K.sgd_update.for_size(w.size)(w, g, self._lr)
+    def _update_one(self, kernels, t, w, g, states, decay):
+        kernels.sgd_update(w, g, self._lr)
 
 
 class Momentum(Solver):
@@ -427,8 +480,8 @@ class Momentum(Solver):
     def __init__(self, lr=1e-3, momentum=0.9):
         super().__init__(lr=lr, momentum=momentum)
 
-    def _update_one(self, t, w, g, states, decay):
-        K.momentum_update.for_size(w.size)(w, g, states[0], self._lr, self._momentum, 0.0, 0.0, False)
+    def _update_one(self, kernels, t, w, g, states, decay):
+        kernels.momentum_update(w, g, states[0], self._lr, self._momentum, 0.0, 0.0, False)
 
 
 class Nesterov(Solver):
@@ -440,8 +493,8 @@ class Nesterov(Solver):
     def __init__(self, lr=1e-3, momentum=0.9):
         super().__init__(lr=lr, momentum=momentum)
 
-    def _update_one(self, t, w, g, states, decay):
-        K.momentum_update.for_size(w.size)(w, g, states[0], self._lr, self._momentum, 0.0, 0.0, True)
+    def _update_one(self, kernels, t, w, g, states, decay):
+        kernels.momentum_update(w, g, states[0], self._lr, self._momentum, 0.0, 0.0, True)
 
 
 class SgdW(_FusedDecay, Solver):
@@ -453,9 +506,9 @@ class SgdW(_FusedDecay, Solver):
     def __init__(self, lr=1e-3, momentum=0.9, wd=1e-4):
         super().__init__(lr=lr, momentum=momentum, wd=wd)
 
-    def _update_one(self, t, w, g, states, decay):
-        K.momentum_update.for_size(w.size)(w, g, states[0], self._lr, self._momentum, 0.0,
-                                           self._lr_ratio() * decay, False)
+    def _update_one(self, kernels, t, w, g, states, decay):
+        kernels.momentum_update(w, g, states[0], self._lr, self._momentum, 0.0,
+                                self._lr_ratio() * decay, False)
 
 
 class Lars(_FusedDecay, Solver):
@@ -467,9 +520,9 @@ class Lars(_FusedDecay, Solver):
     def __init__(self, lr=1e-3, momentum=0.9, coefficient=1e-3, eps=1e-6):
         super().__init__(lr=lr, momentum=momentum, coefficient=coefficient, eps=eps)
 
-    def _update_one(self, t, w, g, states, decay):
-        K.lars_update.for_size(w.size)(w, g, states[0], self._lr, self._momentum, self._coefficient,
-                                       self._eps, decay)
+    def _update_one(self, kernels, t, w, g, states, decay):
+        kernels.lars_update(w, g, states[0], self._lr, self._momentum, self._coefficient,
+                            self._eps, decay)
 
 
 # ============================================================================ adaptive rates
@@ -481,8 +534,8 @@ class Adagrad(Solver):
     def __init__(self, lr=1e-2, eps=1e-8):
         super().__init__(lr=lr, eps=eps)
 
-    def _update_one(self, t, w, g, states, decay):
-        K.rms_update.for_size(w.size)(w, g, states[0], self._lr, 1.0, 1.0, self._eps)
+    def _update_one(self, kernels, t, w, g, states, decay):
+        kernels.rms_update(w, g, states[0], self._lr, 1.0, 1.0, self._eps)
 
 
 class RMSprop(Solver):
@@ -493,9 +546,9 @@ class RMSprop(Solver):
     def __init__(self, lr=1e-3, decay=0.9, eps=1e-8):
         super().__init__(lr=lr, decay=decay, eps=eps)
 
-    def _update_one(self, t, w, g, states, decay):
-        K.rms_update.for_size(w.size)(w, g, states[0], self._lr, self._decay, 1.0 - self._decay,
-                                      self._eps)
+    def _update_one(self, kernels, t, w, g, states, decay):
+        kernels.rms_update(w, g, states[0], self._lr, self._decay, 1.0 - self._decay,
+                           self._eps)
 
 
 class RMSpropGraves(Solver):
@@ -506,10 +559,10 @@ class RMSpropGraves(Solver):
     def __init__(self, lr=1e-4, decay=0.95, momentum=0.9, eps=1e-4):
         super().__init__(lr=lr, decay=decay, momentum=momentum, eps=eps)
 
-    def _update_one(self, t, w, g, states, decay):
+    def _update_one(self, kernels, t, w, g, states, decay):
         n, g_mean, d = states
-        K.rmsprop_graves_update.for_size(w.size)(w, g, n, g_mean, d, self._lr, self._decay,
-                                                 self._momentum, self._eps)
+        kernels.rmsprop_graves_update(w, g, n, g_mean, d, self._lr, self._decay,
+                                      self._momentum, self._eps)
 
 
 class Adadelta(Solver):
@@ -520,10 +573,10 @@ class Adadelta(Solver):
     def __init__(self, lr=1.0, decay=0.95, eps=1e-6):
         super().__init__(lr=lr, decay=decay, eps=eps)
 
-    def _update_one(self, t, w, g, states, decay):
+    def _update_one(self, kernels, t, w, g, states, decay):
         e_sqr_grad, e_sqr_delta = states
-        K.adadelta_update.for_size(w.size)(w, g, e_sqr_grad, e_sqr_delta, self._lr, self._decay,
-                                           self._eps)
+        kernels.adadelta_update(w, g, e_sqr_grad, e_sqr_delta, self._lr, self._decay,
+                                self._eps)
 
 
 # ============================================================================ Adam family
@@ -560,15 +613,15 @@ class _AdamFamily(Solver):
     def _decoupled_decay(self, decay):
         return 0.0
 
-    def _update_one(self, t, w, g, states, decay):
+    def _update_one(self, kernels, t, w, g, states, decay):
         m, v = states[0], states[1]
         v_hat = states[2] if self._keeps_max else v
         step = self._alpha
         if self._bias_correction:
             step *= _adam_correction(self._beta1, self._beta2, t)
         lower, upper = self._rate_bounds(t)
-        K.adam_update.for_size(w.size)(w, g, m, v, v_hat, step, self._beta1, self._beta2, self._eps,
-                                       lower, upper, self._decoupled_decay(decay), self._keeps_max)
+        kernels.adam_update(w, g, m, v, v_hat, step, self._beta1, self._beta2, self._eps,
+                            lower, upper, self._decoupled_decay(decay), self._keeps_max)
 
 
 class Adam(_AdamFamily):
@@ -637,10 +690,10 @@ class Adamax(Solver):
     def __init__(self, alpha=2e-3, beta1=0.9, beta2=0.999, eps=1e-8):
         super().__init__(alpha=alpha, beta1=beta1, beta2=beta2, eps=eps)
 
-    def _update_one(self, t, w, g, states, decay):
+    def _update_one(self, kernels, t, w, g, states, decay):
         m, u = states
         step = self._alpha / (1.0 - self._beta1 ** t)
-        K.adamax_update.for_size(w.size)(w, g, m, u, step, self._beta1, self._beta2, self._eps)
+        kernels.adamax_update(w, g, m, u, step, self._beta1, self._beta2, self._eps)
 
 
 class AdaBelief(Solver):
@@ -669,7 +722,7 @@ class AdaBelief(Solver):
     def _default_decay(self):
         return self._wd
 
-    def _update_one(self, t, w, g, states, decay):
+    def _update_one(self, kernels, t, w, g, states, decay):
         m, s = states[0], states[1]
         s_max = states[2] if self._amsgrad else s
         alpha, beta1, beta2 = self._alpha, self._beta1, self._beta2
@@ -685,8 +738,8 @@ class AdaBelief(Solver):
                                   / ((rho_inf - 4.0) * (rho_inf - 2.0) * rho_t))
             else:
                 step, adaptive = alpha, False
-        K.adabelief_update.for_size(w.size)(w, g, m, s, s_max, step, beta1, beta2, self._eps,
-                                            bias_correction2, keep_weight, adaptive, self._amsgrad)
+        kernels.adabelief_update(w, g, m, s, s_max, step, beta1, beta2, self._eps,
+                                 bias_correction2, keep_weight, adaptive, self._amsgrad)
 
 
 class Lamb(_FusedDecay, Solver):
@@ -702,17 +755,19 @@ class Lamb(_FusedDecay, Solver):
                          eps=eps, bias_correction=bias_correction)
         self._direction = np.empty(0, np.float32)   # the kernel's scratch, as large as needed
 
-    def _update_one(self, t, w, g, states, decay):
+    def _update_one(self, kernels, t, w, g, states, decay):
         m, v = states
         if self._bias_correction:
             correction1, correction2 = 1.0 - self._beta1 ** t, 1.0 - self._beta2 ** t
         else:
             correction1 = correction2 = 1.0
-        if self._direction.size < w.size or self._direction.dtype != w.dtype:
-            self._direction = np.empty(max(w.size, self._direction.size), w.dtype)
-        r = self._direction[:w.size]
-        K.lamb_update.for_size(w.size)(w, g, m, v, r, self._eta, self._beta1, self._beta2, correction1,
-                                       correction2, self._eps, decay, self._gamma_l, self._gamma_u)
+        r = None   # the device kernels keep their own scratch
+        if not kernels.on_device:
+            if self._direction.size < w.size or self._direction.dtype != w.dtype:
+                self._direction = np.empty(max(w.size, self._direction.size), w.dtype)
+            r = self._direction[:w.size]
+        kernels.lamb_update(w, g, m, v, r, self._eta, self._beta1, self._beta2, correction1,
+                            correction2, self._eps, decay, self._gamma_l, self._gamma_u)
 
 
 class Lion(_FusedDecay, Solver):
@@ -723,5 +778,5 @@ class Lion(_FusedDecay, Solver):
     def __init__(self, lr=1e-4, beta1=0.9, beta2=0.99):
         super().__init__(lr=lr, beta1=beta1, beta2=beta2)
 
-    def _update_one(self, t, w, g, states, decay):
-        K.lion_update.for_size(w.size)(w, g, states[0], self._lr, self._beta1, self._beta2, decay)
+    def _update_one(self, kernels, t, w, g, states, decay):
+        kernels.lion_update(w, g, states[0], self._lr, self._beta1, self._beta2, decay)

@@ -7,8 +7,9 @@ values, its outputs stay on the device until ``.data`` is read (see ``device.py`
 op runs its CPU kernels on host copies, so any graph runs under a CUDA context; so does every op
 under ``type_config='half'``, whose float16 storage the CPU path implements.
 
-Solvers update parameters on the host: ``update()`` reads ``param.data`` and ``param.grad``,
-which copies the gradients down, and the next forward copies the updated parameters up.
+Solvers update a parameter on the device when a CUDA backward wrote its gradient there
+(``solver_steps.py``): parameters, gradients and solver states then stay on the device.
+``device.stats()`` counts the copies between host and device.
 
 Importing this package does not import numba.cuda; the first node run does (``device.load``),
 and raises ImportError when numba.cuda sees no GPU and the simulator is off.
@@ -16,6 +17,7 @@ and raises ImportError when numba.cuda sees no GPU and the simulator is off.
 from .. import buffers, graph
 from . import device, registry
 from . import elementwise, reduction, affine, math, activation, loss  # noqa: F401  (register)
+from . import solver_steps  # noqa: F401  (its kernels are bound with the others)
 
 __all__ = ["CUDA_OPS", "forward_runner_cuda", "backward_runner_cuda", "run_node_forward_cuda",
            "run_node_backward_cuda"]

@@ -13,9 +13,9 @@ from ..ndarray import NotComputed
 from . import registry
 from .registry import device_function, kernel
 
-__all__ = ["load", "unavailable_reason", "properties", "HOW_TO_GET_CUDA", "DeviceMirror", "DeviceMemory", "MEMORY", "fresh_on_device", "read", "write",
-           "accumulator", "zeroed", "upload", "zeros", "empty",
-           "launch", "fill", "copy", "add_into", "flat_offset", "contiguous_strides",
+__all__ = ["load", "unavailable_reason", "properties", "HOW_TO_GET_CUDA", "DeviceMirror",
+           "DeviceMemory", "MEMORY", "fresh_on_device", "read", "write", "accumulator", "zeroed",
+           "upload", "copy_up", "copy_down", "host_counter", "read_counter", "stats", "reset_stats", "zeros", "empty", "launch", "fill", "copy", "add_into", "flat_offset", "contiguous_strides",
            "broadcast_strides"]
 
 cuda = None  # numba.cuda, bound by load()
@@ -89,7 +89,7 @@ class DeviceMirror:
             return host
         if host is None or host.shape != self.array.shape or host.dtype != self.array.dtype:
             host = np.empty(self.array.shape, self.array.dtype)
-        self.array.copy_to_host(host)
+        copy_down(self.array, host)
         self.host_stale = False
         return host
 
@@ -97,6 +97,17 @@ class DeviceMirror:
         """The host copy is the newest (it was handed out writable, or filled)."""
         self.host_stale = False
         self.device_stale = True
+
+    def fill(self, nd, value):
+        """Set every element of the device copy to the scalar ``value``, making it the newest
+        (no copy); False, doing nothing, when ``value`` is not a scalar or ``nd`` has been
+        retyped since. Called by ``NdArray.fill``."""
+        if np.ndim(value) != 0 or self.array.dtype != nd.dtype or self.array.size != nd.size:
+            return False
+        fill(self.array, value)
+        self.host_stale = True
+        self.device_stale = False
+        return True
 
     @property
     def fresh(self):
@@ -122,12 +133,12 @@ def _device_copy(nd):
         return mirror.array
     host = np.ascontiguousarray(nd.host_as())   # the host copy is the newer one here
     if mirror is None:
-        nd.attach_device(DeviceMirror(cuda.to_device(host)))
+        nd.attach_device(DeviceMirror(upload(host)))
         mirror = nd.device_mirror
     elif mirror.array.shape != host.shape or mirror.array.dtype != host.dtype:
-        mirror.array = cuda.to_device(host)
+        mirror.array = upload(host)
     else:
-        mirror.array.copy_to_device(host)
+        copy_up(host, mirror.array)
     mirror.device_stale = False
     mirror.host_stale = False
     return mirror.array
@@ -234,11 +245,65 @@ class DeviceMemory:
 MEMORY = DeviceMemory()
 
 
-# ---------------------------------------------------------------------------- arrays
+# ---------------------------------------------------------------------------- transfers
+# Every copy between host and device goes through upload / copy_up / copy_down, which count
+# them: a training step that stays on the device shows none but the loss read (stats()).
+_STATS = dict.fromkeys(("host_to_device", "host_to_device_bytes", "device_to_host",
+                        "device_to_host_bytes"), 0)
+
+
+def stats():
+    """The host -> device and device -> host copies made so far: a dict of their counts
+    (``host_to_device``, ``device_to_host``) and sizes (``..._bytes``)."""
+    return dict(_STATS)
+
+
+def reset_stats():
+    """Zero the counts of :func:`stats`."""
+    for key in _STATS:
+        _STATS[key] = 0
+
+
+def _count(direction, nbytes):
+    _STATS[direction] += 1
+    _STATS[direction + "_bytes"] += int(nbytes)
+
+
 def upload(host):
     """A new device array holding a copy of the NumPy array ``host``."""
-    return cuda.to_device(np.ascontiguousarray(host))
+    host = np.ascontiguousarray(host)
+    _count("host_to_device", host.nbytes)
+    return cuda.to_device(host)
 
+
+def copy_up(host, array):
+    """Copy the NumPy array ``host`` into the device array ``array`` (same shape and type)."""
+    _count("host_to_device", host.nbytes)
+    array.copy_to_device(host)
+
+
+def copy_down(array, host=None):
+    """The device array ``array`` copied into ``host`` (a new NumPy array when None)."""
+    _count("device_to_host", array.size * array.dtype.itemsize)
+    if host is None:
+        return array.copy_to_host()
+    array.copy_to_host(host)
+    return host
+
+
+def host_counter():
+    """A one-element int64 array in host memory mapped into the device: kernels add to it
+    (``cuda.atomic.add``) and :func:`read_counter` reads it without a copy."""
+    return cuda.mapped_array(1, np.int64)
+
+
+def read_counter(counter):
+    """The value of a :func:`host_counter` once the kernels queued so far are done."""
+    cuda.synchronize()
+    return int(counter[0])
+
+
+# ---------------------------------------------------------------------------- arrays
 
 def empty(shape, dtype):
     """A new, uninitialised device array."""

@@ -39,10 +39,10 @@ def test_registry_cuda_column_comes_from_the_launchers():
     from nnabla_jit.utils.inspection import op_status
     status = {r["name"]: r["cuda"] for r in op_status()}
     assert CUDA_OPS == set(registry.FORWARD)
-    for name in ("Affine", "BatchMatmul", "Tanh", "Add2", "Sum", "Mean", "Max", "Min", "Softmax",
-                 "LogSoftmax", "SoftmaxCrossEntropy"):
+    for name in ("Affine", "BatchMatmul", "Convolution", "DepthwiseConvolution", "Tanh", "Add2",
+                 "Sum", "Mean", "Max", "Min", "Softmax", "LogSoftmax", "SoftmaxCrossEntropy"):
         assert status[name], name
-    assert not status["Convolution"]
+    assert status["Convolution"] and not status["MaxPooling"]
     assert {n for n, has in status.items() if has} == set(CUDA_OPS)
 
 

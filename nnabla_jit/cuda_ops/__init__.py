@@ -17,6 +17,7 @@ and raises ImportError when numba.cuda sees no GPU and the simulator is off.
 from .. import buffers, graph
 from . import device, registry
 from . import elementwise, reduction, affine, math, activation, loss  # noqa: F401  (register)
+from . import convolution  # noqa: F401  (register)
 from . import solver_steps  # noqa: F401  (its kernels are bound with the others)
 
 __all__ = ["CUDA_OPS", "forward_runner_cuda", "backward_runner_cuda", "run_node_forward_cuda",
@@ -29,6 +30,8 @@ def _on_device(node, launchers):
     """The op's launcher when this node runs on the device, else None (CPU kernels)."""
     device.load()
     if node.storage_dtype != node.compute_dtype or node.op.data_dependent:
+        return None
+    if not registry.handles(node.op):
         return None
     return launchers.get(node.op.name)
 

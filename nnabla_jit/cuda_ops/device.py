@@ -15,8 +15,9 @@ from .registry import device_function, kernel
 
 __all__ = ["load", "unavailable_reason", "properties", "HOW_TO_GET_CUDA", "DeviceMirror",
            "DeviceMemory", "MEMORY", "fresh_on_device", "read", "write", "accumulator", "zeroed",
-           "upload", "copy_up", "copy_down", "host_counter", "read_counter", "stats", "reset_stats", "zeros", "empty", "launch", "fill", "copy", "add_into", "flat_offset", "contiguous_strides",
-           "broadcast_strides"]
+           "upload", "copy_up", "copy_down", "host_counter", "read_counter", "stats",
+           "reset_stats", "zeros", "empty", "workspace", "launch", "fill", "copy", "add_into",
+           "flat_offset", "contiguous_strides", "broadcast_strides"]
 
 cuda = None  # numba.cuda, bound by load()
 
@@ -308,6 +309,20 @@ def read_counter(counter):
 def empty(shape, dtype):
     """A new, uninitialised device array."""
     return cuda.device_array(tuple(shape), dtype)
+
+
+_WORKSPACE = {}
+
+
+def workspace(name, size, dtype):
+    """A flat device array of ``size`` elements, the work buffer ``name`` kept for reuse across
+    launches and steps (grown as needed; kernels on one stream run in order, so consecutive
+    users of one name do not overlap)."""
+    key = (name, np.dtype(dtype))
+    array = _WORKSPACE.get(key)
+    if array is None or array.size < size:
+        array = _WORKSPACE[key] = empty((size,), dtype)
+    return array[:size]
 
 
 def zeros(shape, dtype):

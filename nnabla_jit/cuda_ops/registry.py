@@ -15,22 +15,32 @@ be a module global: numba's simulator swaps module globals to run the kernels.
 """
 import sys
 
-__all__ = ["FORWARD", "BACKWARD", "forward", "backward", "kernel", "device_function",
+__all__ = ["FORWARD", "BACKWARD", "WHEN", "handles", "forward", "backward", "kernel", "device_function",
            "bind_kernels"]
 
 FORWARD = {}    # op name -> forward launcher
 BACKWARD = {}   # op name -> backward launcher
+WHEN = {}       # op name -> predicate on the set-up op: whether its launchers handle it
 
 _bound = [False]
 
 
-def forward(*names):
-    """Decorator: ``fn`` launches the forward of the ops ``names``."""
+def forward(*names, when=None):
+    """Decorator: ``fn`` launches the forward of the ops ``names``; ``when(op)``, if given,
+    says which set-up ops it handles (the others run their CPU kernels on host copies)."""
     def deco(fn):
         for name in names:
             FORWARD[name] = fn
+            if when is not None:
+                WHEN[name] = when
         return fn
     return deco
+
+
+def handles(op):
+    """Whether the launchers of ``op``'s name handle this op (see :func:`forward`)."""
+    when = WHEN.get(op.name)
+    return when is None or when(op)
 
 
 def backward(*names):

@@ -172,16 +172,8 @@ def clip_factor_kernel(norms, factor, bound):
 
 
 # ---------------------------------------------------------------------------- helpers
-_SCRATCH = {}
-
-
 def _scratch(name, size, dtype):
-    """A device array of ``size`` elements kept for reuse under ``name`` (grown as needed)."""
-    key = (name, np.dtype(dtype))
-    array = _SCRATCH.get(key)
-    if array is None or array.size < size:
-        array = _SCRATCH[key] = device.empty((size,), dtype)
-    return array[:size]
+    return device.workspace("solver " + name, size, dtype)
 
 
 def _flat(*arrays):

@@ -19,9 +19,18 @@ data as it is (``division`` divides by 1), so the same script runs alone without
 Collectives take ``NdArray`` objects (``v.grad``, ``v.data``) and write their results back into
 them. Values are reduced in float32 (float64 when an array holds float64); float16 arrays are
 widened for the reduction and keep their type.
+
+Processes on one machine share its cores: ``init()`` gives each of the ``k`` ranks on a machine
+``cores // k`` kernel threads (numba's), instead of every rank starting a full set that then
+contend for the same cores. A user's own setting wins: ``NUMBA_NUM_THREADS`` in the environment,
+or ``numba.set_num_threads`` called before ``init()``.
+
+``DataParallelCommunicator`` is the other kind: several devices driven by one process (one
+network copy per device, their gradients summed by ``allreduce()``).
 """
 import os
 
+import numba
 import numpy as np
 
 from .context import Context
@@ -42,6 +51,31 @@ def _launched_size():
         if value.isdigit():
             return int(value)
     return 1
+
+
+def threads_per_rank(ranks_on_node, usable_cores, machine_cores):
+    """How many kernel threads one of ``ranks_on_node`` processes on a machine should run.
+
+    ``usable_cores`` are the cores this process may run on (its affinity), ``machine_cores``
+    the machine's. A launcher that bound the process to fewer cores than the machine has
+    already gave it its share, so it uses all of them; otherwise the machine's cores are
+    divided among the ranks (at least one thread each)."""
+    if usable_cores < machine_cores:
+        return max(1, usable_cores)
+    return max(1, machine_cores // max(1, ranks_on_node))
+
+
+def _share_cores(ranks_on_node):
+    """Set this process's numba threads to its share of the machine (``threads_per_rank``),
+    unless the user chose them: ``NUMBA_NUM_THREADS`` set, or ``numba.set_num_threads`` called
+    (the thread count then differs from numba's default). Returns the count now in use."""
+    default = numba.config.NUMBA_NUM_THREADS
+    if ranks_on_node <= 1 or "NUMBA_NUM_THREADS" in os.environ or numba.get_num_threads() != default:
+        return numba.get_num_threads()
+    machine = os.cpu_count() or 1
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else machine
+    numba.set_num_threads(min(default, threads_per_rank(ranks_on_node, usable, machine)))
+    return numba.get_num_threads()
 
 
 # ----------------------------------------------------------------------------- transports
@@ -422,9 +456,10 @@ class MultiProcessDataParallelCommunicator(Communicator):
                               "'nnabla_jit[mpi]'".format(type(self).__name__, size)) from None
         self._mpi = MPI
         world = MPI.COMM_WORLD
-        node = world.Split_type(MPI.COMM_TYPE_SHARED)
-        local_rank = node.Get_rank()
+        node = world.Split_type(MPI.COMM_TYPE_SHARED)   # the ranks on this machine
+        local_rank, local_size = node.Get_rank(), node.Get_size()
         node.Free()
+        _share_cores(local_size)
         return _MPIGroup(MPI, world), local_rank
 
     def _make_group(self, ranks):

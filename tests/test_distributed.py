@@ -11,6 +11,8 @@ import textwrap
 import numpy as np
 import pytest
 
+from nnabla_jit.communicators import threads_per_rank
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -52,7 +54,8 @@ WORKER = textwrap.dedent('''
     comm.init()
     r, n = comm.rank, comm.size
     nd = lambda v, dtype=np.float32: nn.NdArray.from_numpy_array(np.asarray(v, dtype))
-    out = {"size": n, "local_rank": comm.local_rank}
+    import numba
+    out = {"size": n, "local_rank": comm.local_rank, "threads": numba.get_num_threads()}
 
     a, b = nd(np.full((2, 3), r + 1.0)), nd([10.0 * (r + 1)] * 4, np.float16)
     comm.all_reduce([a, b])
@@ -124,8 +127,11 @@ def test_two_processes(tmp_path):
     script.write_text(WORKER)
     run(mpirun(2) + [sys.executable, str(script), str(tmp_path)], timeout=300)
     ranks = [dict(np.load(tmp_path / "rank{}.npz".format(r))) for r in range(2)]
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    expected_threads = threads_per_rank(2, cores, os.cpu_count())
     for r, out in enumerate(ranks):
         assert out["size"] == 2 and out["local_rank"] == r   # both on this machine
+        assert out["threads"] == expected_threads              # the cores are shared
         np.testing.assert_array_equal(out["sum"], np.full((2, 3), 3.0))
         np.testing.assert_array_equal(out["sum16"], [30.0] * 4)
         assert out["sum16_dtype"] == "float16"
@@ -140,6 +146,43 @@ def test_two_processes(tmp_path):
     np.testing.assert_array_equal(ranks[0]["group"], [5.0])          # a group of one
     np.testing.assert_array_equal(ranks[1]["group"], [6.0])          # not in the group
     np.testing.assert_array_equal(ranks[0]["params"], ranks[1]["params"])
+
+
+def test_threads_per_rank_divides_the_machine_among_its_ranks():
+    assert threads_per_rank(1, 8, 8) == 8
+    assert threads_per_rank(2, 8, 8) == 4
+    assert threads_per_rank(3, 8, 8) == 2
+    assert threads_per_rank(4, 2, 2) == 1      # more ranks than cores: one thread each
+    assert threads_per_rank(2, 3, 16) == 3     # bound by the launcher to 3 cores: its share
+
+
+THREADS = textwrap.dedent('''
+    import sys
+    import numba
+    if sys.argv[1] == "set":
+        numba.set_num_threads(1)
+    import nnabla_jit.communicators as C
+    from nnabla_jit.ext_utils import get_extension_context
+    comm = C.MultiProcessDataParallelCommunicator(get_extension_context("cpu"))
+    comm.init()
+    print("rank", comm.rank, "threads", numba.get_num_threads())
+''')
+
+
+def test_the_users_thread_settings_win_over_the_share(tmp_path):
+    script = tmp_path / "threads.py"
+    script.write_text(THREADS)
+    env = dict(os.environ, NUMBA_NUM_THREADS="3")
+    result = subprocess.run(mpirun(2) + [sys.executable, str(script), "env"], capture_output=True,
+                            text=True, timeout=120, cwd=ROOT, env=env)
+    assert result.returncode == 0, result.stderr
+    assert sorted(re.findall(r"threads (\d+)", result.stdout)) == ["3", "3"]
+    if os.cpu_count() > 2:   # with 2 cores the share is 1 anyway
+        env.pop("NUMBA_NUM_THREADS")
+        result = subprocess.run(mpirun(2) + [sys.executable, str(script), "set"], capture_output=True,
+                                text=True, timeout=120, cwd=ROOT, env=env)
+        assert result.returncode == 0, result.stderr
+        assert sorted(re.findall(r"threads (\d+)", result.stdout)) == ["1", "1"]
 
 
 @pytest.mark.slow

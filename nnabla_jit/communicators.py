@@ -429,6 +429,20 @@ class Communicator:
         """Wait until every process has reached this call."""
         self._started("barrier").barrier()
 
+    # ------------------------------------------------------------------ for synchronized ops
+    # F.sync_batch_normalization's op holds numpy arrays, not NdArrays; it calls these two.
+    def _gather_stats(self, local, group="world"):
+        """The 1-d float64 array ``local`` of every process of ``group``, stacked by rank."""
+        link = self._link(group, "sync_batch_normalization")
+        local = np.ascontiguousarray(local, np.float64)
+        gathered = np.empty((link.size,) + local.shape, np.float64)
+        link.allgather(local, gathered)
+        return gathered
+
+    def _sum_arrays(self, buf, group="world"):
+        """Sum the float64 array ``buf`` over the processes of ``group``, in place."""
+        self._link(group, "sync_batch_normalization").allreduce(buf)
+
     def abort(self):
         """End every process at once (a failed run)."""
         self._started("abort")

@@ -148,6 +148,89 @@ def test_two_processes(tmp_path):
     np.testing.assert_array_equal(ranks[0]["params"], ranks[1]["params"])
 
 
+SYNC_BN = textwrap.dedent('''
+    import sys
+    import numpy as np
+    import nnabla_jit as nn
+    import nnabla_jit.communicators as C
+    import nnabla_jit.functions as F
+    import nnabla_jit.parametric_functions as PF
+    from nnabla_jit.ext_utils import get_extension_context
+
+    comm = C.MultiProcessDataParallelCommunicator(get_extension_context("cpu"))
+    comm.init()
+    r, n = comm.rank, comm.size
+    rng = np.random.RandomState(0)
+    X = (rng.randn(8, 3, 2, 2) * np.array([1.0, 3.0, 0.5])[None, :, None, None] + 2.0).astype(np.float64)
+    W = rng.randn(*X.shape)                # weights of the loss sum(W * y)
+    A, B = rng.randn(1, 3, 1, 1), rng.randn(1, 3, 1, 1)   # ... + sum(A * mean) + sum(B * var)
+    beta0, gamma0 = rng.randn(1, 3, 1, 1), rng.rand(1, 3, 1, 1) + 0.5
+    out = {}
+
+    def run(x_np, w_np, comm_or_none, tag):
+        x = nn.Variable.from_numpy_array(x_np, need_grad=True)
+        beta = nn.Variable.from_numpy_array(beta0, need_grad=True)
+        gamma = nn.Variable.from_numpy_array(gamma0, need_grad=True)
+        rmean = nn.Variable.from_numpy_array(np.full((1, 3, 1, 1), 0.5))
+        rvar = nn.Variable.from_numpy_array(np.full((1, 3, 1, 1), 2.0))
+        if comm_or_none is None:
+            y, m, v = F.batch_normalization(x, beta, gamma, rmean, rvar, output_stat=True)
+        else:
+            y, m, v = F.sync_batch_normalization(x, beta, gamma, rmean, rvar, comm_or_none,
+                                                 output_stat=True)
+        const = nn.Variable.from_numpy_array
+        loss = F.sum(y * const(w_np)) + F.sum(m * const(A)) + F.sum(v * const(B))
+        loss.forward()
+        loss.backward()
+        for name, value in (("y", y.d), ("mean", m.d), ("var", v.d), ("dx", x.g), ("dbeta", beta.g),
+                            ("dgamma", gamma.g), ("rmean", rmean.d), ("rvar", rvar.d)):
+            out[tag + name] = np.array(value)
+        if comm_or_none is not None:
+            try:
+                nn.grad([loss], [x])
+                out["grad_error"] = ""
+            except NotImplementedError as e:
+                out["grad_error"] = str(e)
+
+    mine = slice(4 * r, 4 * r + 4)
+    # The loss of every process weighs the shared statistics with A and B: together they are
+    # n times the one-process loss's, so the one-process reference weighs them n times.
+    run(X[mine], W[mine], comm, "sync_")
+    A, B = A * n, B * n
+    run(X, W, None, "ref_")
+    # the layer's own parameters, over both processes at once
+    h = PF.sync_batch_normalization(nn.Variable.from_numpy_array(X[mine]), comm, name="bn")
+    h.forward()
+    out["pf_y"] = h.d
+    np.savez(sys.argv[1] + "/rank{}.npz".format(r), **out)
+''')
+
+
+def test_sync_batch_normalization_over_two_processes_is_one_process_on_the_whole_batch(tmp_path):
+    script = tmp_path / "sync_bn.py"
+    script.write_text(SYNC_BN)
+    run(mpirun(2) + [sys.executable, str(script), str(tmp_path)], timeout=300)
+    ranks = [dict(np.load(tmp_path / "rank{}.npz".format(r))) for r in range(2)]
+    tol = dict(rtol=1e-9, atol=1e-10)
+    for r, out in enumerate(ranks):
+        mine = slice(4 * r, 4 * r + 4)
+        np.testing.assert_allclose(out["sync_y"], out["ref_y"][mine], **tol)
+        np.testing.assert_allclose(out["sync_dx"], out["ref_dx"][mine], **tol)
+        for name in ("mean", "var", "rmean", "rvar"):       # the whole batch's statistics
+            np.testing.assert_allclose(out["sync_" + name], out["ref_" + name], **tol)
+        assert "across 2 processes is not supported" in str(out["grad_error"])
+    # beta's and gamma's gradients are each process's own: their sum is the whole batch's
+    for name in ("dbeta", "dgamma"):
+        np.testing.assert_allclose(ranks[0]["sync_" + name] + ranks[1]["sync_" + name],
+                                   ranks[0]["ref_" + name], rtol=1e-5, atol=1e-6)   # float32 grads
+        assert not np.allclose(ranks[0]["sync_" + name], ranks[0]["ref_" + name])
+    # PF: gamma 1, beta 0 normalizes each channel over both halves: mean 0 and variance 1 overall
+    both = np.concatenate([ranks[0]["pf_y"], ranks[1]["pf_y"]])
+    np.testing.assert_allclose(both.mean(axis=(0, 2, 3)), 0, atol=1e-5)
+    np.testing.assert_allclose(both.var(axis=(0, 2, 3)), 1, rtol=1e-3)
+    assert not np.allclose(ranks[0]["pf_y"].mean(axis=(0, 2, 3)), 0, atol=1e-2)
+
+
 def test_threads_per_rank_divides_the_machine_among_its_ranks():
     assert threads_per_rank(1, 8, 8) == 8
     assert threads_per_rank(2, 8, 8) == 4

@@ -25,6 +25,12 @@ def _reshape(v, shape):
 def _standardization_rule(name):
     """The grad rule of standardization op ``name``, built from F ops."""
     def rule(grad_inputs, inputs, input_shapes, outputs, output_shapes, **args):
+        comm = args.get("comm")
+        if name == "SyncBatchNormalization" and args.get("batch_stat", True) and comm is not None \
+                and getattr(comm, "size", 1) > 1:
+            raise NotImplementedError(
+                "nn.grad of SyncBatchNormalization across {} processes is not supported (its "
+                "gradient graph would need collectives): use loss.backward()".format(comm.size))
         names = _input_names(name, len(inputs), args)
         given = dict(zip(names, inputs))
         x, beta, gamma = given["x"], given.get("beta"), given.get("gamma")

@@ -36,7 +36,7 @@ import numpy as np
 from .context import Context
 from .ndarray import NdArray
 
-__all__ = ["Communicator", "MultiProcessDataParallelCommunicator", "MultiProcessCommunicator",
+__all__ = ["Communicator", "DataParallelCommunicator", "MultiProcessDataParallelCommunicator", "MultiProcessCommunicator",
            "MultiProcessDataParalellCommunicator", "Comm", "Dist", "CommunicatorBackwardCallback",
            "Context"]
 
@@ -488,6 +488,127 @@ class MultiProcessDataParallelCommunicator(Communicator):
         if isinstance(world, _MPIGroup):
             world._comm.Abort(1)
         os._exit(1)
+
+
+class DataParallelCommunicator(Communicator):
+    """nnabla's single-process data parallelism: one copy of the network per device, each built
+    under its own context and parameter scope, driven in turn by one process. Register every
+    copy's parameters with ``add_context_and_parameters((ctx, params))``, ``init()``, and after
+    the copies' backward ``allreduce()`` sums their gradients (``division``: averages) and
+    writes the result into every copy, so their solvers take the same step::
+
+        comm = C.DataParallelCommunicator(ctx)
+        for i, ctx_i in enumerate(ctxs):
+            with nn.parameter_scope("device{}".format(i)):
+                comm.add_context_and_parameters((ctx_i, nn.get_parameters()))
+        comm.init()
+        ...
+        comm.allreduce(division=True)
+
+    ``size`` is the number of devices (copies) and ``rank`` 0. The other collectives take one
+    NdArray per device (``data[i]`` on device ``i``): ``all_reduce`` leaves the sum in each,
+    ``bcast`` copies device ``src``'s to all, ``reduce`` sums into device ``dst``'s. Any
+    context works (the copies' arrays are read and written through their NdArrays)."""
+
+    def init(self):
+        if not self._ctx_params:
+            raise RuntimeError("DataParallelCommunicator.init: add each device's parameters with "
+                               "add_context_and_parameters((ctx, params)) first")
+        first = [v.shape for v in self._ctx_params[0][1].values()]
+        for k, (_, params) in enumerate(self._ctx_params[1:], 1):
+            shapes = [v.shape for v in params.values()]
+            if shapes != first:
+                raise ValueError("DataParallelCommunicator.init: device {} has parameters of "
+                                 "shapes {}, device 0 has {}; every device must hold a copy of the "
+                                 "same network".format(k, shapes, first))
+        super().init()
+
+    @property
+    def size(self):
+        """Number of devices (network copies)."""
+        self._started("size")
+        return len(self._ctx_params)
+
+    def _per_device(self, data, what):
+        arrays = _ndarrays(data, what)
+        if len(arrays) != self.size:
+            raise ValueError("DataParallelCommunicator.{}: data must hold one NdArray per device "
+                             "({}), got {}".format(what, self.size, len(arrays)))
+        if any(a.shape != arrays[0].shape for a in arrays):
+            raise ValueError("DataParallelCommunicator.{}: the devices' arrays differ in shape: {}"
+                             .format(what, [a.shape for a in arrays]))
+        return arrays
+
+    def _sum(self, arrays, division):
+        total = _pack([arrays[0]], _reduce_dtype([a.dtype for a in arrays]))
+        for a in arrays[1:]:
+            total += _pack([a], total.dtype)
+        if division:
+            total /= len(arrays)
+        return total
+
+    def allreduce(self, division=False, inplace=False):
+        """Sum (``division``: average) each parameter's gradient over the devices' copies and
+        write it into every copy. ``inplace`` is accepted for nnabla's signature (arrays are
+        reduced one parameter at a time either way)."""
+        self._started("allreduce")
+        copies = [list(params.values()) for _, params in self._ctx_params]
+        for same in zip(*copies):
+            grads = [v.grad for v in same]
+            total = self._sum(grads, division)
+            for g in grads:
+                _unpack(total, [g])
+
+    def all_reduce(self, data, division=False, inplace=False, group="world"):
+        """Sum ``data`` (one NdArray per device) over the devices into each of them."""
+        self._started("all_reduce")
+        arrays = self._per_device(data, "all_reduce")
+        total = self._sum(arrays, division)
+        for a in arrays:
+            _unpack(total, [a])
+
+    def bcast(self, data, src, inplace=False, group="world"):
+        """Copy device ``src``'s array into every device's."""
+        self._started("bcast")
+        arrays = self._per_device(data, "bcast")
+        if not 0 <= src < len(arrays):
+            raise ValueError("DataParallelCommunicator.bcast: src={} is not a device in [0, {})"
+                             .format(src, len(arrays)))
+        for k, a in enumerate(arrays):
+            if k != src:
+                np.copyto(a.data, arrays[src].data, casting="unsafe")
+
+    def reduce(self, data, dst, division=False, inplace=False, group="world"):
+        """Sum ``data`` (one NdArray per device) into device ``dst``'s."""
+        self._started("reduce")
+        arrays = self._per_device(data, "reduce")
+        if not 0 <= dst < len(arrays):
+            raise ValueError("DataParallelCommunicator.reduce: dst={} is not a device in [0, {})"
+                             .format(dst, len(arrays)))
+        _unpack(self._sum(arrays, division), [arrays[dst]])
+
+    def _unsupported(self, what):
+        raise NotImplementedError("DataParallelCommunicator.{}: not provided for devices in one "
+                                  "process (MultiProcessDataParallelCommunicator has it)".format(what))
+
+    def all_gather(self, ndarray, ndarray_list, group="world"):
+        self._unsupported("all_gather")
+
+    def reduce_scatter(self, ndarray_list, ndarray, division=False, group="world"):
+        self._unsupported("reduce_scatter")
+
+    def all_reduce_callback(self, data, pack_size, division=False, group="world", scale_grad=1,
+                            keep_dtype=False):
+        self._unsupported("all_reduce_callback")
+
+    def new_group(self, name_ranks, ranks=None):
+        self._unsupported("new_group")
+
+    def _gather_stats(self, local, group="world"):
+        # the copies run one after the other: no copy can wait for the others' statistics
+        self._unsupported("sync_batch_normalization")
+
+    _sum_arrays = _gather_stats
 
 
 # nnabla's other names for it.

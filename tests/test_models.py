@@ -1,0 +1,162 @@
+"""The model zoo (nnabla_jit.models) offline: every model's output shapes and cut points, its
+parameter count against the published figure, weights from a local .h5, the one-line notice
+without weights, and nnabla's fine-tuning tutorial for a few steps on the digits data.
+
+Graphs are only built (shape inference, parameters initialised), never run, except the
+fine-tuning steps on 32x32 images."""
+import contextlib
+import logging
+
+import numpy as np
+import pytest
+
+import nnabla_jit as nn
+import nnabla_jit.functions as F
+import nnabla_jit.parametric_functions as PF
+import nnabla_jit.solvers as S
+from nnabla_jit.logger import logger
+from nnabla_jit.models import imagenet
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch, tmp_path):
+    """No weights: an empty data home and a URL base nothing answers on."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("NNABLA_MODELS_URL_BASE", "http://127.0.0.1:9/")
+    nn.clear_parameters()
+    yield
+    nn.clear_parameters()
+
+
+@contextlib.contextmanager
+def logged():
+    """The records nnabla_jit's logger emits inside the block."""
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger.addHandler(handler)
+    try:
+        yield records
+    finally:
+        logger.removeHandler(handler)
+
+
+def trainable_count():
+    """Parameters a solver updates (the published figures leave out BN's running statistics)."""
+    return sum(p.size for name, p in nn.get_parameters(grad_only=False).items()
+               if not name.endswith(("/mean", "/var")))
+
+
+# model, published parameter count (millions), feature maps at 'lastconv', trained window
+IMAGENET = [
+    (imagenet.ResNet18, 11.69, 512, 7),       # He et al. 2015 / torchvision
+    (imagenet.ResNet34, 21.80, 512, 7),
+    (imagenet.ResNet50, 25.56, 2048, 7),      # "25.6M"
+    (imagenet.ResNet101, 44.55, 2048, 7),
+    pytest.param(imagenet.ResNet152, 60.19, 2048, 7, marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize("cls, millions, channels, window", IMAGENET)
+def test_imagenet_model_shapes_cut_points_and_parameter_count(cls, millions, channels, window):
+    with logged() as records:
+        model = cls()
+    notice = [r.getMessage() for r in records if "pretrained" in r.getMessage()]
+    assert len(notice) == 1 and "{}: no pretrained weights".format(cls.__name__) in notice[0]
+    assert len(model.category_names) == 1000
+    c, height, width = model.input_shape
+    x = nn.Variable((2, c, height, width))
+    assert model(x).shape == (2, 1000)
+    assert abs(trainable_count() / 1e6 - millions) / millions < 0.01
+    params = len(nn.get_parameters(grad_only=False))
+    assert model(x, use_up_to="pool").shape[:2] == (2, channels)
+    lastconv = model(x, use_up_to="lastconv")
+    assert lastconv.shape == (2, channels, window, window)
+    net = model(x, use_up_to="lastconv+relu", returns_net=True)
+    relu = list(net.outputs.values())[0]
+    assert relu.shape == lastconv.shape and relu.parent.info.type_name == "ReLU"
+    assert net.inputs["x"] is x
+    assert len(nn.get_parameters(grad_only=False)) == params    # the calls share the weights
+    with pytest.raises(ValueError, match="Available keys"):
+        model(x, use_up_to="nowhere")
+
+
+def test_global_pooling_checks_and_forcing():
+    model = imagenet.ResNet18()
+    x = nn.Variable((1, 3, 64, 64))
+    with pytest.raises(ValueError, match="force_global_pooling"):
+        model(x)
+    assert model(x, force_global_pooling=True, use_up_to="pool").shape[:2] == (1, 512)
+    with pytest.raises(ValueError, match="input_var"):
+        model(nn.Variable((1, 1, 64, 64)))
+
+
+def test_training_flag_sets_gradients_and_batch_statistics():
+    model = imagenet.ResNet18()
+    x = nn.Variable((1, 3, 224, 224))
+    y = model(x, training=False)
+    assert not y.need_grad                        # no parameter takes a gradient
+    functions = []
+    y.visit(lambda f: functions.append(f))
+    assert all(not f.info.args["batch_stat"] for f in functions if f.info.type_name == "BatchNormalization")
+    y = model(x, training=True)
+    assert y.need_grad
+    functions = []
+    y.visit(lambda f: functions.append(f))
+    assert all(f.info.args["batch_stat"] for f in functions if f.info.type_name == "BatchNormalization")
+
+
+def test_weights_from_a_local_h5(tmp_path):
+    from nnabla_jit.models.utils import get_model_home
+    model = imagenet.ResNet18()
+    model(nn.Variable((1, 3, 224, 224)))
+    saved = {k: v.d.copy() for k, v in nn.get_parameters(grad_only=False).items()}
+    (tmp_path / "h5").mkdir()
+    path = get_model_home() + "/imagenet/Resnet-18.h5"
+    nn.save_parameters(path)
+    nn.clear_parameters()
+    model = imagenet.ResNet18()
+    model(nn.Variable((1, 3, 224, 224)))
+    loaded = nn.get_parameters(grad_only=False)
+    assert set(loaded) == set(saved)
+    for k, v in saved.items():
+        np.testing.assert_array_equal(loaded[k].d, v)
+
+
+def test_fine_tuning_tutorial_on_digits():
+    """nnabla's fine-tuning tutorial (ResNet18 up to 'pool', a new affine layer, Momentum,
+    weight decay), a few steps on scikit-learn's digits blown up to 3 x 32 x 32."""
+    from sklearn.datasets import load_digits
+    digits = load_digits()
+    images = np.kron(digits.images[:, None] / 16.0, np.ones((1, 3, 4, 4))).astype(np.float32)
+    labels = digits.target[:, None].astype(np.int32)
+    batch_size = 8
+    model = imagenet.ResNet18()
+    image_train = nn.Variable((batch_size, 3, 32, 32))
+    label_train = nn.Variable((batch_size, 1))
+    y_train = model(image_train, force_global_pooling=True, use_up_to="pool", training=True)
+    with nn.parameter_scope("finetuning_fc"):
+        pred_train = PF.affine(y_train, 10)
+    image_valid = nn.Variable((batch_size, 3, 32, 32))
+    y_valid = model(image_valid, force_global_pooling=True, use_up_to="pool", training=False)
+    with nn.parameter_scope("finetuning_fc"):
+        pred_valid = PF.affine(y_valid, 10)
+    loss_train = F.mean(F.softmax_cross_entropy(pred_train, label_train))
+    top_1_error_train = F.mean(F.top_n_error(pred_train, label_train))
+    solver = S.Momentum(0.01)
+    solver.set_parameters(nn.get_parameters())
+    assert any(k.startswith("finetuning_fc") for k in nn.get_parameters())
+    assert len(nn.get_parameters()) > 50            # the model's weights train too
+    image_train.d, label_train.d = images[:batch_size], labels[:batch_size]
+    losses = []
+    for i in range(4):
+        nn.forward_all([loss_train, top_1_error_train], clear_no_need_grad=True)
+        losses.append(float(loss_train.d))
+        solver.zero_grad()
+        loss_train.backward(clear_buffer=True)
+        solver.weight_decay(3e-4)
+        solver.update()
+    assert losses[-1] < losses[0]
+    image_valid.d = images[:batch_size]
+    pred_valid.forward(clear_buffer=True)
+    assert pred_valid.shape == (batch_size, 10) and np.all(np.isfinite(pred_valid.d))

@@ -54,6 +54,18 @@ IMAGENET = [
     (imagenet.ResNet50, 25.56, 2048, 7),      # "25.6M"
     (imagenet.ResNet101, 44.55, 2048, 7),
     pytest.param(imagenet.ResNet152, 60.19, 2048, 7, marks=pytest.mark.slow),
+    (imagenet.ResNeXt50, 25.03, 2048, 7),     # Xie et al. 2016: 25.0M (32x4d)
+    (imagenet.ResNeXt101, 44.18, 2048, 7),    # 44.2M
+    pytest.param(imagenet.SENet, 115.09, 2048, 7, marks=pytest.mark.slow),   # SENet-154
+    (imagenet.MobileNet, 4.23, 1024, 7),      # Howard et al. 2017: 4.2M
+    (imagenet.MobileNetV2, 3.50, 1280, 7),    # Sandler et al. 2018: 3.4M (3.50M with its 1280-map head)
+    (imagenet.SqueezeNetV10, 1.248, 1000, 13),   # Iandola et al. 2016: 1.248M
+    (imagenet.SqueezeNetV11, 1.235, 1000, 13),
+    pytest.param(imagenet.VGG11, 132.86, 512, 14, marks=pytest.mark.slow),   # Simonyan & Zisserman: 133M
+    pytest.param(imagenet.VGG13, 133.05, 512, 14, marks=pytest.mark.slow),   # 133M
+    pytest.param(imagenet.VGG16, 138.36, 512, 14, marks=pytest.mark.slow),   # 138M
+    pytest.param(imagenet.AlexNet, 60.97, 256, 13, marks=pytest.mark.slow),  # Krizhevsky et al.: 60M
+    (imagenet.NIN, 7.60, 1000, 6),            # Lin et al.'s ImageNet model (Caffe zoo, 29 MB of float32)
 ]
 
 
@@ -74,8 +86,10 @@ def test_imagenet_model_shapes_cut_points_and_parameter_count(cls, millions, cha
     assert lastconv.shape == (2, channels, window, window)
     net = model(x, use_up_to="lastconv+relu", returns_net=True)
     relu = list(net.outputs.values())[0]
-    assert relu.shape == lastconv.shape and relu.parent.info.type_name == "ReLU"
+    assert relu.shape == lastconv.shape and relu.parent.info.type_name in ("ReLU", "ReLU6")
     assert net.inputs["x"] is x
+    for key in model._KEY_VARIABLE:           # every cut point of nnabla's builds ('lastfeature', ...)
+        assert model(x, use_up_to=key).shape[0] == 2
     assert len(nn.get_parameters(grad_only=False)) == params    # the calls share the weights
     with pytest.raises(ValueError, match="Available keys"):
         model(x, use_up_to="nowhere")

@@ -109,8 +109,9 @@ class ModelBase:
     _NNP_NETWORK = "Training"
     _NNP_INPUT = "InputX"
     _NNP_AUGMENTATION = "ImageAugmentationX"    # removed and rewired
-    _NNP_POOLING = ("AveragePooling", False)    # the final pooling's name (or type: True)
+    _NNP_POOLING = ("AveragePooling", False)    # the final pooling's name (or type: True), or None
     _NNP_DROPOUTS = ()                          # removed when not training
+    _NNP_DROP_FUNCTIONS = ()                    # left out
     _KEY_FORMAT = {}
 
     nnp = None
@@ -178,11 +179,15 @@ class ModelBase:
     def _network_from_nnp(self, x, use_up_to, training, force_global_pooling, check_global_pooling,
                           verbose):
         callback = NnpNetworkPass(verbose)
+        if self._NNP_DROP_FUNCTIONS:
+            callback.drop_function(*self._NNP_DROP_FUNCTIONS)
         if self._NNP_AUGMENTATION:
             callback.remove_and_rewire(self._NNP_AUGMENTATION)
         callback.set_variable(self._NNP_INPUT, x)
         name, by_type = self._NNP_POOLING
-        if force_global_pooling:
+        if name is None:           # no final average pooling (VGG, AlexNet)
+            pass
+        elif force_global_pooling:
             callback.force_average_pooling_global(name, by_type=by_type)
         elif check_global_pooling:
             callback.check_average_pooling_global(name, by_type=by_type)

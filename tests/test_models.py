@@ -66,6 +66,13 @@ IMAGENET = [
     pytest.param(imagenet.VGG16, 138.36, 512, 14, marks=pytest.mark.slow),   # 138M
     pytest.param(imagenet.AlexNet, 60.97, 256, 13, marks=pytest.mark.slow),  # Krizhevsky et al.: 60M
     (imagenet.NIN, 7.60, 1000, 6),            # Lin et al.'s ImageNet model (Caffe zoo, 29 MB of float32)
+    (imagenet.DenseNet, 28.68, 2208, 7),      # DenseNet-161: 28.7M (Huang et al. / torchvision)
+    (imagenet.GoogLeNet, 7.00, 1024, 7),      # BVLC GoogLeNet without the auxiliary towers: 7.0M
+    (imagenet.InceptionV3, 23.83, 2048, 8),   # torchvision: 23.8M without the auxiliary tower
+    (imagenet.Xception, 22.86, 2048, 10),     # Chollet 2017 / Keras: 22.9M
+    (imagenet.ShuffleNet10, 1.87, 960, 7),    # 1.0x, g=3: the 1.8-1.9M reported for it
+    (imagenet.ShuffleNet05, None, 480, 7),    # no published count for the 0.5x and 2.0x widths
+    (imagenet.ShuffleNet20, None, 1920, 7),
 ]
 
 
@@ -79,20 +86,36 @@ def test_imagenet_model_shapes_cut_points_and_parameter_count(cls, millions, cha
     c, height, width = model.input_shape
     x = nn.Variable((2, c, height, width))
     assert model(x).shape == (2, 1000)
-    assert abs(trainable_count() / 1e6 - millions) / millions < 0.01
+    if millions is not None:
+        assert abs(trainable_count() / 1e6 - millions) / millions < 0.01
     params = len(nn.get_parameters(grad_only=False))
     assert model(x, use_up_to="pool").shape[:2] == (2, channels)
-    lastconv = model(x, use_up_to="lastconv")
-    assert lastconv.shape == (2, channels, window, window)
-    net = model(x, use_up_to="lastconv+relu", returns_net=True)
-    relu = list(net.outputs.values())[0]
-    assert relu.shape == lastconv.shape and relu.parent.info.type_name in ("ReLU", "ReLU6")
+    if "lastconv" in model._KEY_VARIABLE:
+        lastconv = model(x, use_up_to="lastconv")
+        assert lastconv.shape == (2, channels, window, window)
+        net = model(x, use_up_to="lastconv+relu", returns_net=True)
+        relu = list(net.outputs.values())[0]
+        assert relu.shape == lastconv.shape and relu.parent.info.type_name in ("ReLU", "ReLU6")
+    else:                                     # GoogLeNet, Inception-v3: the last module's output
+        net = model(x, use_up_to="prepool", returns_net=True)
+        assert list(net.outputs.values())[0].shape == (2, channels, window, window)
     assert net.inputs["x"] is x
     for key in model._KEY_VARIABLE:           # every cut point of nnabla's builds ('lastfeature', ...)
-        assert model(x, use_up_to=key).shape[0] == 2
+        if not key.startswith("_"):
+            assert model(x, use_up_to=key).shape[0] == 2
     assert len(nn.get_parameters(grad_only=False)) == params    # the calls share the weights
     with pytest.raises(ValueError, match="Available keys"):
         model(x, use_up_to="nowhere")
+
+
+@pytest.mark.parametrize("cls, towers", [(imagenet.GoogLeNet, 2), (imagenet.InceptionV3, 1)])
+def test_auxiliary_towers_for_training(cls, towers):
+    model = cls()
+    x = nn.Variable((1,) + model.input_shape)
+    outputs = model(x, training=True, with_aux_tower=True)
+    assert [y.shape for y in outputs] == [(1, 1000)] * (1 + towers)
+    with pytest.raises(ValueError, match="internal"):
+        model(x, use_up_to=[k for k in model._KEY_VARIABLE if k.startswith("_")][0])
 
 
 def test_global_pooling_checks_and_forcing():

@@ -45,6 +45,7 @@ class Layers:
         self.force_global_pooling = force_global_pooling
         self.check_global_pooling = check_global_pooling
         self.marked = OrderedDict()
+        self.extra_outputs = OrderedDict()    # outputs besides the cut (auxiliary classifiers)
 
     def mark(self, key, h):
         self.marked[key] = h
@@ -176,8 +177,9 @@ class ModelBase:
                                             check_global_pooling)
         return net if returns_net else list(net.outputs.values())[0]
 
-    def _network_from_nnp(self, x, use_up_to, training, force_global_pooling, check_global_pooling,
-                          verbose):
+    def _nnp_pass(self, x, training, force_global_pooling, check_global_pooling, verbose):
+        """The edits every model makes to its file's network: the input, the final pooling, the
+        batch statistics (the cut and the fixing of parameters come after)."""
         callback = NnpNetworkPass(verbose)
         if self._NNP_DROP_FUNCTIONS:
             callback.drop_function(*self._NNP_DROP_FUNCTIONS)
@@ -192,11 +194,22 @@ class ModelBase:
         elif check_global_pooling:
             callback.check_average_pooling_global(name, by_type=by_type)
         callback.set_batch_normalization_batch_stat_all(training)
-        callback.use_up_to(self._KEY_VARIABLE[use_up_to].format(**self._KEY_FORMAT))
+        return callback
+
+    def _network_from_nnp(self, x, use_up_to, training, force_global_pooling, check_global_pooling,
+                          verbose, cuts=(), drops=()):
+        """Build the file's network up to ``use_up_to`` (and the other keys ``cuts``), without
+        the functions ``drops``."""
+        callback = self._nnp_pass(x, training, force_global_pooling, check_global_pooling, verbose)
+        for key in cuts:
+            callback.use_up_to(self._KEY_VARIABLE[key].format(**self._KEY_FORMAT))
+        if drops:
+            callback.drop_function(*drops)
         if not training:
             for dropout in self._NNP_DROPOUTS:
                 callback.remove_and_rewire(dropout)
             callback.fix_parameters()
+        callback.use_up_to(self._KEY_VARIABLE[use_up_to].format(**self._KEY_FORMAT))
         return self.nnp.get_network(self._NNP_NETWORK, batch_size=x.shape[0], callback=callback)
 
     def _network_from_layers(self, x, use_up_to, training, force_global_pooling, check_global_pooling):
@@ -210,7 +223,9 @@ class ModelBase:
             out = reached.variable
         else:
             raise RuntimeError("{}: the build never reached '{}'".format(type(self).__name__, use_up_to))
-        return BuiltNetwork(OrderedDict(x=x), OrderedDict([(use_up_to, out)]), layers.marked)
+        outputs = OrderedDict([(use_up_to, out)])
+        outputs.update(layers.extra_outputs)
+        return BuiltNetwork(OrderedDict(x=x), outputs, layers.marked)
 
     def _build(self, layers, x):
         raise NotImplementedError

@@ -197,3 +197,64 @@ def test_fine_tuning_tutorial_on_digits():
     image_valid.d = images[:batch_size]
     pred_valid.forward(clear_buffer=True)
     assert pred_valid.shape == (batch_size, 10) and np.all(np.isfinite(pred_valid.d))
+
+
+@pytest.mark.parametrize("dataset, classes, millions", [("voc", 20, 50.68), ("coco", 80, 50.98)])
+def test_yolov2_shapes_cut_points_and_parameter_count(dataset, classes, millions):
+    from nnabla_jit.models.object_detection import YoloV2
+    model = YoloV2(dataset)
+    assert len(model.get_category_names()) == classes and model.input_shape == (3, 416, 416)
+    x = nn.Variable((2, 3, 416, 416))
+    assert model(x).shape == (2, 5 * 13 * 13, 5 + classes)
+    # Darknet's yolov2-<dataset>.weights count every value, the batch normalization statistics too
+    count = sum(p.size for k, p in nn.get_parameters(grad_only=False).items() if k != "biases")
+    assert abs(count / 1e6 - millions) / millions < 0.01
+    assert model(x, use_up_to="convdetect").shape == (2, 5 * (5 + classes), 13, 13)
+    assert model(x, use_up_to="lastconv").shape == (2, 1024, 13, 13)
+    with pytest.raises(ValueError, match="multiples of 32"):
+        model(nn.Variable((1, 3, 100, 100)))
+
+
+def test_yolov2_boxes_on_a_small_image():
+    """A forward pass at 64 x 96 (a 2 x 3 grid): the boxes are the detection map decoded as
+    YOLOv2 does (sigmoid offsets in their cells, anchors scaled by exp, softmax classes)."""
+    from nnabla_jit.models.object_detection import YoloV2
+    from nnabla_jit.models.object_detection.yolov2 import ANCHORS
+    model = YoloV2("voc")
+    x = nn.Variable.from_numpy_array(np.random.RandomState(0).rand(1, 3, 64, 96).astype(np.float32))
+    net = model(x, returns_net=True)
+    t_var = net.variables["convdetect"]
+    t_var.persistent = True
+    y = list(net.outputs.values())[0]
+    y.forward(clear_buffer=True)
+    t = t_var.d.reshape(5, 25, 2, 3).transpose(0, 2, 3, 1)       # anchors, rows, columns, values
+    boxes = y.d.reshape(5, 2, 3, 25)
+    sigmoid = lambda v: 1 / (1 + np.exp(-v))   # noqa: E731
+    cols, rows = np.meshgrid(np.arange(3), np.arange(2))
+    anchors = np.array(ANCHORS["voc"])
+    tol = dict(rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(boxes[..., 0], (sigmoid(t[..., 0]) + cols) / 3, **tol)
+    np.testing.assert_allclose(boxes[..., 1], (sigmoid(t[..., 1]) + rows) / 2, **tol)
+    np.testing.assert_allclose(boxes[..., 2], np.exp(t[..., 2]) * anchors[:, 0, None, None] / 3, **tol)
+    np.testing.assert_allclose(boxes[..., 3], np.exp(t[..., 3]) * anchors[:, 1, None, None] / 2, **tol)
+    np.testing.assert_allclose(boxes[..., 4], sigmoid(t[..., 4]), **tol)
+    e = np.exp(t[..., 5:] - t[..., 5:].max(axis=-1, keepdims=True))
+    np.testing.assert_allclose(boxes[..., 5:], e / e.sum(axis=-1, keepdims=True), **tol)
+
+
+@pytest.mark.parametrize("output_stride", [16, 8])
+def test_deeplabv3plus_shapes_and_parameter_count(output_stride):
+    from nnabla_jit.models.semantic_segmentation import DeepLabV3plus
+    model = DeepLabV3plus("voc", output_stride)
+    assert model.input_shape == (3, 513, 513) and len(model.category_names) == 20
+    x = nn.Variable((1, 3, 513, 513))
+    assert model(x).shape == (1, 21, 513, 513)
+    assert abs(trainable_count() / 1e6 - 41.05) / 41.05 < 0.01    # Xception-65 DeepLabV3+: 41.0M
+    assert model(x, use_up_to="lastconv").shape == (1, 256, 129, 129)
+    net = model(x, use_up_to="lastconv+relu", returns_net=True)
+    assert list(net.outputs.values())[0].parent.info.type_name == "ReLU"
+    dilations = set()
+    model(x).visit(lambda f: dilations.add(tuple(f.info.args.get("dilation", ()))) if f.info.type_name == "Convolution" else None)
+    assert {(6, 6), (12, 12), (18, 18)} <= dilations if output_stride == 16 else {(12, 12), (24, 24), (36, 36)} <= dilations
+    with pytest.raises(ValueError, match="output_stride"):
+        DeepLabV3plus("voc", 32)

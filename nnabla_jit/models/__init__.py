@@ -1,4 +1,5 @@
-"""nnabla's model zoo (``nnabla.models``): ImageNet classifiers (``models.imagenet``).
+"""nnabla's model zoo (``nnabla.models``): ImageNet classifiers (``models.imagenet``), YOLOv2
+(``models.object_detection``) and DeepLabV3+ (``models.semantic_segmentation``).
 
     from nnabla_jit.models.imagenet import ResNet50
     model = ResNet50()

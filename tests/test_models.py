@@ -6,6 +6,8 @@ Graphs are only built (shape inference, parameters initialised), never run, exce
 fine-tuning steps on 32x32 images."""
 import contextlib
 import logging
+import os
+import zipfile
 
 import numpy as np
 import pytest
@@ -167,7 +169,7 @@ def test_fine_tuning_tutorial_on_digits():
     digits = load_digits()
     images = np.kron(digits.images[:, None] / 16.0, np.ones((1, 3, 4, 4))).astype(np.float32)
     labels = digits.target[:, None].astype(np.int32)
-    batch_size = 8
+    batch_size = 4
     model = imagenet.ResNet18()
     image_train = nn.Variable((batch_size, 3, 32, 32))
     label_train = nn.Variable((batch_size, 1))
@@ -186,7 +188,7 @@ def test_fine_tuning_tutorial_on_digits():
     assert len(nn.get_parameters()) > 50            # the model's weights train too
     image_train.d, label_train.d = images[:batch_size], labels[:batch_size]
     losses = []
-    for i in range(4):
+    for i in range(3):
         nn.forward_all([loss_train, top_1_error_train], clear_no_need_grad=True)
         losses.append(float(loss_train.d))
         solver.zero_grad()
@@ -258,3 +260,73 @@ def test_deeplabv3plus_shapes_and_parameter_count(output_stride):
     assert {(6, 6), (12, 12), (18, 18)} <= dilations if output_stride == 16 else {(12, 12), (24, 24), (36, 36)} <= dilations
     with pytest.raises(ValueError, match="output_stride"):
         DeepLabV3plus("voc", 32)
+
+
+_TINY_NNTXT = """
+network {
+  name: "Training"
+  batch_size: 1
+  variable { name: "InputX" type: "Buffer" shape { dim: -1 dim: 3 dim: 8 dim: 8 } }
+  variable { name: "ImageAugmentationX" type: "Buffer" shape { dim: -1 dim: 3 dim: 8 dim: 8 } }
+  variable { name: "Convolution/W" type: "Parameter" shape { dim: 4 dim: 3 dim: 3 dim: 3 } }
+  variable { name: "Add2_7_RepeatStart_4[0]" type: "Buffer" shape { dim: -1 dim: 4 dim: 8 dim: 8 } }
+  variable { name: "ReLU_25_RepeatStart_4[0]" type: "Buffer" shape { dim: -1 dim: 4 dim: 8 dim: 8 } }
+  variable { name: "AveragePooling" type: "Buffer" shape { dim: -1 dim: 4 dim: 1 dim: 1 } }
+  variable { name: "Affine/W" type: "Parameter" shape { dim: 4 dim: 10 } }
+  variable { name: "Affine" type: "Buffer" shape { dim: -1 dim: 10 } }
+  function { name: "ImageAugmentationX" type: "Identity" input: "InputX" output: "ImageAugmentationX" }
+  function {
+    name: "Convolution" type: "Convolution" input: "ImageAugmentationX" input: "Convolution/W"
+    output: "Add2_7_RepeatStart_4[0]"
+    convolution_param { pad { dim: 1 dim: 1 } stride { dim: 1 dim: 1 } dilation { dim: 1 dim: 1 } group: 1 base_axis: 1 }
+  }
+  function { name: "ReLU" type: "ReLU" input: "Add2_7_RepeatStart_4[0]" output: "ReLU_25_RepeatStart_4[0]" }
+  function {
+    name: "AveragePooling" type: "AveragePooling" input: "ReLU_25_RepeatStart_4[0]" output: "AveragePooling"
+    average_pooling_param { kernel { dim: 8 dim: 8 } stride { dim: 8 dim: 8 } ignore_border: true pad { dim: 0 dim: 0 } including_pad: true }
+  }
+  function {
+    name: "Affine" type: "Affine" input: "AveragePooling" input: "Affine/W" output: "Affine"
+    affine_param { base_axis: 1 }
+  }
+}
+"""
+
+
+def test_weights_and_network_from_a_local_nnp(tmp_path):
+    """A model whose .nnp is in the model home builds the file's network through nnabla's pass
+    (input replaced, augmentation bypassed, cut by nnabla's variable names) and its weights."""
+    from nnabla_jit.models.utils import get_model_home
+    rng = np.random.RandomState(0)
+    W, A = rng.randn(4, 3, 3, 3).astype(np.float32), rng.randn(4, 10).astype(np.float32)
+    with nn.parameter_scope("tiny"):
+        nn.parameter.set_parameter("Convolution/W", nn.Variable.from_numpy_array(W, need_grad=True))
+        nn.parameter.set_parameter("Affine/W", nn.Variable.from_numpy_array(A, need_grad=True))
+        nn.save_parameters(str(tmp_path / "parameter.h5"))
+    nn.clear_parameters()
+    path = get_model_home() + "/imagenet/Resnet-18.nnp"
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("nnp_version.txt", "0.1\n")
+        z.writestr("network.nntxt", _TINY_NNTXT)
+        z.write(str(tmp_path / "parameter.h5"), "parameter.h5")
+    with logged() as records:
+        model = imagenet.ResNet18()
+    assert not any("pretrained" in r.getMessage() for r in records)
+    assert model.nnp is not None
+    x = nn.Variable.from_numpy_array(rng.rand(2, 3, 8, 8).astype(np.float32))
+    y = model(x)
+    assert y.shape == (2, 10) and not y.need_grad
+    y.forward()
+    padded = np.pad(x.d, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    conv = np.zeros((2, 4, 8, 8), np.float32)
+    for i in range(3):
+        for j in range(3):
+            conv += np.einsum("nchw,oc->nohw", padded[:, :, i:i + 8, j:j + 8], W[:, :, i, j])
+    expected = np.maximum(conv, 0).mean(axis=(2, 3)) @ A
+    np.testing.assert_allclose(y.d, expected, rtol=1e-4, atol=1e-5)
+    assert model(x, use_up_to="pool").shape == (2, 4, 1, 1)
+    lastconv = model(x, use_up_to="lastconv", returns_net=True)
+    assert list(lastconv.outputs) == ["Add2_7_RepeatStart_4[0]"]
+    assert model(x, use_up_to="lastconv+relu").parent.info.type_name == "ReLU"
+    assert model(x, training=True).need_grad

@@ -4,7 +4,7 @@ import os
 from ..logger import logger
 from ..utils.download import get_data_home
 
-__all__ = ["get_model_home", "get_model_url_base_from_env", "get_model_url_base"]
+__all__ = ["get_data_home", "get_model_home", "get_model_url_base_from_env", "get_model_url_base"]
 
 _DEFAULT_URL_BASE = "https://nnabla.org/pretrained-models/nnp_models/"
 

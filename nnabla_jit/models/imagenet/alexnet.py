@@ -2,6 +2,7 @@
 NIPS 2012), in its one-tower form with grouped convolutions; weights: ``AlexNet.nnp``."""
 from ... import functions as F
 from .base import ImageNetBase
+from ...utils.nnp_graph import NnpNetworkPass  # noqa: F401  (nnabla's module exposes it)
 
 __all__ = ["AlexNet"]
 

@@ -3,6 +3,7 @@ https://arxiv.org/abs/1608.06993); weights: ``DenseNet-161.nnp``."""
 from ... import functions as F
 from ...parameter import parameter_scope
 from .base import ImageNetBase
+from ...utils.nnp_graph import NnpNetworkPass  # noqa: F401  (nnabla's module exposes it)
 
 __all__ = ["DenseNet"]
 

@@ -4,6 +4,7 @@ Inverted Residuals and Linear Bottlenecks, https://arxiv.org/abs/1801.04381); we
 from ... import functions as F
 from ...parameter import parameter_scope
 from .base import ImageNetBase
+from ...utils.nnp_graph import NnpNetworkPass  # noqa: F401  (nnabla's module exposes it)
 
 __all__ = ["MobileNet", "MobileNetV2"]
 

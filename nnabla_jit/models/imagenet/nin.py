@@ -3,6 +3,7 @@ stages of a convolution followed by two 1x1 ones ("mlpconv"); weights: ``NIN.nnp
 from ... import functions as F
 from ...parameter import parameter_scope
 from .base import ImageNetBase
+from ...utils.nnp_graph import NnpNetworkPass  # noqa: F401  (nnabla's module exposes it)
 
 __all__ = ["NIN"]
 

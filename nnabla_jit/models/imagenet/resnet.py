@@ -3,6 +3,7 @@ https://arxiv.org/abs/1512.03385); weights: Sony's ``Resnet-<n>.nnp``."""
 from ... import functions as F
 from ...parameter import parameter_scope
 from .base import ImageNetBase
+from ...utils.nnp_graph import NnpNetworkPass  # noqa: F401  (nnabla's module exposes it)
 
 __all__ = ["ResNet", "ResNet18", "ResNet34", "ResNet50", "ResNet101", "ResNet152"]
 

@@ -2,6 +2,7 @@
 Networks, https://arxiv.org/abs/1611.05431); weights: Sony's ``ResNeXt-<n>.nnp``."""
 from .base import ImageNetBase
 from .resnet import bottleneck_block, classifier, residual_stages, resnet_stem
+from ...utils.nnp_graph import NnpNetworkPass  # noqa: F401  (nnabla's module exposes it)
 
 __all__ = ["ResNeXt", "ResNeXt50", "ResNeXt101"]
 

@@ -4,6 +4,7 @@ weights: ``ShuffleNet.nnp``, ``ShuffleNet-0.5x.nnp``, ``ShuffleNet-2.0x.nnp``.""
 from ... import functions as F
 from ...parameter import parameter_scope
 from .base import ImageNetBase
+from ...utils.nnp_graph import NnpNetworkPass  # noqa: F401  (nnabla's module exposes it)
 
 __all__ = ["ShuffleNet", "ShuffleNet10", "ShuffleNet05", "ShuffleNet20"]
 

@@ -2,6 +2,7 @@
 Recognition, https://arxiv.org/abs/1409.1556); weights: ``VGG-<n>.nnp``."""
 from ... import functions as F
 from .base import ImageNetBase
+from ...utils.nnp_graph import NnpNetworkPass  # noqa: F401  (nnabla's module exposes it)
 
 __all__ = ["VGG", "VGG11", "VGG13", "VGG16"]
 

@@ -8,6 +8,7 @@ from ...initializer import ConstantInitializer
 from ...parameter import get_parameter_or_create, parameter_scope
 from ...variable import Variable
 from .base import ObjectDetection
+from ...utils.nnp_graph import NnpNetworkPass  # noqa: F401  (nnabla's module exposes it)
 
 __all__ = ["YoloV2"]
 

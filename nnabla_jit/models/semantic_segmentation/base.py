@@ -2,6 +2,9 @@
 import os
 
 from ..network import ModelBase
+from ...utils.download import get_data_home  # noqa: F401  (nnabla's module exposes these)
+from ...utils.nnp_graph import NnpLoader  # noqa: F401
+from ..utils import get_model_home, get_model_url_base, get_model_url_base_from_env  # noqa: F401
 
 __all__ = ["SemanticSegmentation"]
 

@@ -5,6 +5,7 @@ convolutions, atrous spatial pyramid pooling and a decoder; weights:
 from ... import functions as F
 from ...parameter import parameter_scope
 from .base import SemanticSegmentation
+from ...utils.nnp_graph import NnpNetworkPass  # noqa: F401  (nnabla's module exposes it)
 
 __all__ = ["DeepLabV3plus"]
 

@@ -3,7 +3,7 @@ ResNeXt-like bottlenecks (64 groups) with squeeze-and-excitation; weights: ``SEN
 from ... import functions as F
 from ...parameter import parameter_scope
 from .base import ImageNetBase
-from .resnet import classifier, residual_stages
+from .resnet import residual_stages
 from ...utils.nnp_graph import NnpNetworkPass  # noqa: F401  (nnabla's module exposes it)
 
 __all__ = ["SENet"]

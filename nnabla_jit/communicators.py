@@ -19,15 +19,24 @@ data as it is (``division`` divides by 1), so the same script runs alone without
 Collectives take ``NdArray`` objects (``v.grad``, ``v.data``) and write their results back into
 them. Values are reduced in float32 (float64 when an array holds float64); float16 arrays are
 widened for the reduction and keep their type.
+
+Processes on one machine share its cores: ``init()`` gives each of the ``k`` ranks on a machine
+``cores // k`` kernel threads (numba's), instead of every rank starting a full set that then
+contend for the same cores. A user's own setting wins: ``NUMBA_NUM_THREADS`` in the environment,
+or ``numba.set_num_threads`` called before ``init()``.
+
+``DataParallelCommunicator`` is the other kind: several devices driven by one process (one
+network copy per device, their gradients summed by ``allreduce()``).
 """
 import os
 
+import numba
 import numpy as np
 
 from .context import Context
 from .ndarray import NdArray
 
-__all__ = ["Communicator", "MultiProcessDataParallelCommunicator", "MultiProcessCommunicator",
+__all__ = ["Communicator", "DataParallelCommunicator", "MultiProcessDataParallelCommunicator", "MultiProcessCommunicator",
            "MultiProcessDataParalellCommunicator", "Comm", "Dist", "CommunicatorBackwardCallback",
            "Context"]
 
@@ -42,6 +51,31 @@ def _launched_size():
         if value.isdigit():
             return int(value)
     return 1
+
+
+def threads_per_rank(ranks_on_node, usable_cores, machine_cores):
+    """How many kernel threads one of ``ranks_on_node`` processes on a machine should run.
+
+    ``usable_cores`` are the cores this process may run on (its affinity), ``machine_cores``
+    the machine's. A launcher that bound the process to fewer cores than the machine has
+    already gave it its share, so it uses all of them; otherwise the machine's cores are
+    divided among the ranks (at least one thread each)."""
+    if usable_cores < machine_cores:
+        return max(1, usable_cores)
+    return max(1, machine_cores // max(1, ranks_on_node))
+
+
+def _share_cores(ranks_on_node):
+    """Set this process's numba threads to its share of the machine (``threads_per_rank``),
+    unless the user chose them: ``NUMBA_NUM_THREADS`` set, or ``numba.set_num_threads`` called
+    (the thread count then differs from numba's default). Returns the count now in use."""
+    default = numba.config.NUMBA_NUM_THREADS
+    if ranks_on_node <= 1 or "NUMBA_NUM_THREADS" in os.environ or numba.get_num_threads() != default:
+        return numba.get_num_threads()
+    machine = os.cpu_count() or 1
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else machine
+    numba.set_num_threads(min(default, threads_per_rank(ranks_on_node, usable, machine)))
+    return numba.get_num_threads()
 
 
 # ----------------------------------------------------------------------------- transports
@@ -395,6 +429,20 @@ class Communicator:
         """Wait until every process has reached this call."""
         self._started("barrier").barrier()
 
+    # ------------------------------------------------------------------ for synchronized ops
+    # F.sync_batch_normalization's op holds numpy arrays, not NdArrays; it calls these two.
+    def _gather_stats(self, local, group="world"):
+        """The 1-d float64 array ``local`` of every process of ``group``, stacked by rank."""
+        link = self._link(group, "sync_batch_normalization")
+        local = np.ascontiguousarray(local, np.float64)
+        gathered = np.empty((link.size,) + local.shape, np.float64)
+        link.allgather(local, gathered)
+        return gathered
+
+    def _sum_arrays(self, buf, group="world"):
+        """Sum the float64 array ``buf`` over the processes of ``group``, in place."""
+        self._link(group, "sync_batch_normalization").allreduce(buf)
+
     def abort(self):
         """End every process at once (a failed run)."""
         self._started("abort")
@@ -422,9 +470,10 @@ class MultiProcessDataParallelCommunicator(Communicator):
                               "'nnabla_jit[mpi]'".format(type(self).__name__, size)) from None
         self._mpi = MPI
         world = MPI.COMM_WORLD
-        node = world.Split_type(MPI.COMM_TYPE_SHARED)
-        local_rank = node.Get_rank()
+        node = world.Split_type(MPI.COMM_TYPE_SHARED)   # the ranks on this machine
+        local_rank, local_size = node.Get_rank(), node.Get_size()
         node.Free()
+        _share_cores(local_size)
         return _MPIGroup(MPI, world), local_rank
 
     def _make_group(self, ranks):
@@ -439,6 +488,127 @@ class MultiProcessDataParallelCommunicator(Communicator):
         if isinstance(world, _MPIGroup):
             world._comm.Abort(1)
         os._exit(1)
+
+
+class DataParallelCommunicator(Communicator):
+    """nnabla's single-process data parallelism: one copy of the network per device, each built
+    under its own context and parameter scope, driven in turn by one process. Register every
+    copy's parameters with ``add_context_and_parameters((ctx, params))``, ``init()``, and after
+    the copies' backward ``allreduce()`` sums their gradients (``division``: averages) and
+    writes the result into every copy, so their solvers take the same step::
+
+        comm = C.DataParallelCommunicator(ctx)
+        for i, ctx_i in enumerate(ctxs):
+            with nn.parameter_scope("device{}".format(i)):
+                comm.add_context_and_parameters((ctx_i, nn.get_parameters()))
+        comm.init()
+        ...
+        comm.allreduce(division=True)
+
+    ``size`` is the number of devices (copies) and ``rank`` 0. The other collectives take one
+    NdArray per device (``data[i]`` on device ``i``): ``all_reduce`` leaves the sum in each,
+    ``bcast`` copies device ``src``'s to all, ``reduce`` sums into device ``dst``'s. Any
+    context works (the copies' arrays are read and written through their NdArrays)."""
+
+    def init(self):
+        if not self._ctx_params:
+            raise RuntimeError("DataParallelCommunicator.init: add each device's parameters with "
+                               "add_context_and_parameters((ctx, params)) first")
+        first = [v.shape for v in self._ctx_params[0][1].values()]
+        for k, (_, params) in enumerate(self._ctx_params[1:], 1):
+            shapes = [v.shape for v in params.values()]
+            if shapes != first:
+                raise ValueError("DataParallelCommunicator.init: device {} has parameters of "
+                                 "shapes {}, device 0 has {}; every device must hold a copy of the "
+                                 "same network".format(k, shapes, first))
+        super().init()
+
+    @property
+    def size(self):
+        """Number of devices (network copies)."""
+        self._started("size")
+        return len(self._ctx_params)
+
+    def _per_device(self, data, what):
+        arrays = _ndarrays(data, what)
+        if len(arrays) != self.size:
+            raise ValueError("DataParallelCommunicator.{}: data must hold one NdArray per device "
+                             "({}), got {}".format(what, self.size, len(arrays)))
+        if any(a.shape != arrays[0].shape for a in arrays):
+            raise ValueError("DataParallelCommunicator.{}: the devices' arrays differ in shape: {}"
+                             .format(what, [a.shape for a in arrays]))
+        return arrays
+
+    def _sum(self, arrays, division):
+        total = _pack([arrays[0]], _reduce_dtype([a.dtype for a in arrays]))
+        for a in arrays[1:]:
+            total += _pack([a], total.dtype)
+        if division:
+            total /= len(arrays)
+        return total
+
+    def allreduce(self, division=False, inplace=False):
+        """Sum (``division``: average) each parameter's gradient over the devices' copies and
+        write it into every copy. ``inplace`` is accepted for nnabla's signature (arrays are
+        reduced one parameter at a time either way)."""
+        self._started("allreduce")
+        copies = [list(params.values()) for _, params in self._ctx_params]
+        for same in zip(*copies):
+            grads = [v.grad for v in same]
+            total = self._sum(grads, division)
+            for g in grads:
+                _unpack(total, [g])
+
+    def all_reduce(self, data, division=False, inplace=False, group="world"):
+        """Sum ``data`` (one NdArray per device) over the devices into each of them."""
+        self._started("all_reduce")
+        arrays = self._per_device(data, "all_reduce")
+        total = self._sum(arrays, division)
+        for a in arrays:
+            _unpack(total, [a])
+
+    def bcast(self, data, src, inplace=False, group="world"):
+        """Copy device ``src``'s array into every device's."""
+        self._started("bcast")
+        arrays = self._per_device(data, "bcast")
+        if not 0 <= src < len(arrays):
+            raise ValueError("DataParallelCommunicator.bcast: src={} is not a device in [0, {})"
+                             .format(src, len(arrays)))
+        for k, a in enumerate(arrays):
+            if k != src:
+                np.copyto(a.data, arrays[src].data, casting="unsafe")
+
+    def reduce(self, data, dst, division=False, inplace=False, group="world"):
+        """Sum ``data`` (one NdArray per device) into device ``dst``'s."""
+        self._started("reduce")
+        arrays = self._per_device(data, "reduce")
+        if not 0 <= dst < len(arrays):
+            raise ValueError("DataParallelCommunicator.reduce: dst={} is not a device in [0, {})"
+                             .format(dst, len(arrays)))
+        _unpack(self._sum(arrays, division), [arrays[dst]])
+
+    def _unsupported(self, what):
+        raise NotImplementedError("DataParallelCommunicator.{}: not provided for devices in one "
+                                  "process (MultiProcessDataParallelCommunicator has it)".format(what))
+
+    def all_gather(self, ndarray, ndarray_list, group="world"):
+        self._unsupported("all_gather")
+
+    def reduce_scatter(self, ndarray_list, ndarray, division=False, group="world"):
+        self._unsupported("reduce_scatter")
+
+    def all_reduce_callback(self, data, pack_size, division=False, group="world", scale_grad=1,
+                            keep_dtype=False):
+        self._unsupported("all_reduce_callback")
+
+    def new_group(self, name_ranks, ranks=None):
+        self._unsupported("new_group")
+
+    def _gather_stats(self, local, group="world"):
+        # the copies run one after the other: no copy can wait for the others' statistics
+        self._unsupported("sync_batch_normalization")
+
+    _sum_arrays = _gather_stats
 
 
 # nnabla's other names for it.

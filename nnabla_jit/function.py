@@ -337,6 +337,7 @@ class _PythonOp(Op):
         super().__init__()
         self.pyfunc = pyfunc
         self.name = pyfunc.name
+        self.args = dict(pyfunc.args)   # what node.info.args (and a grad rule) sees
 
     def setup(self, *shapes):
         raise AssertionError("PythonFunction setup runs through PythonFunction.__call__")

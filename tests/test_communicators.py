@@ -180,3 +180,60 @@ def test_all_reduce_callback_accepts_an_input_used_twice_by_one_function(comm):
     w.grad.zero()
     y.backward(communicator_callbacks=comm.all_reduce_callback([w.grad], 1))
     np.testing.assert_allclose(w.g, [2.0, -4.0])
+
+
+def test_data_parallel_communicator_over_cpu_devices_trains_like_one_copy_on_the_whole_batch():
+    import nnabla_jit.solvers as S
+    rng = np.random.RandomState(0)
+    X = rng.randn(8, 5).astype(np.float32)
+    T = rng.randint(0, 3, (8, 1)).astype(np.int32)
+
+    def net(x, t, scope):
+        with nn.parameter_scope(scope):
+            return F.mean(F.softmax_cross_entropy(PF.affine(F.tanh(PF.affine(x, 4, name="l1")), 3,
+                                                            name="l2"), t))
+
+    var = nn.Variable.from_numpy_array
+    ctxs = [get_extension_context("cpu", device_id=str(i)) for i in range(2)]
+    losses = [net(var(X[4 * i:4 * i + 4]), var(T[4 * i:4 * i + 4]), "device{}".format(i)) for i in range(2)]
+    ref = net(var(X), var(T), "ref")
+    comm = C.DataParallelCommunicator(ctxs[0])
+    with pytest.raises(RuntimeError, match="add_context_and_parameters"):
+        comm.init()
+    copies = []
+    for i, ctx in enumerate(ctxs):
+        with nn.parameter_scope("device{}".format(i)):
+            copies.append(nn.get_parameters())
+            comm.add_context_and_parameters((ctx, copies[-1]))
+    comm.init()
+    assert (comm.size, comm.rank) == (2, 0)
+    with nn.parameter_scope("ref"):
+        ref_params = nn.get_parameters()
+    for a, b, r in zip(copies[0].values(), copies[1].values(), ref_params.values()):
+        comm.bcast([a.data, b.data], src=1)      # one starting point: device 1's
+        r.d = b.d
+    solvers = [S.Sgd(0.5) for _ in range(3)]
+    for s, p in zip(solvers, copies + [ref_params]):
+        s.set_parameters(p)
+    for step in range(3):
+        for loss, s in zip(losses + [ref], solvers):
+            loss.forward()
+            s.zero_grad()
+            loss.backward()
+        comm.allreduce(division=True)          # the mean of the halves' gradients
+        for s in solvers:
+            s.update()
+    for a, b, r in zip(copies[0].values(), copies[1].values(), ref_params.values()):
+        np.testing.assert_array_equal(a.d, b.d)
+        np.testing.assert_allclose(a.d, r.d, rtol=1e-5, atol=1e-6)
+    # the collectives on one array per device
+    arrays = [nd([1.0, 2.0]), nd([3.0, 4.0])]
+    comm.all_reduce(arrays)
+    assert [a.data.tolist() for a in arrays] == [[4.0, 6.0]] * 2
+    arrays = [nd([1.0]), nd([3.0])]
+    comm.reduce(arrays, dst=0, division=True)
+    assert [a.data.tolist() for a in arrays] == [[2.0], [3.0]]
+    with pytest.raises(ValueError, match="one NdArray per device"):
+        comm.all_reduce([nd([1.0])])
+    with pytest.raises(NotImplementedError, match="sync_batch_normalization"):
+        F.sync_batch_normalization(nn.Variable((4, 2)), None, None, None, None, comm).forward()

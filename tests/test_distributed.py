@@ -11,6 +11,8 @@ import textwrap
 import numpy as np
 import pytest
 
+from nnabla_jit.communicators import threads_per_rank
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -52,7 +54,8 @@ WORKER = textwrap.dedent('''
     comm.init()
     r, n = comm.rank, comm.size
     nd = lambda v, dtype=np.float32: nn.NdArray.from_numpy_array(np.asarray(v, dtype))
-    out = {"size": n, "local_rank": comm.local_rank}
+    import numba
+    out = {"size": n, "local_rank": comm.local_rank, "threads": numba.get_num_threads()}
 
     a, b = nd(np.full((2, 3), r + 1.0)), nd([10.0 * (r + 1)] * 4, np.float16)
     comm.all_reduce([a, b])
@@ -124,8 +127,11 @@ def test_two_processes(tmp_path):
     script.write_text(WORKER)
     run(mpirun(2) + [sys.executable, str(script), str(tmp_path)], timeout=300)
     ranks = [dict(np.load(tmp_path / "rank{}.npz".format(r))) for r in range(2)]
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    expected_threads = threads_per_rank(2, cores, os.cpu_count())
     for r, out in enumerate(ranks):
         assert out["size"] == 2 and out["local_rank"] == r   # both on this machine
+        assert out["threads"] == expected_threads              # the cores are shared
         np.testing.assert_array_equal(out["sum"], np.full((2, 3), 3.0))
         np.testing.assert_array_equal(out["sum16"], [30.0] * 4)
         assert out["sum16_dtype"] == "float16"
@@ -140,6 +146,128 @@ def test_two_processes(tmp_path):
     np.testing.assert_array_equal(ranks[0]["group"], [5.0])          # a group of one
     np.testing.assert_array_equal(ranks[1]["group"], [6.0])          # not in the group
     np.testing.assert_array_equal(ranks[0]["params"], ranks[1]["params"])
+
+
+SYNC_BN = textwrap.dedent('''
+    import sys
+    import numpy as np
+    import nnabla_jit as nn
+    import nnabla_jit.communicators as C
+    import nnabla_jit.functions as F
+    import nnabla_jit.parametric_functions as PF
+    from nnabla_jit.ext_utils import get_extension_context
+
+    comm = C.MultiProcessDataParallelCommunicator(get_extension_context("cpu"))
+    comm.init()
+    r, n = comm.rank, comm.size
+    rng = np.random.RandomState(0)
+    X = (rng.randn(8, 3, 2, 2) * np.array([1.0, 3.0, 0.5])[None, :, None, None] + 2.0).astype(np.float64)
+    W = rng.randn(*X.shape)                # weights of the loss sum(W * y)
+    A, B = rng.randn(1, 3, 1, 1), rng.randn(1, 3, 1, 1)   # ... + sum(A * mean) + sum(B * var)
+    beta0, gamma0 = rng.randn(1, 3, 1, 1), rng.rand(1, 3, 1, 1) + 0.5
+    out = {}
+
+    def run(x_np, w_np, comm_or_none, tag):
+        x = nn.Variable.from_numpy_array(x_np, need_grad=True)
+        beta = nn.Variable.from_numpy_array(beta0, need_grad=True)
+        gamma = nn.Variable.from_numpy_array(gamma0, need_grad=True)
+        rmean = nn.Variable.from_numpy_array(np.full((1, 3, 1, 1), 0.5))
+        rvar = nn.Variable.from_numpy_array(np.full((1, 3, 1, 1), 2.0))
+        if comm_or_none is None:
+            y, m, v = F.batch_normalization(x, beta, gamma, rmean, rvar, output_stat=True)
+        else:
+            y, m, v = F.sync_batch_normalization(x, beta, gamma, rmean, rvar, comm_or_none,
+                                                 output_stat=True)
+        const = nn.Variable.from_numpy_array
+        loss = F.sum(y * const(w_np)) + F.sum(m * const(A)) + F.sum(v * const(B))
+        loss.forward()
+        loss.backward()
+        for name, value in (("y", y.d), ("mean", m.d), ("var", v.d), ("dx", x.g), ("dbeta", beta.g),
+                            ("dgamma", gamma.g), ("rmean", rmean.d), ("rvar", rvar.d)):
+            out[tag + name] = np.array(value)
+        # nn.grad: the gradient as a graph (differentiable again: a second order too)
+        gx = nn.grad([loss], [x])[0]
+        g2 = nn.grad([F.sum(gx ** 2)], [x])[0]
+        F.sink(gx, g2).forward()
+        out[tag + "grad_dx"], out[tag + "grad2_dx"] = np.array(gx.d), np.array(g2.d)
+
+    mine = slice(4 * r, 4 * r + 4)
+    # The loss of every process weighs the shared statistics with A and B: together they are
+    # n times the one-process loss's, so the one-process reference weighs them n times.
+    run(X[mine], W[mine], comm, "sync_")
+    A, B = A * n, B * n
+    run(X, W, None, "ref_")
+    # the layer's own parameters, over both processes at once
+    h = PF.sync_batch_normalization(nn.Variable.from_numpy_array(X[mine]), comm, name="bn")
+    h.forward()
+    out["pf_y"] = h.d
+    np.savez(sys.argv[1] + "/rank{}.npz".format(r), **out)
+''')
+
+
+def test_sync_batch_normalization_over_two_processes_is_one_process_on_the_whole_batch(tmp_path):
+    script = tmp_path / "sync_bn.py"
+    script.write_text(SYNC_BN)
+    run(mpirun(2) + [sys.executable, str(script), str(tmp_path)], timeout=300)
+    ranks = [dict(np.load(tmp_path / "rank{}.npz".format(r))) for r in range(2)]
+    tol = dict(rtol=1e-9, atol=1e-10)
+    for r, out in enumerate(ranks):
+        mine = slice(4 * r, 4 * r + 4)
+        np.testing.assert_allclose(out["sync_y"], out["ref_y"][mine], **tol)
+        np.testing.assert_allclose(out["sync_dx"], out["ref_dx"][mine], **tol)
+        for name in ("mean", "var", "rmean", "rvar"):       # the whole batch's statistics
+            np.testing.assert_allclose(out["sync_" + name], out["ref_" + name], **tol)
+        # nn.grad's graphs compute in float32
+        np.testing.assert_allclose(out["sync_grad_dx"], out["ref_dx"][mine], rtol=1e-5, atol=1e-6)
+        # the second order of the sum over processes of sum(dx ** 2): one process's whole batch
+        np.testing.assert_allclose(out["sync_grad2_dx"], out["ref_grad2_dx"][mine], rtol=1e-4, atol=1e-5)
+    # beta's and gamma's gradients are each process's own: their sum is the whole batch's
+    for name in ("dbeta", "dgamma"):
+        np.testing.assert_allclose(ranks[0]["sync_" + name] + ranks[1]["sync_" + name],
+                                   ranks[0]["ref_" + name], rtol=1e-5, atol=1e-6)   # float32 grads
+        assert not np.allclose(ranks[0]["sync_" + name], ranks[0]["ref_" + name])
+    # PF: gamma 1, beta 0 normalizes each channel over both halves: mean 0 and variance 1 overall
+    both = np.concatenate([ranks[0]["pf_y"], ranks[1]["pf_y"]])
+    np.testing.assert_allclose(both.mean(axis=(0, 2, 3)), 0, atol=1e-5)
+    np.testing.assert_allclose(both.var(axis=(0, 2, 3)), 1, rtol=1e-3)
+    assert not np.allclose(ranks[0]["pf_y"].mean(axis=(0, 2, 3)), 0, atol=1e-2)
+
+
+def test_threads_per_rank_divides_the_machine_among_its_ranks():
+    assert threads_per_rank(1, 8, 8) == 8
+    assert threads_per_rank(2, 8, 8) == 4
+    assert threads_per_rank(3, 8, 8) == 2
+    assert threads_per_rank(4, 2, 2) == 1      # more ranks than cores: one thread each
+    assert threads_per_rank(2, 3, 16) == 3     # bound by the launcher to 3 cores: its share
+
+
+THREADS = textwrap.dedent('''
+    import sys
+    import numba
+    if sys.argv[1] == "set":
+        numba.set_num_threads(1)
+    import nnabla_jit.communicators as C
+    from nnabla_jit.ext_utils import get_extension_context
+    comm = C.MultiProcessDataParallelCommunicator(get_extension_context("cpu"))
+    comm.init()
+    print("rank", comm.rank, "threads", numba.get_num_threads())
+''')
+
+
+def test_the_users_thread_settings_win_over_the_share(tmp_path):
+    script = tmp_path / "threads.py"
+    script.write_text(THREADS)
+    env = dict(os.environ, NUMBA_NUM_THREADS="3")
+    result = subprocess.run(mpirun(2) + [sys.executable, str(script), "env"], capture_output=True,
+                            text=True, timeout=120, cwd=ROOT, env=env)
+    assert result.returncode == 0, result.stderr
+    assert sorted(re.findall(r"threads (\d+)", result.stdout)) == ["3", "3"]
+    if os.cpu_count() > 2:   # with 2 cores the share is 1 anyway
+        env.pop("NUMBA_NUM_THREADS")
+        result = subprocess.run(mpirun(2) + [sys.executable, str(script), "set"], capture_output=True,
+                                text=True, timeout=120, cwd=ROOT, env=env)
+        assert result.returncode == 0, result.stderr
+        assert sorted(re.findall(r"threads (\d+)", result.stdout)) == ["1", "1"]
 
 
 @pytest.mark.slow

@@ -8,8 +8,9 @@ rebuild the same formulas from F ops, so they can be differentiated again.
 import numpy as np
 
 from .. import functions as F
+from ..function import PythonFunction
 from ..ops.normalization import _input_names
-from ..ops.registry import REGISTRY, grad_rule
+from ..ops.registry import GRAD_RULES, REGISTRY, grad_rule
 
 
 def _reduce_to(g, shape):
@@ -25,6 +26,10 @@ def _reshape(v, shape):
 def _standardization_rule(name):
     """The grad rule of standardization op ``name``, built from F ops."""
     def rule(grad_inputs, inputs, input_shapes, outputs, output_shapes, **args):
+        comm = args.get("comm")
+        if name == "SyncBatchNormalization" and args.get("batch_stat", True) and comm is not None \
+                and getattr(comm, "size", 1) > 1:
+            return _synchronized_rule(grad_inputs, inputs, args)
         names = _input_names(name, len(inputs), args)
         given = dict(zip(names, inputs))
         x, beta, gamma = given["x"], given.get("beta"), given.get("gamma")
@@ -63,6 +68,91 @@ def _standardization_rule(name):
         return [grads.get(n) for n in names]
     rule.__name__ = name + "_grad"
     return rule
+
+
+class SumOverProcesses(PythonFunction):
+    """y = the sum of x over the processes of ``comm``'s ``group`` (an all-reduce): the
+    collective in the gradient graphs of SyncBatchNormalization across processes. Its gradient
+    is the same sum of the output's gradient, so those graphs differentiate again. Every process
+    must run the same graph (as data-parallel training does)."""
+
+    def __init__(self, comm, group="world"):
+        super().__init__()
+        self.comm = comm
+        self.group = group
+        # Its rule is filed on first use, as a user's PythonFunction's would be: the registry
+        # filed at import holds the table's ops only.
+        GRAD_RULES.setdefault("SumOverProcesses", sum_over_processes_grad)
+
+    @property
+    def args(self):
+        return {"comm": self.comm, "group": self.group}
+
+    def grad_depends_input_data(self, i, j):
+        return False
+
+    def grad_depends_output_data(self, i, o):
+        return False
+
+    def setup_impl(self, inputs, outputs):
+        outputs[0].reset_shape(inputs[0].shape, True)
+
+    def _summed(self, array):
+        buf = np.array(array, np.float64).reshape(-1)
+        self.comm._sum_arrays(buf, self.group)
+        return buf.reshape(array.shape)
+
+    def forward_impl(self, inputs, outputs):
+        outputs[0].d = self._summed(inputs[0].d)
+
+    def backward_impl(self, inputs, outputs, propagate_down, accum):
+        if propagate_down[0]:
+            g = self._summed(outputs[0].g)
+            if accum[0]:
+                inputs[0].g += g
+            else:
+                inputs[0].g = g
+
+
+def sum_over_processes_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, comm=None,
+                            group="world"):
+    return [SumOverProcesses(comm, group)(grad_inputs[0])]
+
+
+def _synchronized_rule(grad_inputs, inputs, args):
+    """SyncBatchNormalization's gradient across processes: the batch normalization rule with every
+    per-channel sum taken over all processes (``SumOverProcesses``); beta's and gamma's gradients
+    stay each process's own, as in backward."""
+    comm, group = args["comm"], args.get("group") or "world"
+    names = _input_names("SyncBatchNormalization", len(inputs), args)
+    given = dict(zip(names, inputs))
+    x, beta, gamma = given["x"], given.get("beta"), given.get("gamma")
+    lay = REGISTRY["SyncBatchNormalization"](**args).layout_of(tuple(x.shape))
+    red = [a for a, (s, t) in enumerate(zip(lay.work_shape, lay.stat_shape)) if t == 1 and s != 1]
+    total = np.array([float(lay.count)])
+    comm._sum_arrays(total, group)        # the elements behind each statistic, all processes
+    n = float(max(total[0], 1.0))
+
+    def mean_over_processes(v):
+        return SumOverProcesses(comm, group)(F.sum(v, axis=red, keepdims=True)) * (1.0 / n)
+
+    xw = _reshape(x, lay.work_shape)
+    xc = xw - mean_over_processes(xw)
+    inv_std = (mean_over_processes(xc ** 2) + args.get("eps", 1e-5)) ** -0.5
+    xhat = xc * inv_std
+    dy = grad_inputs[0]
+    dw = _reshape(dy * gamma if gamma is not None else dy, lay.work_shape)
+    dxw = inv_std * (dw - mean_over_processes(dw) - xhat * mean_over_processes(dw * xhat))
+    if len(grad_inputs) == 3:             # the batch mean and variance were outputs too
+        dmean = SumOverProcesses(comm, group)(_reshape(grad_inputs[1], lay.stat_shape))
+        dvar = SumOverProcesses(comm, group)(_reshape(grad_inputs[2], lay.stat_shape))
+        dxw = dxw + dmean * (1.0 / n) + dvar * xc * (2.0 / n)
+    grads = {"x": _reshape(dxw, x.shape)}
+    if beta is not None:
+        grads["beta"] = _reduce_to(dy, beta.shape)
+    if gamma is not None:
+        grads["gamma"] = _reduce_to(dy * _reshape(xhat, x.shape), gamma.shape)
+    return [grads.get(k) for k in names]
 
 
 for _name in ("BatchNormalization", "SyncBatchNormalization", "FusedBatchNormalization",

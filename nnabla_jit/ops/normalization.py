@@ -82,7 +82,7 @@ def _linear_grad(layout, x3, d3, center, power, p, q, r, dx, accum):
 # ------------------------------------------------------------------------ standardizations
 def standardization_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     lay, slot = op.layout, op.slot
-    C, M = lay.channels, max(lay.count, 1)
+    C, M = lay.channels, max(op.stat_count, 1)
 
     def wanted(name):
         return name in slot and propagate_down[slot[name]]
@@ -126,11 +126,16 @@ def standardization_backward(op, inputs, outputs, output_grads, input_grads, pro
         return
     p = factor * inv_std
     if op.batch_stat:
-        q = -factor * inv_std ** 3 * sum_dxc / M
-        r = -factor * inv_std * sum_d / M
+        sums = [sum_d, sum_dxc]
         if op.with_stats:   # the batch mean and variance are outputs too
-            q = q + 2.0 * output_grads[2].reshape(-1) / M
-            r = r + output_grads[1].reshape(-1) / M
+            sums += [output_grads[1].reshape(-1).astype(np.float64),
+                     output_grads[2].reshape(-1).astype(np.float64)]
+        sums = op.combine_grad_sums(sums)
+        q = -factor * inv_std ** 3 * sums[1] / M
+        r = -factor * inv_std * sums[0] / M
+        if op.with_stats:
+            q = q + 2.0 * sums[3] / M
+            r = r + sums[2] / M
     else:
         q = r = np.zeros(C)
     _linear_grad(lay, x3 if x3 is not None else d3, d3, mean, 2, p, q, r, input_grads[0], accum[0])
@@ -418,7 +423,7 @@ class Standardization(Op):
         lay = self.layout
         x3 = lay.view(inputs[0])
         if self.batch_stat:
-            mean, var = batch_stats(lay, x3)
+            mean, var = self.batch_stats(x3)
         else:
             mean = self._param(inputs, "mean").reshape(-1).astype(np.float64)
             var = self._param(inputs, "variance").reshape(-1).astype(np.float64)
@@ -452,6 +457,20 @@ class Standardization(Op):
     def update_running_stats(self, inputs, mean, var):
         """Batch normalization's moving averages (the running variance is unbiased)."""
 
+    def batch_stats(self, x3):
+        """The per-channel mean and variance of the batch (``x3`` in the layout's view)."""
+        return batch_stats(self.layout, x3)
+
+    @property
+    def stat_count(self):
+        """How many elements each statistic is taken over."""
+        return self.layout.count
+
+    def combine_grad_sums(self, sums):
+        """The per-channel sums backward takes from every element behind the statistics: here
+        the local ones (SyncBatchNormalization adds the other processes')."""
+        return sums
+
     backward = standardization_backward
 
     def grad_depends_input_data(self, i, j):
@@ -480,7 +499,7 @@ class _BatchNormalizationBase(Standardization):
     def update_running_stats(self, inputs, mean, var):
         if "mean" not in self.slot:
             return
-        n = self.layout.count
+        n = self.stat_count
         unbias = n / (n - 1.0) if n > 1 else np.inf
         with np.errstate(invalid="ignore"):
             rm = inputs[self.slot["mean"]].reshape(-1)
@@ -496,13 +515,53 @@ class BatchNormalization(_BatchNormalizationBase):
 
 @register
 class SyncBatchNormalization(_BatchNormalizationBase):
-    """Batch normalization whose statistics would be all-reduced over ``comm``; in a single
-    process that is batch normalization itself."""
+    """Batch normalization over the batches of all processes of ``comm``'s ``group``: each
+    process's count, mean and variance per channel are gathered and merged (Chan's pairwise
+    formula, no sums of squares), and backward all-reduces the two per-channel sums the input
+    gradient needs. The gradients of beta and gamma stay each process's own, like every other
+    parameter gradient (the data-parallel all-reduce of the gradients sums them).
+
+    ``comm`` is duck-typed (ops sit below the communicators): it answers ``_gather_stats`` and
+    ``_sum_arrays`` on numpy arrays (``nnabla_jit.communicators.Communicator``). Without one
+    (``comm=None``, as in a network loaded from a file) this is batch normalization of the
+    process's own batch."""
+    _total = None
 
     def setup(self, *shapes):
-        if getattr(self.comm, "size", 1) > 1:
-            self.fail("synchronizing statistics across {} processes is not supported", self.comm.size)
+        for method in ("_gather_stats", "_sum_arrays") if self.comm is not None else ():
+            if not callable(getattr(self.comm, method, None)):
+                self.fail("comm must be a communicator of nnabla_jit.communicators (e.g. "
+                          "MultiProcessDataParallelCommunicator, after init()), got {}",
+                          type(self.comm).__name__)
+        self._group = self.group if isinstance(self.group, str) and self.group else "world"
         return super().setup(*shapes)
+
+    def batch_stats(self, x3):
+        mean, var = batch_stats(self.layout, x3)
+        if self.comm is None:
+            return mean, var
+        local = np.concatenate([[float(self.layout.count)], mean, var])
+        gathered = self.comm._gather_stats(local, self._group)    # (processes, 1 + 2 C)
+        C = self.layout.channels
+        counts, means, variances = gathered[:, :1], gathered[:, 1:1 + C], gathered[:, 1 + C:]
+        total = counts.sum()
+        self._total = int(total)
+        if total == 0:
+            return mean, var
+        merged_mean = (counts * means).sum(axis=0) / total
+        m2 = (counts * (variances + (means - merged_mean) ** 2)).sum(axis=0)
+        return merged_mean, m2 / total
+
+    @property
+    def stat_count(self):
+        return self.layout.count if self._total is None else self._total
+
+    def combine_grad_sums(self, sums):
+        if self.comm is None:
+            return sums
+        flat = np.concatenate(sums)
+        self.comm._sum_arrays(flat, self._group)
+        return np.split(flat, len(sums))
 
 
 @register

@@ -1,0 +1,29 @@
+"""The base of the ImageNet classifiers (nnabla's ``nnabla.models.imagenet.base``)."""
+import os
+
+from ..network import ModelBase
+from ...utils.download import get_data_home  # noqa: F401  (nnabla's module exposes these)
+from ...utils.nnp_graph import NnpLoader  # noqa: F401
+from ..utils import get_model_home, get_model_url_base, get_model_url_base_from_env  # noqa: F401
+
+__all__ = ["ImageNetBase"]
+
+
+class ImageNetBase(ModelBase):
+    """An ImageNet classifier: ``category_names`` of its 1000 classes, ``input_shape``, and
+    ``model(x, use_up_to=..., training=..., ...)`` (see ``ModelBase.__call__``)."""
+
+    @property
+    def category_names(self):
+        """The names of the 1000 ImageNet classes, in the order of the classifier's outputs."""
+        if not hasattr(self, "_category_names"):
+            with open(os.path.join(os.path.dirname(__file__), "category_names.txt")) as f:
+                self._category_names = f.read().splitlines()
+        return self._category_names
+
+    def use_up_to(self, key, callback, **variable_format_dict):
+        """Tell the ``.nnp`` pass ``callback`` to stop at the variable of ``key``."""
+        if key not in self._KEY_VARIABLE:
+            raise ValueError('The key "{}" is not present in {}. Available keys are {}.'.format(
+                key, type(self).__name__, list(self._KEY_VARIABLE.keys())))
+        callback.use_up_to(self._KEY_VARIABLE[key].format(**variable_format_dict))

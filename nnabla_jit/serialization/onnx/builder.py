@@ -15,7 +15,7 @@ import numpy as np
 from .dependencies import BOOL, DOUBLE, FLOAT, INT32, INT64, INT8, UINT8, require_onnx
 
 __all__ = ["GraphBuilder", "Unsupported", "INT64_MIN", "OUTPUT_TYPE", "TYPE_FROM_INPUT", "RANDOM_OPS",
-           "elem_type_of"]
+           "elem_type_of", "evaluate_node"]
 
 INT64_MIN = int(np.iinfo(np.int64).min)
 
@@ -60,6 +60,21 @@ def elem_type_of(dtype):
 def _as_stored(value, elem):
     """``value`` as the numpy array an initializer of type ``elem`` holds."""
     return np.array(value, dtype=_NUMPY_OF[elem], order="C")   # keeps 0-d arrays 0-d
+
+
+def evaluate_node(onnx, node, feeds, opset):
+    """The outputs of ``node`` (a NodeProto) on ``feeds`` (name -> array) by onnx's reference
+    implementation, following the op's signature at ``opset``. (Given a bare NodeProto, the
+    ReferenceEvaluator uses the newest signature whatever ``opsets`` says, so the node goes in
+    a one-node model of that opset.)"""
+    from onnx.reference import ReferenceEvaluator   # imports onnx's op library: only when folding
+    helper = onnx.helper
+    inputs = [helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(np.asarray(value).dtype),
+                                            None) for name, value in feeds.items()]
+    outputs = [helper.make_empty_tensor_value_info(name) for name in node.output if name]
+    graph = helper.make_graph([node], "fold", inputs, outputs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    return ReferenceEvaluator(model).run(None, feeds)
 
 
 class GraphBuilder:
@@ -149,9 +164,8 @@ class GraphBuilder:
 
     def _fold(self, node, outs):
         """Evaluate a node of constants now and keep its outputs as initializers."""
-        from onnx.reference import ReferenceEvaluator
         feeds = {i: self.initializers[i] for i in node.input if i}
-        results = ReferenceEvaluator(node, opsets={"": self.opset}).run(None, feeds)
+        results = evaluate_node(self.onnx, node, feeds, self.opset)
         for name, value in zip(outs, results):
             self.initializers[name] = _as_stored(value, self.dtypes[name])
 

@@ -2,6 +2,7 @@
 per case of ``CASES``, at opsets 11, 13, 17 and 20), and whole networks: an MLP, a CNN with
 batch normalization and an LSTM; plus the errors, the CLI and the ``.nnp`` path."""
 import os
+import re
 import subprocess
 import sys
 from collections import OrderedDict
@@ -545,6 +546,27 @@ def test_function_matches_onnxruntime(op, index):
             compare(case, got, want)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("op,index", _case_ids())
+def test_function_at_opsets_7_to_10(op, index):
+    """Below opset 11 a function either exports and runs like nnabla_jit, or the export says
+    which opset it needs (docs/onnx.md lists them)."""
+    case = CASES[op][index]
+    for opset in (7, 8, 9, 10):
+        nn.clear_parameters()
+        inputs, outs, want = build_case(case)
+        try:
+            model = nnabla_onnx.to_model(outs, inputs, opset)
+        except nnabla_onnx.OnnxExportError as e:
+            assert re.search(r"(needs|does|takes).*opset|opset \d+ (does|takes)", str(e)), str(e)
+            continue
+        got = run_onnx(model, {k: v.d for k, v in inputs.items()})
+        if case.check:
+            case.check(got, want, [v.d for v in inputs.values()])
+        else:
+            compare(case, got, want)
+
+
 def test_every_case_is_an_exportable_function():
     assert set(CASES) <= set(nnabla_onnx.exportable_ops())
 
@@ -686,7 +708,7 @@ def test_without_the_onnx_package():
     assert "pip install 'nnabla_jit[onnx]'" in result.stdout
 
 
-@pytest.mark.parametrize("opset", [10, onnx.defs.onnx_opset_version() + 1, "opset_x", "opset_snpe"])
+@pytest.mark.parametrize("opset", [6, onnx.defs.onnx_opset_version() + 1, "opset_x", "opset_snpe"])
 def test_bad_opsets(opset):
     x = nn.Variable((2, 3))
     with pytest.raises(ValueError, match="opset"):
@@ -697,7 +719,7 @@ def test_opset_spellings():
     assert nnabla_onnx.parse_opset("opset_11") == 11 == nnabla_onnx.parse_opset("11")
     assert nnabla_onnx.parse_opset(None) == nnabla_onnx.DEFAULT_OPSET == 17
     newest = onnx.defs.onnx_opset_version()
-    assert nnabla_onnx.export_opsets() == range(11, newest + 1)
+    assert nnabla_onnx.export_opsets() == range(7, newest + 1)
     assert nnabla_onnx.parse_opset("opset_{}".format(newest)) == newest
 
 

@@ -26,6 +26,9 @@ _NUMPY_OF = {FLOAT: np.float32, DOUBLE: np.float64, INT64: np.int64, INT32: np.i
 RANDOM_OPS = {"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike",
            "Multinomial", "Bernoulli"}
 
+_TYPE_NAME = {FLOAT: "float", DOUBLE: "double", INT64: "int64", INT32: "int32", BOOL: "bool", UINT8: "uint8",
+              INT8: "int8"}
+
 # Ops whose outputs have a fixed element type (others take their first input's).
 OUTPUT_TYPE = dict([(t, BOOL) for t in ("Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual",
                                          "And", "Or", "Xor", "Not", "IsNaN", "IsInf")]
@@ -75,6 +78,14 @@ def evaluate_node(onnx, node, feeds, opset):
     graph = helper.make_graph([node], "fold", inputs, outputs)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     return ReferenceEvaluator(model).run(None, feeds)
+
+
+def _defined(defs, op_type, opset):
+    try:
+        defs.get_schema(op_type, opset)
+        return True
+    except defs.SchemaError:
+        return False
 
 
 class GraphBuilder:
@@ -143,6 +154,10 @@ class GraphBuilder:
         that of the first input. None in ``inputs`` marks an omitted optional input.
         """
         names = ["" if i is None else i for i in inputs]
+        if self.opset < 8 and op_type in ("Max", "Min") and len(names) == 2 and self._is_scalar(names[1]):
+            # Max-6 and Min-6 do not broadcast: a bound by a scalar is a Clip (attributes).
+            bound = float(self.initializers[names[1]].reshape(()))
+            return self.clip(names[0], low=bound) if op_type == "Max" else self.clip(names[0], high=bound)
         present = [i for i in names if i]
         folded = bool(present) and op_type not in RANDOM_OPS and all(i in self.initializers for i in present)
         # A folded tensor is named after the first tensor it is computed from.
@@ -159,8 +174,40 @@ class GraphBuilder:
             if op_type in _RESHAPES:
                 self._reshaped_from[outs[0]] = present[0]
         else:
+            self._check_schema(op_type, [self.dtype(i) if i else None for i in names])
             self.nodes.append(node)
         return outs[0] if n_outputs == 1 else outs
+
+    def _is_scalar(self, name):
+        return name in self.initializers and self.initializers[name].size == 1
+
+    def _check_schema(self, op_type, elems):
+        """Refuse a node the target opset does not define, or whose input element types its
+        signature at that opset does not take (e.g. Equal on floats before 11), naming the
+        opset that has it. (Folded nodes are evaluated now and need neither.)"""
+        defs = self.onnx.defs
+        try:
+            schema = defs.get_schema(op_type, self.opset)
+        except defs.SchemaError:
+            since = next(v for v in range(self.opset + 1, defs.onnx_opset_version() + 1)
+                         if defs.has(op_type) and _defined(defs, op_type, v))
+            raise Unsupported("ONNX {} needs opset {}".format(op_type, since)) from None
+        allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
+        for k, elem in enumerate(elems):
+            if elem is None or not schema.inputs or elem not in _TYPE_NAME:
+                continue
+            if k >= len(schema.inputs) and schema.inputs[-1].option != schema.FormalParameterOption.Variadic:
+                raise Unsupported("ONNX {} at opset {} takes at most {} inputs".format(
+                    op_type, self.opset, len(schema.inputs)))
+            formal = schema.inputs[min(k, len(schema.inputs) - 1)]
+            types = allowed.get(formal.type_str)
+            type_name = "tensor({})".format(_TYPE_NAME[elem])
+            if types is not None and type_name not in types:
+                newer = next((v for v in range(self.opset + 1, defs.onnx_opset_version() + 1)
+                              if type_name in {t for c in defs.get_schema(op_type, v).type_constraints
+                                               for t in c.allowed_type_strs}), None)
+                raise Unsupported("ONNX {} at opset {} does not take {} (input {}){}".format(
+                    op_type, self.opset, type_name, k, "; opset {} does".format(newer) if newer else ""))
 
     def _fold(self, node, outs):
         """Evaluate a node of constants now and keep its outputs as initializers."""
@@ -249,10 +296,18 @@ class GraphBuilder:
         return self.op("Split", [x], n_outputs=len(sizes), axis=axis, split=list(sizes))
 
     def clip(self, x, low=None, high=None):
+        if self.opset < 11:   # bounds as attributes
+            return self.op("Clip", [x], min=None if low is None else float(low),
+                           max=None if high is None else float(high))
         return self.op("Clip", [x, None if low is None else self.scalar(low),
                                 None if high is None else self.scalar(high)])
 
     def slice(self, x, starts, ends, axes, steps=None):
+        if self.opset < 10:   # Slice-1: attributes, no steps
+            if steps is not None and any(int(s) != 1 for s in steps):
+                raise Unsupported("a strided Slice needs opset 10")
+            return self.op("Slice", [x], starts=[int(v) for v in starts], ends=[int(v) for v in ends],
+                           axes=[int(a) for a in axes])
         inputs = [x, self.ints(starts), self.ints(ends), self.ints(axes)]
         if steps is not None:
             inputs.append(self.ints(steps))
@@ -260,6 +315,9 @@ class GraphBuilder:
 
     def pad(self, x, pads, mode="constant", value=None):
         """``pads``: all begins, then all ends (ONNX order)."""
+        if self.opset < 11:   # Pad-2: pads and value as attributes
+            return self.op("Pad", [x], mode=mode, pads=[int(p) for p in pads],
+                           value=float(value) if mode == "constant" and value else None)
         inputs = [x, self.ints(pads)]
         if mode == "constant" and value:
             inputs.append(self.scalar(value))
@@ -278,7 +336,10 @@ class GraphBuilder:
 
     def resize(self, x, scales=None, sizes=None, roi=None, **attrs):
         """Resize by ``scales`` or to ``sizes``; opsets 11 and 12 need the unused inputs as
-        empty tensors."""
+        empty tensors; before 11 only Upsample's (7-9) and Resize-10's forms exist: scales,
+        nearest (rounding down) or linear, asymmetric coordinates."""
+        if self.opset < 11:
+            return self._old_resize(x, scales, sizes, roi, attrs)
         empty = self.const(np.zeros(0, np.float32)) if self.opset < 13 else None
         roi_input = self.const(np.asarray(roi, np.float32)) if roi else empty
         scale_input = self.const(np.asarray(scales, np.float32)) if scales else empty
@@ -286,6 +347,34 @@ class GraphBuilder:
         if sizes:
             inputs.append(self.ints(sizes))
         return self.op("Resize", inputs, **attrs)
+
+    def _old_resize(self, x, scales, sizes, roi, attrs):
+        mode = attrs.get("mode", "nearest")
+        plain = (not sizes and not roi and scales and mode in ("nearest", "linear")
+                 and attrs.get("coordinate_transformation_mode", "half_pixel") == "asymmetric"
+                 and attrs.get("nearest_mode", "floor") == "floor")
+        if not plain:
+            raise Unsupported("Resize by sizes, with a coordinate transformation other than asymmetric, "
+                              "or a mode other than nearest (rounding down) / linear needs opset 11")
+        scales = [float(s) for s in scales]
+        if self.opset < 9:
+            return self.op("Upsample", [x], mode=mode, scales=scales)
+        op_type = "Upsample" if self.opset == 9 else "Resize"
+        return self.op(op_type, [x, self.const(np.asarray(scales, np.float32))], mode=mode)
+
+    def topk(self, x, k, axis, largest=True):
+        """(values, int64 indices) of the ``k`` largest (or smallest) along ``axis``, sorted.
+        Before opset 11 TopK takes only the largest (the smallest are those of -x), and
+        before 10 ``k`` is an attribute."""
+        if self.opset >= 11:
+            return self.op("TopK", [x, self.ints([k])], n_outputs=2, elem=[None, INT64], axis=axis,
+                           largest=int(bool(largest)), sorted=1)
+        key = x if largest else self.op("Neg", [x])
+        if self.opset == 10:
+            values, index = self.op("TopK", [key, self.ints([k])], n_outputs=2, elem=[None, INT64], axis=axis)
+        else:
+            values, index = self.op("TopK", [key], n_outputs=2, elem=[None, INT64], axis=axis, k=int(k))
+        return (values if largest else self.op("Neg", [values])), index
 
     def where(self, condition, a, b):
         return self.op("Where", [self.as_bool(condition), a, b])

@@ -31,7 +31,7 @@ __all__ = ["DEFAULT_OPSET", "EXTERNAL_DATA_MIN_BYTES", "OLDEST_EXPORT_OPSET", "P
            "check_exportable", "to_model", "export", "export_nnp", "parse_opset"]
 
 DEFAULT_OPSET = 17
-OLDEST_EXPORT_OPSET = 11
+OLDEST_EXPORT_OPSET = 7
 # protobuf refuses to serialize a message of 2 GiB or more; the graph itself needs some room.
 PROTOBUF_LIMIT = 2 ** 31 - 2 ** 24
 # Initializers smaller than this stay in the model when the others go to external data.
@@ -40,7 +40,7 @@ _EXTERNAL_ALIGNMENT = 4096
 
 
 def export_opsets():
-    """The opsets an export writes: 11 to the newest the installed onnx defines."""
+    """The opsets an export writes: 7 to the newest the installed onnx defines."""
     onnx = require_onnx("ONNX export")
     return range(OLDEST_EXPORT_OPSET, onnx.defs.onnx_opset_version() + 1)
 
@@ -294,11 +294,15 @@ def _assemble(g, g_inputs, g_outputs, name, layout=None, location=None):
     used = {i for node in g.nodes for i in node.input}
     initializers = [_initializer(onnx, n, a, (location, layout[n]) if n in layout else None)
                     for n, a in g.initializers.items() if n in used]
-    graph = onnx.helper.make_graph(g.nodes, name, g_inputs, g_outputs, initializer=initializers)
     opset_ids = [onnx.helper.make_opsetid("", g.opset)]
+    ir_version = onnx.helper.find_min_ir_version_for(opset_ids)
+    if ir_version < 4:   # IR 3 (opsets 7 and 8) lists every initializer among the graph inputs
+        g_inputs = list(g_inputs) + [onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                                     for t in initializers]
+    graph = onnx.helper.make_graph(g.nodes, name, g_inputs, g_outputs, initializer=initializers)
     model = onnx.helper.make_model(graph, opset_imports=opset_ids, producer_name="nnabla_jit",
                                    producer_version=__version__)
-    model.ir_version = onnx.helper.find_min_ir_version_for(opset_ids)
+    model.ir_version = ir_version
     return model
 
 
@@ -316,7 +320,8 @@ def to_model(outputs, inputs=None, opset=DEFAULT_OPSET, parameters=None, name="n
         outputs: a Variable, a list of them (named ``y0``, ``y1``, ...) or a dict name -> Variable.
         inputs: the graph inputs, likewise (``x0``, ...). Default: every leaf that is not a
             parameter. Other leaves are written as constants holding their current data.
-        opset (int): ONNX opset, 11 to the installed onnx's newest.
+        opset (int): ONNX opset, 7 to the installed onnx's newest (some functions need a newer
+            one; the error names it).
         parameters (dict): path -> Variable written as initializers under their paths
             (default: every parameter of the current scope).
         progress (bool): show a tqdm bar over the functions converted.
@@ -451,8 +456,8 @@ def nnp_to_model(contents, opset=None, source="NNP"):
 def export_nnp(contents, path, opset=None, external_data_threshold=None, progress=False):
     """Convert an ``.nnp`` (a path, or ``NnpContents``) to the ONNX file ``path``: the network
     of its first executor, with the executor's data variables as inputs and its output
-    variables as outputs. ``opset``: 11 to the installed onnx's newest,
-    or 'opset_11'... (default 17). ``external_data_threshold`` and ``progress``: as for
+    variables as outputs. ``opset``: 7 to the installed onnx's newest,
+    or 'opset_7'... (default 17). ``external_data_threshold`` and ``progress``: as for
     :func:`export`."""
     from .. import nnp
     source = file_label(contents) if isinstance(contents, (str, os.PathLike)) else "NNP"

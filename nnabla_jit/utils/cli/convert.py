@@ -105,7 +105,7 @@ def add_convert_command(subparsers):
     sub.add_argument("--nnp-exclude-parameter", action="store_true",
                      help="[export][NNP] write no parameters")
     sub.add_argument("-d", "--define_version", "--opset", default=None,
-                     help="[export][ONNX] opset version, 11 to the installed onnx's newest, "
+                     help="[export][ONNX] opset version, 7 to the installed onnx's newest, "
                           "e.g. opset_11 or 11 (default 17)")
     sub.set_defaults(func=convert_command)
     return sub

@@ -213,8 +213,8 @@ CASES = {
     "Constant": [Case(lambda: F.constant(2.5, (2, 3)))],
     "Arange": [Case(lambda: F.arange(1.0, 4.0, 0.5))],
     "Linspace": [Case(lambda: F.linspace(-1.0, 2.0, 7))],
-    "Einsum": [Case(lambda a, b: F.einsum(a, b, equation="ij,jk->ik"), randn(2, 3), randn(3, 4),
-                    min_opset=12)],
+    # before opset 12: a broadcast product summed (test_einsum_before_opset_12 has more forms)
+    "Einsum": [Case(lambda a, b: F.einsum(a, b, equation="ij,jk->ik"), randn(2, 3), randn(3, 4))],
     "Rand": [Case(lambda: F.rand(-1.0, 2.0, (50, 4)), check=check_random(-1.0, 2.0))],
     "Randn": [Case(lambda: F.randn(0.0, 1.0, (50, 4)), check=check_random(-10.0, 10.0))],
     "Randint": [Case(lambda: F.randint(2, 5, (50, 4)), check=check_random(2, 4))],
@@ -565,6 +565,28 @@ def test_function_at_opsets_7_to_10(op, index):
             case.check(got, want, [v.d for v in inputs.values()])
         else:
             compare(case, got, want)
+
+
+EINSUM_FORMS = [("bij,bjk->bik", [(2, 2, 3), (2, 3, 4)]), ("ii->i", [(3, 3)]), ("ii", [(3, 3)]),
+                ("i,i", [(3,), (3,)]), ("...ij,...jk->...ik", [(2, 1, 2, 3), (3, 3, 4)]),
+                ("ij,ij,ij->ij", [(2, 3)] * 3), ("i,j->ij", [(2,), (3,)]), ("ij->", [(2, 3)]),
+                ("bhqd,bhkd->bhqk", [(1, 2, 3, 4), (1, 2, 5, 4)]), ("iij->j", [(2, 2, 3)]), ("ji", [(2, 3)])]
+
+
+@pytest.mark.parametrize("opset", [7, 11])
+def test_einsum_before_opset_12(opset):
+    """Einsum, which ONNX defines from opset 12, as Mul/ReduceSum/Transpose/Reshape: diagonals,
+    traces, ellipsis broadcasting, three operands, outer products, implicit outputs."""
+    for equation, shapes in EINSUM_FORMS:
+        arrays = [randn(*shape) for shape in shapes]
+        inputs = OrderedDict(("x{}".format(k), nn.Variable.from_numpy_array(a)) for k, a in enumerate(arrays))
+        y = F.einsum(*inputs.values(), equation=equation)
+        y.forward()
+        model = nnabla_onnx.to_model(y, inputs, opset)
+        assert "Einsum" not in {node.op_type for node in model.graph.node}
+        got = run_onnx(model, {k: v.d for k, v in inputs.items()})[0]
+        np.testing.assert_allclose(got, y.d, rtol=1e-4, atol=1e-5, err_msg=equation)
+        np.testing.assert_allclose(got, np.einsum(equation, *arrays), rtol=1e-4, atol=1e-5, err_msg=equation)
 
 
 def test_every_case_is_an_exportable_function():

@@ -86,8 +86,9 @@ class Net:
     def bn(self, x, c):
         stats = [self.rng.uniform(0.5, 1.5, c), self.rng.randn(c) * 0.1, self.rng.randn(c) * 0.1,
                  self.rng.uniform(0.5, 1.5, c)]
+        spatial = {"spatial": 1} if self.opset < 9 else {}   # as opset 7/8 files write it
         return self.op("BatchNormalization", [x] + [self.const(s.astype(np.float32)) for s in stats],
-                       epsilon=1e-5)
+                       epsilon=1e-5, **spatial)
 
     def relu(self, x):
         return self.op("Relu", [x])
@@ -134,8 +135,11 @@ class Net:
                         axis=0)
         return self.op("Reshape", [x, shape])
 
-    def reshape(self, x, shape):
-        return self.op("Reshape", [x, self.const(np.asarray(shape, np.int64), "shape")])
+    def reshape(self, x, shape, by_constant_node=False):
+        array = np.asarray(shape, np.int64)
+        if by_constant_node:
+            return self.op("Reshape", [x, self.op("Constant", [], value=numpy_helper.from_array(array))])
+        return self.op("Reshape", [x, self.const(array, "shape")])
 
     def channel_shuffle(self, x, groups, c, h, w):
         y = self.reshape(x, [1, groups, c // groups, h, w])
@@ -198,7 +202,7 @@ def resnet(opset):
 def densenet(opset):
     """DenseNet (Caffe2's densenet121): pre-activation BN/ReLU/conv bottlenecks whose outputs
     are concatenated to their inputs, a transition with 2x2 average pooling, a 1x1
-    convolution classifier, Reshape, Softmax."""
+    convolution classifier, Reshape to [0, -1] (0: the input's size), Softmax."""
     n = Net(opset)
     h = n.max_pool(n.conv_bn_relu("x", 3, 8, 3, stride=2, pad=1), 3, 2, pad=1)
     c = 8
@@ -208,12 +212,13 @@ def densenet(opset):
         h, c = n.op("Concat", [h, b], axis=1), c + 4
     h = n.avg_pool(n.conv(n.relu(n.bn(h, c)), c, 8, 1, bias=False), 2, 2)
     h = n.op("GlobalAveragePool", [n.relu(n.bn(h, 8))])
-    return n.model((1, 3, 24, 24), n.op("Softmax", [n.reshape(n.conv(h, 8, 5, 1), [1, 5])]))
+    return n.model((1, 3, 24, 24), n.op("Softmax", [n.reshape(n.conv(h, 8, 5, 1), [0, -1])]))
 
 
 def inception(opset):
     """GoogLeNet / Inception v1: LRN, max pooling with asymmetric (ceil-mode) pads, an
-    inception module of four concatenated branches, average pooling, Dropout, Gemm."""
+    inception module of four concatenated branches, average pooling, Dropout, Reshape by a
+    Constant node, Gemm."""
     n = Net(opset)
     h = n.lrn(n.max_pool(n.relu(n.conv("x", 3, 8, 5, stride=2, pad=2)), 3, 2, pads=[0, 0, 1, 1]))
     b1 = n.relu(n.conv(h, 8, 4, 1))
@@ -222,7 +227,7 @@ def inception(opset):
     b4 = n.relu(n.conv(n.max_pool(h, 3, 1, pad=1), 8, 3, 1))
     h = n.op("Concat", [b1, b2, b3, b4], axis=1)
     h = n.dropout(n.avg_pool(h, 4, 4))
-    return n.model((1, 3, 31, 31), n.op("Softmax", [n.gemm(n.reshape(h, [1, -1]), 16 * 4, 5)]))
+    return n.model((1, 3, 31, 31), n.op("Softmax", [n.gemm(n.reshape(h, [1, -1], by_constant_node=True), 16 * 4, 5)]))
 
 
 def squeezenet(opset):

@@ -5,8 +5,11 @@ The builder keeps the element type of every value (so that converters can insert
 ONNX needs), hands out unique names, and folds nodes whose inputs are all initializers into
 new initializers (weight reshapes, gate reorderings, ...), evaluated with onnx's reference
 implementation, so that the model holds the tensors the runtime uses rather than the recipe.
-Helpers such as :meth:`squeeze`, :meth:`reduce` or :meth:`split` hide the signature changes
-between opsets 11 and 20 (axes as attributes or as inputs).
+Helpers such as :meth:`squeeze`, :meth:`reduce`, :meth:`split`, :meth:`clip`, :meth:`pad`,
+:meth:`slice`, :meth:`resize` or :meth:`topk` hide the signature changes between opsets 7 and
+the newest (attributes or inputs, Upsample, TopK's largest-only form). A node the target opset
+does not define, or whose input types it does not take, is :class:`Unsupported` naming the
+opset that has it.
 """
 from collections import OrderedDict
 

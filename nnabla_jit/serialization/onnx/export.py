@@ -10,7 +10,9 @@ mapping and arguments a mapping cannot express, is collected first and reported 
 
 Shapes are static (the graph's own); a BatchNormalization built with ``batch_stat=True`` is
 written in inference form (running statistics), and functions whose forward is the identity
-at inference (Dropout, gradient clippers) become ONNX Identity.
+at inference (Dropout, gradient clippers) become ONNX Identity. Every model is checked with
+``onnx.checker.check_model(full_check=True)``; :func:`export` moves initializers beyond
+protobuf's 2 GB to an external data file.
 """
 import os
 from collections import OrderedDict
@@ -27,8 +29,8 @@ from .builder import GraphBuilder, Unsupported, elem_type_of
 from .dependencies import FLOAT, require_onnx
 from .exporters import EXPORTERS
 
-__all__ = ["DEFAULT_OPSET", "EXTERNAL_DATA_MIN_BYTES", "OLDEST_EXPORT_OPSET", "PROTOBUF_LIMIT", "OnnxExportError", "export_opsets", "exportable_ops",
-           "check_exportable", "to_model", "export", "export_nnp", "parse_opset"]
+__all__ = ["DEFAULT_OPSET", "EXTERNAL_DATA_MIN_BYTES", "OLDEST_EXPORT_OPSET", "PROTOBUF_LIMIT", "OnnxExportError",
+           "export_opsets", "exportable_ops", "check_exportable", "to_model", "export", "export_nnp", "parse_opset"]
 
 DEFAULT_OPSET = 17
 OLDEST_EXPORT_OPSET = 7

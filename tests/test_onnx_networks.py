@@ -76,12 +76,14 @@ class Net:
         return outs[0] if n_outputs == 1 else outs
 
     # --- layers ----------------------------------------------------------------------
-    def conv(self, x, cin, cout, k, stride=1, pad=0, group=1, bias=True, pads=None):
-        inputs = [x, self.weight(cout, cin // group, k, k)]
+    def conv(self, x, cin, cout, k, stride=1, pad=0, group=1, bias=True, pads=None, auto_pad=None):
+        """``k``: a size or (height, width); ``auto_pad`` (SAME_UPPER ...) instead of pads."""
+        kh, kw = (k, k) if isinstance(k, int) else k
+        inputs = [x, self.weight(cout, cin // group, kh, kw)]
         if bias:
             inputs.append(self.const(self.rng.randn(cout).astype(np.float32) * 0.1))
-        return self.op("Conv", inputs, kernel_shape=[k, k], strides=[stride, stride],
-                       pads=pads or [pad] * 4, group=group)
+        padding = {"auto_pad": auto_pad} if auto_pad else {"pads": pads or [pad] * 4}
+        return self.op("Conv", inputs, kernel_shape=[kh, kw], strides=[stride, stride], group=group, **padding)
 
     def bn(self, x, c):
         stats = [self.rng.uniform(0.5, 1.5, c), self.rng.randn(c) * 0.1, self.rng.randn(c) * 0.1,
@@ -217,8 +219,8 @@ def densenet(opset):
 
 def inception(opset):
     """GoogLeNet / Inception v1: LRN, max pooling with asymmetric (ceil-mode) pads, an
-    inception module of four concatenated branches, average pooling, Dropout, Reshape by a
-    Constant node, Gemm."""
+    inception module of four concatenated branches, Inception v3's factorized 1x7 and 7x1
+    convolutions, average pooling, Dropout, Reshape by a Constant node, Gemm."""
     n = Net(opset)
     h = n.lrn(n.max_pool(n.relu(n.conv("x", 3, 8, 5, stride=2, pad=2)), 3, 2, pads=[0, 0, 1, 1]))
     b1 = n.relu(n.conv(h, 8, 4, 1))
@@ -226,6 +228,9 @@ def inception(opset):
     b3 = n.relu(n.conv(n.relu(n.conv(h, 8, 2, 1)), 2, 3, 5, pad=2))
     b4 = n.relu(n.conv(n.max_pool(h, 3, 1, pad=1), 8, 3, 1))
     h = n.op("Concat", [b1, b2, b3, b4], axis=1)
+    # Inception v3's factorized 1x7 / 7x1 convolutions, with BN, added back
+    f = n.conv_bn_relu(n.conv_bn_relu(h, 16, 8, (1, 7), pads=[0, 3, 0, 3]), 8, 16, (7, 1), pads=[3, 0, 3, 0])
+    h = n.op("Add", [h, f])
     h = n.dropout(n.avg_pool(h, 4, 4))
     return n.model((1, 3, 31, 31), n.op("Softmax", [n.gemm(n.reshape(h, [1, -1], by_constant_node=True), 16 * 4, 5)]))
 
@@ -273,7 +278,9 @@ def mobilenet(opset):
     project with BN and ReLU6 (Clip), Add, global average pooling, PyTorch's
     Shape/Gather/Unsqueeze/Concat/Reshape flatten, Dropout, Gemm."""
     n = Net(opset)
-    h = n.relu6(n.bn(n.conv("x", 3, 8, 3, stride=2, pad=1, bias=False), 8))
+    # TensorFlow-converted files pad the strided stem with auto_pad SAME_UPPER
+    stem = {"auto_pad": "SAME_UPPER"} if opset >= 13 else {"pad": 1}
+    h = n.relu6(n.bn(n.conv("x", 3, 8, 3, stride=2, bias=False, **stem), 8))
     for stride in (1, 2):
         e = n.relu6(n.bn(n.conv(h, 8, 16, 1, bias=False), 16))
         e = n.relu6(n.bn(n.conv(e, 16, 16, 3, stride=stride, pad=1, group=16, bias=False), 16))

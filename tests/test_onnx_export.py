@@ -589,6 +589,19 @@ def test_einsum_before_opset_12(opset):
         np.testing.assert_allclose(got, np.einsum(equation, *arrays), rtol=1e-4, atol=1e-5, err_msg=equation)
 
 
+@pytest.mark.parametrize("opset", [9, 10])
+def test_float_equal_before_opset_11(opset):
+    """Equal takes floats from opset 11; before, neither less nor greater nor NaN."""
+    a = np.array([[0, np.nan, 1.5, np.inf, -np.inf, 2, np.nan]], np.float32)
+    b = np.array([[0, np.nan, 1.0, np.inf, np.inf, 2, 3]], np.float32)
+    x, z = nn.Variable.from_numpy_array(a), nn.Variable.from_numpy_array(b)
+    y = F.not_equal(x, z)
+    y.forward()
+    got = run_onnx(nnabla_onnx.to_model(y, [x, z], opset), {"x0": a, "x1": b})[0]
+    np.testing.assert_array_equal(got, y.d)
+    np.testing.assert_array_equal(got, [[0, 1, 1, 0, 1, 0, 1]])
+
+
 def test_every_case_is_an_exportable_function():
     assert set(CASES) <= set(nnabla_onnx.exportable_ops())
 

@@ -161,6 +161,11 @@ class GraphBuilder:
             # Max-6 and Min-6 do not broadcast: a bound by a scalar is a Clip (attributes).
             bound = float(self.initializers[names[1]].reshape(()))
             return self.clip(names[0], low=bound) if op_type == "Max" else self.clip(names[0], high=bound)
+        if op_type == "Equal" and self.opset < 11 and FLOAT in (self.dtype(names[0]), self.dtype(names[1])):
+            if self.opset < 9:
+                raise Unsupported("ONNX Equal on floats needs opset 9 (as Less, Greater and IsNaN; Equal "
+                                  "itself takes floats from 11)")
+            return self._float_equal(*names)
         present = [i for i in names if i]
         folded = bool(present) and op_type not in RANDOM_OPS and all(i in self.initializers for i in present)
         # A folded tensor is named after the first tensor it is computed from.
@@ -180,6 +185,14 @@ class GraphBuilder:
             self._check_schema(op_type, [self.dtype(i) if i else None for i in names])
             self.nodes.append(node)
         return outs[0] if n_outputs == 1 else outs
+
+    def _float_equal(self, a, b):
+        """a == b on floats at opsets 9 and 10 (Equal takes them from 11): neither is less nor
+        greater, and neither is NaN (which compares false both ways)."""
+        a, b = self.as_float(a), self.as_float(b)
+        ordered = self.op("Or", [self.op("Less", [a, b]), self.op("Greater", [a, b])])
+        nan = self.op("Or", [self.op("IsNaN", [a]), self.op("IsNaN", [b])])
+        return self.op("Not", [self.op("Or", [ordered, nan])])
 
     def _is_scalar(self, name):
         return name in self.initializers and self.initializers[name].size == 1

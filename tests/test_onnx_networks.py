@@ -237,7 +237,8 @@ def inception(opset):
 
 def squeezenet(opset):
     """SqueezeNet: fire modules (1x1 squeeze, concatenated 1x1 and 3x3 expands), ceil-mode
-    max pooling (opset 10 on), Dropout, a convolution classifier, global average pooling."""
+    max pooling (opset 10 on), Dropout, a convolution classifier, global average pooling,
+    Softmax of the 4-d pooled map."""
     n = Net(opset)
     ceil = {"ceil_mode": 1} if opset >= 10 else {}
     h = n.max_pool(n.relu(n.conv("x", 3, 8, 3, stride=2)), 3, 2, **ceil)
@@ -245,7 +246,10 @@ def squeezenet(opset):
         s = n.relu(n.conv(h, cin, 2, 1))
         h = n.op("Concat", [n.relu(n.conv(s, 2, 4, 1)), n.relu(n.conv(s, 2, 4, 3, pad=1))], axis=1)
     h = n.relu(n.conv(n.dropout(h), 8, 5, 1))
-    return n.model((1, 3, 26, 26), n.op("Softmax", [n.op("Flatten", [n.op("GlobalAveragePool", [h])])]))
+    # Caffe2's files take the softmax of the pooled (1, classes, 1, 1) map (flattened from axis
+    # 1 before opset 13)
+    probabilities = n.op("Softmax", [n.op("GlobalAveragePool", [h])], axis=1)
+    return n.model((1, 3, 26, 26), n.op("Flatten", [probabilities]))
 
 
 def shufflenet(opset):

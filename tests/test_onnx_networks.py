@@ -316,6 +316,27 @@ def test_onnx_network_imports_and_exports_back(build, opset):
     assert_close(run_ort(back, feeds), want, "onnxruntime on the re-export")
 
 
+def full_resnet18(opset):
+    """ResNet-18 at its real widths (64 to 512 channels, 11.7 M parameters) and resolution."""
+    n = Net(opset)
+    h = n.max_pool(n.conv_bn_relu("x", 3, 64, 7, stride=2, pad=3), 3, 2, pad=1)
+    c = 64
+    for width, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+        for block in range(2):
+            s = stride if block == 0 else 1
+            r = n.bn(n.conv(n.conv_bn_relu(h, c, width, 3, stride=s, pad=1), width, width, 3, pad=1, bias=False),
+                     width)
+            shortcut = h if (s, c) == (1, width) else n.bn(n.conv(h, c, width, 1, stride=s, bias=False), width)
+            h, c = n.relu(n.op("Add", [shortcut, r])), width
+    h = n.op("Flatten", [n.op("GlobalAveragePool", [h])])
+    return n.model((1, 3, 224, 224), n.gemm(h, 512, 1000), classes=1000)
+
+
+@pytest.mark.slow
+def test_full_size_resnet18():
+    test_onnx_network_imports_and_exports_back(full_resnet18, 9)
+
+
 # ------------------------------------------------------------------------------------ nnabla_jit side
 def _init_batch_norm_statistics():
     rng = np.random.RandomState(5)

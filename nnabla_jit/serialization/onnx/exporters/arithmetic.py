@@ -8,7 +8,6 @@ import math
 
 import numpy as np
 
-from ..builder import Unsupported
 from ..dependencies import BOOL
 from .table import exports
 

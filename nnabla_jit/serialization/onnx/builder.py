@@ -205,9 +205,10 @@ class GraphBuilder:
         try:
             schema = defs.get_schema(op_type, self.opset)
         except defs.SchemaError:
-            since = next(v for v in range(self.opset + 1, defs.onnx_opset_version() + 1)
-                         if defs.has(op_type) and _defined(defs, op_type, v))
-            raise Unsupported("ONNX {} needs opset {}".format(op_type, since)) from None
+            since = next((v for v in range(self.opset + 1, defs.onnx_opset_version() + 1)
+                          if _defined(defs, op_type, v)), None)
+            raise Unsupported("ONNX {} {}".format(op_type, "needs opset {}".format(since) if since else
+                                                  "is not defined by the installed onnx")) from None
         allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
         for k, elem in enumerate(elems):
             if elem is None or not schema.inputs or elem not in _TYPE_NAME:

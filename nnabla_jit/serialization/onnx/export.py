@@ -25,20 +25,17 @@ from ...ops.registry import TABLE
 from ...parameter import get_parameters, parameter_scope
 from ...variable import Variable
 from ..files import atomic_path, file_label, write_bytes
-from .builder import GraphBuilder, Unsupported, elem_type_of
+from .builder import GraphBuilder, Unsupported
 from .dependencies import FLOAT, require_onnx
 from .exporters import EXPORTERS
+from .external_data import (EXTERNAL_DATA_MIN_BYTES, PROTOBUF_LIMIT, external_layout, initializer, write_external,
+                            write_file)
 
 __all__ = ["DEFAULT_OPSET", "EXTERNAL_DATA_MIN_BYTES", "OLDEST_EXPORT_OPSET", "PROTOBUF_LIMIT", "OnnxExportError",
            "export_opsets", "exportable_ops", "check_exportable", "to_model", "export", "export_nnp", "parse_opset"]
 
 DEFAULT_OPSET = 17
 OLDEST_EXPORT_OPSET = 7
-# protobuf refuses to serialize a message of 2 GiB or more; the graph itself needs some room.
-PROTOBUF_LIMIT = 2 ** 31 - 2 ** 24
-# Initializers smaller than this stay in the model when the others go to external data.
-EXTERNAL_DATA_MIN_BYTES = 1024
-_EXTERNAL_ALIGNMENT = 4096
 
 
 def export_opsets():
@@ -237,33 +234,6 @@ def _graph_outputs(onnx, session, outs):
     return infos
 
 
-def _initializer(onnx, name, array, external):
-    """The TensorProto of an initializer: its data inline, or (``external`` = (location,
-    offset)) a reference into the external data file, which :func:`_write_external` fills."""
-    if external is None:
-        return onnx.numpy_helper.from_array(array, name)
-    tensor = onnx.TensorProto(name=name, data_type=elem_type_of(array.dtype), dims=array.shape)
-    tensor.data_location = onnx.TensorProto.EXTERNAL
-    for key, value in (("location", external[0]), ("offset", external[1]), ("length", array.nbytes)):
-        tensor.external_data.add(key=key, value=str(value))
-    return tensor
-
-
-def _external_layout(arrays, threshold):
-    """name -> offset in the external data file of the initializers that go there: none when
-    all of them together are at most ``threshold`` bytes, else every one of at least
-    ``EXTERNAL_DATA_MIN_BYTES`` (aligned as onnx's own writer aligns them)."""
-    if sum(a.nbytes for a in arrays.values()) <= threshold:
-        return OrderedDict()
-    layout, offset = OrderedDict(), 0
-    for name, array in arrays.items():
-        if array.nbytes >= EXTERNAL_DATA_MIN_BYTES:
-            offset = -(-offset // _EXTERNAL_ALIGNMENT) * _EXTERNAL_ALIGNMENT
-            layout[name] = offset
-            offset += array.nbytes
-    return layout
-
-
 def _convert_graph(outputs, inputs, opset, parameters, progress):
     """(GraphBuilder, graph inputs, graph outputs) of the graph computing ``outputs``."""
     onnx = require_onnx("ONNX export")
@@ -294,7 +264,7 @@ def _assemble(g, g_inputs, g_outputs, name, layout=None, location=None):
     from ... import __version__
     layout = layout or {}
     used = {i for node in g.nodes for i in node.input}
-    initializers = [_initializer(onnx, n, a, (location, layout[n]) if n in layout else None)
+    initializers = [initializer(onnx, n, a, (location, layout[n]) if n in layout else None)
                     for n, a in g.initializers.items() if n in used]
     opset_ids = [onnx.helper.make_opsetid("", g.opset)]
     ir_version = onnx.helper.find_min_ir_version_for(opset_ids)
@@ -343,25 +313,6 @@ def to_model(outputs, inputs=None, opset=DEFAULT_OPSET, parameters=None, name="n
     return model
 
 
-def _write_file(path, data):
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def _write_external(arrays, layout, path, bar):
-    """Write the arrays of ``layout`` at their offsets (zeros in the alignment gaps)."""
-    with open(path, "wb") as f:
-        for n, offset in layout.items():
-            f.write(b"\0" * (offset - f.tell()))
-            data = np.ascontiguousarray(arrays[n])
-            f.write(memoryview(data.reshape(-1).view(np.uint8)))
-            bar.update(data.nbytes)
-        f.flush()
-        os.fsync(f.fileno())
-
-
 def _write_model(g, g_inputs, g_outputs, name, path, external_data_threshold, progress):
     """Write the model to ``path`` (atomically), its initializers to ``<path>.data`` when they
     exceed ``external_data_threshold`` bytes; check the written file with
@@ -369,7 +320,7 @@ def _write_model(g, g_inputs, g_outputs, name, path, external_data_threshold, pr
     onnx = require_onnx("ONNX export")
     arrays = _used_initializers(g)
     threshold = PROTOBUF_LIMIT if external_data_threshold is None else int(external_data_threshold)
-    layout = _external_layout(arrays, min(threshold, PROTOBUF_LIMIT))
+    layout = external_layout(arrays, min(threshold, PROTOBUF_LIMIT))
     if not layout:
         model = _assemble(g, g_inputs, g_outputs, name)
         onnx.checker.check_model(model, full_check=True)
@@ -381,13 +332,13 @@ def _write_model(g, g_inputs, g_outputs, name, path, external_data_threshold, pr
     with atomic_path(data_path) as data_tmp, atomic_path(path) as model_tmp:
         with tqdm(total=total, desc="ONNX external data", unit="B", unit_scale=True,
                   disable=not progress) as bar:
-            _write_external(arrays, layout, data_tmp, bar)
+            write_external(arrays, layout, data_tmp, bar)
         # The temporary model refers to the temporary data file while it is checked.
         model = _assemble(g, g_inputs, g_outputs, name, layout, os.path.basename(data_tmp))
-        _write_file(model_tmp, model.SerializeToString())
+        write_file(model_tmp, model.SerializeToString())
         onnx.checker.check_model(model_tmp, full_check=True)
         model = _assemble(g, g_inputs, g_outputs, name, layout, location)
-        _write_file(model_tmp, model.SerializeToString())
+        write_file(model_tmp, model.SerializeToString())
     return model
 
 

@@ -21,6 +21,7 @@ from ...variable import Variable
 from ..files import FileFormatError, file_label, read_bytes
 from .builder import OUTPUT_TYPE, RANDOM_OPS, TYPE_FROM_INPUT, Unsupported, elem_type_of, evaluate_node
 from .dependencies import BOOL, FLOAT, INT64, require_onnx
+from .external_data import read_external
 from .importers import IMPORTERS
 
 __all__ = ["OnnxConstantRequired", "OnnxImportError", "OnnxNetwork", "import_onnx", "importable_ops",
@@ -234,34 +235,6 @@ def _load(source, onnx):
     return model, label, directory
 
 
-def _external_array(onnx, tensor, directory, label, dtype, dims):
-    """The values of a tensor stored in an external data file (read straight into numpy, so
-    a model beyond protobuf's 2 GB never passes through a message)."""
-    info = {e.key: e.value for e in tensor.external_data}
-    location = info.get("location", "")
-    path = os.path.normpath(os.path.join(directory, location))
-    if not location or os.path.isabs(location) or os.path.relpath(path, directory).startswith(".."):
-        raise FileFormatError(label, "initializer '{}' has external data at '{}', which is not a "
-                              "path inside the model's directory".format(tensor.name, location))
-    count = int(np.prod(dims, dtype=np.int64))
-    offset = int(info.get("offset", 0))
-    length = int(info.get("length", count * dtype.itemsize))
-    if length != count * dtype.itemsize:
-        raise FileFormatError(label, "initializer '{}' has dims {} ({} bytes) but its external data "
-                              "is {} bytes long".format(tensor.name, dims, count * dtype.itemsize, length))
-    try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            array = np.fromfile(f, dtype=dtype.newbyteorder("<"), count=count)
-    except OSError as e:
-        raise FileFormatError(label, "initializer '{}': cannot read its external data {}: {}".format(
-            tensor.name, path, e.strerror or e)) from None
-    if array.size != count:
-        raise FileFormatError(label, "initializer '{}': external data {} ends before offset {} + {} "
-                              "bytes".format(tensor.name, path, offset, length))
-    return array.astype(dtype, copy=False).reshape(dims)
-
-
 def _tensor_array(onnx, tensor, label, what, directory=""):
     """A TensorProto's values (external data read from ``directory``); a byte count that does
     not match its dims is a FileFormatError naming the tensor (numpy's reshape error would name
@@ -277,7 +250,7 @@ def _tensor_array(onnx, tensor, label, what, directory=""):
             what, tensor.name, tensor.data_type)) from None
     packed = {getattr(onnx.TensorProto, n, None) for n in ("STRING", "INT4", "UINT4")}
     if tensor.data_location == onnx.TensorProto.EXTERNAL and tensor.data_type not in packed:
-        return _external_array(onnx, tensor, directory, label, dtype, dims)
+        return read_external(tensor, directory, label, dtype, dims)
     if tensor.HasField("raw_data") and tensor.data_type not in packed:
         expected = count * dtype.itemsize
         if len(tensor.raw_data) != expected:

@@ -431,8 +431,8 @@ CASES = {
     "DequantizeLinear": [Case(F.dequantize_linear, integers(-5, 5, 2, 3), _pos(1, 3), integers(0, 2, 1, 3))],
     "AffineGrid": [Case(lambda t: F.affine_grid(t, (3, 4)), randn(2, 2, 3)),
                    Case(lambda t: F.affine_grid(t, (2, 3, 4), align_corners=True), randn(2, 3, 4))],
-    "WarpByGrid": [Case(lambda x, grid: F.warp_by_grid(x, grid, **kw), randn(2, 3, 4, 5), uniform(-1.2, 1.2, 2, 3, 6, 2),
-                        min_opset=16)
+    "WarpByGrid": [Case(lambda x, grid, kw=kw: F.warp_by_grid(x, grid, **kw), randn(2, 3, 4, 5),
+                        uniform(-1.2, 1.2, 2, 3, 6, 2), min_opset=16)
                    for kw in ({}, {"mode": "nearest", "padding_mode": "repeat"}, {"align_corners": True},
                               {"padding_mode": "reflect"}, {"padding_mode": "reflect", "align_corners": True})] +
                   [Case(lambda x, grid: F.warp_by_grid(x, grid, channel_last=True), randn(2, 4, 5, 3),
@@ -458,9 +458,9 @@ CASES = {
     "LSTM": [_rnn_case("lstm", 2, True), _rnn_case("lstm", 1, False)],
     "GRU": [_rnn_case("gru", 2, True), _rnn_case("gru", 1, False)],
     # resampling
-    "Interpolate": [Case(lambda x: F.interpolate(x, output_size=(5, 7), mode="linear", **kw), randn(1, 2, 3, 4))
+    "Interpolate": [Case(lambda x, kw=kw: F.interpolate(x, output_size=(5, 7), mode="linear", **kw), randn(1, 2, 3, 4))
                     for kw in ({"align_corners": True}, {"half_pixel": True}, {})] +
-                   [Case(lambda x: F.interpolate(x, output_size=(5, 3), mode="nearest", **kw), randn(1, 2, 3, 4))
+                   [Case(lambda x, kw=kw: F.interpolate(x, output_size=(5, 3), mode="nearest", **kw), randn(1, 2, 3, 4))
                     for kw in ({"align_corners": True}, {"half_pixel": True}, {"half_pixel_for_nn": True}, {})] +
                    [Case(lambda x: F.interpolate(x, output_size=(6,), mode="nearest", channel_last=True),
                          randn(2, 3, 4))],

@@ -157,17 +157,12 @@ class GraphBuilder:
         that of the first input. None in ``inputs`` marks an omitted optional input.
         """
         names = ["" if i is None else i for i in inputs]
-        if self.opset < 8 and op_type in ("Max", "Min") and len(names) == 2 and self._is_scalar(names[1]):
-            # Max-6 and Min-6 do not broadcast: a bound by a scalar is a Clip (attributes).
-            bound = float(self.initializers[names[1]].reshape(()))
-            return self.clip(names[0], low=bound) if op_type == "Max" else self.clip(names[0], high=bound)
-        if op_type == "Equal" and self.opset < 11 and FLOAT in (self.dtype(names[0]), self.dtype(names[1])):
-            if self.opset < 9:
-                raise Unsupported("ONNX Equal on floats needs opset 9 (as Less, Greater and IsNaN; Equal "
-                                  "itself takes floats from 11)")
-            return self._float_equal(*names)
         present = [i for i in names if i]
         folded = bool(present) and op_type not in RANDOM_OPS and all(i in self.initializers for i in present)
+        if not folded and self.opset < 11:
+            older = self._older_form(op_type, names)
+            if older is not None:
+                return older
         # A folded tensor is named after the first tensor it is computed from.
         base = "{}_{}".format(present[0], op_type) if folded else op_type
         outs = [self.unique(base) for _ in range(n_outputs)]
@@ -185,6 +180,19 @@ class GraphBuilder:
             self._check_schema(op_type, [self.dtype(i) if i else None for i in names])
             self.nodes.append(node)
         return outs[0] if n_outputs == 1 else outs
+
+    def _older_form(self, op_type, names):
+        """The node in a form an opset before 11 has, where it differs (None: as it is)."""
+        if self.opset < 8 and op_type in ("Max", "Min") and len(names) == 2 and self._is_scalar(names[1]):
+            # Max-6 and Min-6 do not broadcast: a bound by a scalar is a Clip (attributes).
+            bound = float(self.initializers[names[1]].reshape(()))
+            return self.clip(names[0], low=bound) if op_type == "Max" else self.clip(names[0], high=bound)
+        if op_type == "Equal" and FLOAT in (self.dtype(names[0]), self.dtype(names[1])):
+            if self.opset < 9:
+                raise Unsupported("ONNX Equal on floats needs opset 9 (as Less, Greater and IsNaN; Equal "
+                                  "itself takes floats from 11)")
+            return self._float_equal(*names)
+        return None
 
     def _float_equal(self, a, b):
         """a == b on floats at opsets 9 and 10 (Equal takes them from 11): neither is less nor
@@ -392,6 +400,21 @@ class GraphBuilder:
         else:
             values, index = self.op("TopK", [key], n_outputs=2, elem=[None, INT64], axis=axis, k=int(k))
         return (values if largest else self.op("Neg", [values])), index
+
+    def gather_elements(self, x, index, axis, x_shape, index_shape):
+        """GatherElements (opset 11 on); before, a Gather from the flattened ``x`` at each
+        element's flat position: the index times the axis' stride plus the constant offset of
+        its other coordinates (indices are non-negative here)."""
+        if self.opset >= 11:
+            return self.op("GatherElements", [x, index], axis=axis)
+        axis = axis % len(x_shape)
+        strides = [int(np.prod(x_shape[d + 1:], dtype=np.int64)) for d in range(len(x_shape))]
+        grid = np.indices(index_shape, dtype=np.int64)
+        offsets = sum((grid[d] * strides[d] for d in range(len(x_shape)) if d != axis),
+                      np.zeros(index_shape, np.int64))
+        flat = self.op("Add", [self.op("Mul", [self.as_int64(index), self.const(np.int64(strides[axis]))]),
+                               self.const(offsets)])
+        return self.op("Gather", [self.reshape(x, [-1]), flat], axis=0)
 
     def where(self, condition, a, b):
         return self.op("Where", [self.as_bool(condition), a, b])

@@ -112,7 +112,7 @@ def top_k_data(g, n):
     flat = g.reshape(n.x, list(rows))
     key = g.op("Abs", [flat]) if args["abs"] else flat
     _, index = g.topk(key, args["k"], 1, largest=bool(args["largest"]))
-    values = g.op("GatherElements", [flat, index], axis=1)
+    values = g.gather_elements(flat, index, 1, tuple(rows), (rows[0], args["k"]))
     if not args["reduce"]:
         placed = g.op("ScatterElements", [_zeros(g, rows), index, values], axis=1)
         return g.reshape(placed, n.out_shapes[0])

@@ -160,7 +160,7 @@ class GraphBuilder:
         present = [i for i in names if i]
         folded = bool(present) and op_type not in RANDOM_OPS and all(i in self.initializers for i in present)
         if not folded and self.opset < 11:
-            older = self._older_form(op_type, names)
+            older = self._older_form(op_type, names, attrs)
             if older is not None:
                 return older
         # A folded tensor is named after the first tensor it is computed from.
@@ -181,8 +181,10 @@ class GraphBuilder:
             self.nodes.append(node)
         return outs[0] if n_outputs == 1 else outs
 
-    def _older_form(self, op_type, names):
+    def _older_form(self, op_type, names, attrs):
         """The node in a form an opset before 11 has, where it differs (None: as it is)."""
+        if op_type == "ScatterElements" and self.opset >= 9 and attrs.get("reduction") in (None, "none"):
+            return self.op("Scatter", names, axis=attrs.get("axis", 0))   # its name in opsets 9 and 10
         if self.opset < 8 and op_type in ("Max", "Min") and len(names) == 2 and self._is_scalar(names[1]):
             # Max-6 and Min-6 do not broadcast: a bound by a scalar is a Clip (attributes).
             bound = float(self.initializers[names[1]].reshape(()))

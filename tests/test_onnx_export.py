@@ -2,6 +2,7 @@
 per case of ``CASES``, at opsets 11, 13, 17 and 20), and whole networks: an MLP, a CNN with
 batch normalization and an LSTM; plus the errors, the CLI and the ``.nnp`` path."""
 import os
+import re
 import subprocess
 import sys
 from collections import OrderedDict
@@ -212,8 +213,8 @@ CASES = {
     "Constant": [Case(lambda: F.constant(2.5, (2, 3)))],
     "Arange": [Case(lambda: F.arange(1.0, 4.0, 0.5))],
     "Linspace": [Case(lambda: F.linspace(-1.0, 2.0, 7))],
-    "Einsum": [Case(lambda a, b: F.einsum(a, b, equation="ij,jk->ik"), randn(2, 3), randn(3, 4),
-                    min_opset=12)],
+    # before opset 12: a broadcast product summed (test_einsum_before_opset_12 has more forms)
+    "Einsum": [Case(lambda a, b: F.einsum(a, b, equation="ij,jk->ik"), randn(2, 3), randn(3, 4))],
     "Rand": [Case(lambda: F.rand(-1.0, 2.0, (50, 4)), check=check_random(-1.0, 2.0))],
     "Randn": [Case(lambda: F.randn(0.0, 1.0, (50, 4)), check=check_random(-10.0, 10.0))],
     "Randint": [Case(lambda: F.randint(2, 5, (50, 4)), check=check_random(2, 4))],
@@ -430,8 +431,8 @@ CASES = {
     "DequantizeLinear": [Case(F.dequantize_linear, integers(-5, 5, 2, 3), _pos(1, 3), integers(0, 2, 1, 3))],
     "AffineGrid": [Case(lambda t: F.affine_grid(t, (3, 4)), randn(2, 2, 3)),
                    Case(lambda t: F.affine_grid(t, (2, 3, 4), align_corners=True), randn(2, 3, 4))],
-    "WarpByGrid": [Case(lambda x, grid: F.warp_by_grid(x, grid, **kw), randn(2, 3, 4, 5), uniform(-1.2, 1.2, 2, 3, 6, 2),
-                        min_opset=16)
+    "WarpByGrid": [Case(lambda x, grid, kw=kw: F.warp_by_grid(x, grid, **kw), randn(2, 3, 4, 5),
+                        uniform(-1.2, 1.2, 2, 3, 6, 2), min_opset=16)
                    for kw in ({}, {"mode": "nearest", "padding_mode": "repeat"}, {"align_corners": True},
                               {"padding_mode": "reflect"}, {"padding_mode": "reflect", "align_corners": True})] +
                   [Case(lambda x, grid: F.warp_by_grid(x, grid, channel_last=True), randn(2, 4, 5, 3),
@@ -457,9 +458,9 @@ CASES = {
     "LSTM": [_rnn_case("lstm", 2, True), _rnn_case("lstm", 1, False)],
     "GRU": [_rnn_case("gru", 2, True), _rnn_case("gru", 1, False)],
     # resampling
-    "Interpolate": [Case(lambda x: F.interpolate(x, output_size=(5, 7), mode="linear", **kw), randn(1, 2, 3, 4))
+    "Interpolate": [Case(lambda x, kw=kw: F.interpolate(x, output_size=(5, 7), mode="linear", **kw), randn(1, 2, 3, 4))
                     for kw in ({"align_corners": True}, {"half_pixel": True}, {})] +
-                   [Case(lambda x: F.interpolate(x, output_size=(5, 3), mode="nearest", **kw), randn(1, 2, 3, 4))
+                   [Case(lambda x, kw=kw: F.interpolate(x, output_size=(5, 3), mode="nearest", **kw), randn(1, 2, 3, 4))
                     for kw in ({"align_corners": True}, {"half_pixel": True}, {"half_pixel_for_nn": True}, {})] +
                    [Case(lambda x: F.interpolate(x, output_size=(6,), mode="nearest", channel_last=True),
                          randn(2, 3, 4))],
@@ -543,6 +544,62 @@ def test_function_matches_onnxruntime(op, index):
             case.check(got, want, [v.d for v in inputs.values()])
         else:
             compare(case, got, want)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op,index", _case_ids())
+def test_function_at_opsets_7_to_10(op, index):
+    """Below opset 11 a function either exports and runs like nnabla_jit, or the export says
+    which opset it needs (docs/onnx.md lists them)."""
+    case = CASES[op][index]
+    for opset in (7, 8, 9, 10):
+        nn.clear_parameters()
+        inputs, outs, want = build_case(case)
+        try:
+            model = nnabla_onnx.to_model(outs, inputs, opset)
+        except nnabla_onnx.OnnxExportError as e:
+            assert re.search(r"(needs|does|takes).*opset|opset \d+ (does|takes)", str(e)), str(e)
+            continue
+        got = run_onnx(model, {k: v.d for k, v in inputs.items()})
+        if case.check:
+            case.check(got, want, [v.d for v in inputs.values()])
+        else:
+            compare(case, got, want)
+
+
+EINSUM_FORMS = [("bij,bjk->bik", [(2, 2, 3), (2, 3, 4)]), ("ii->i", [(3, 3)]), ("ii", [(3, 3)]),
+                ("i,i", [(3,), (3,)]), ("...ij,...jk->...ik", [(2, 1, 2, 3), (3, 3, 4)]),
+                ("ij,ij,ij->ij", [(2, 3)] * 3), ("i,j->ij", [(2,), (3,)]), ("ij->", [(2, 3)]),
+                ("bhqd,bhkd->bhqk", [(1, 2, 3, 4), (1, 2, 5, 4)]), ("iij->j", [(2, 2, 3)]), ("ji", [(2, 3)])]
+
+
+@pytest.mark.parametrize("opset", [7, 11])
+def test_einsum_before_opset_12(opset):
+    """Einsum, which ONNX defines from opset 12, as Mul/ReduceSum/Transpose/Reshape: diagonals,
+    traces, ellipsis broadcasting, three operands, outer products, implicit outputs."""
+    for equation, shapes in EINSUM_FORMS:
+        arrays = [randn(*shape) for shape in shapes]
+        inputs = OrderedDict(("x{}".format(k), nn.Variable.from_numpy_array(a)) for k, a in enumerate(arrays))
+        y = F.einsum(*inputs.values(), equation=equation)
+        y.forward()
+        model = nnabla_onnx.to_model(y, inputs, opset)
+        assert "Einsum" not in {node.op_type for node in model.graph.node}
+        got = run_onnx(model, {k: v.d for k, v in inputs.items()})[0]
+        np.testing.assert_allclose(got, y.d, rtol=1e-4, atol=1e-5, err_msg=equation)
+        np.testing.assert_allclose(got, np.einsum(equation, *arrays), rtol=1e-4, atol=1e-5, err_msg=equation)
+
+
+@pytest.mark.parametrize("opset", [9, 10])
+def test_float_equal_before_opset_11(opset):
+    """Equal takes floats from opset 11; before, neither less nor greater nor NaN."""
+    a = np.array([[0, np.nan, 1.5, np.inf, -np.inf, 2, np.nan]], np.float32)
+    b = np.array([[0, np.nan, 1.0, np.inf, np.inf, 2, 3]], np.float32)
+    x, z = nn.Variable.from_numpy_array(a), nn.Variable.from_numpy_array(b)
+    y = F.not_equal(x, z)
+    y.forward()
+    got = run_onnx(nnabla_onnx.to_model(y, [x, z], opset), {"x0": a, "x1": b})[0]
+    np.testing.assert_array_equal(got, y.d)
+    np.testing.assert_array_equal(got, [[0, 1, 1, 0, 1, 0, 1]])
 
 
 def test_every_case_is_an_exportable_function():
@@ -686,7 +743,7 @@ def test_without_the_onnx_package():
     assert "pip install 'nnabla_jit[onnx]'" in result.stdout
 
 
-@pytest.mark.parametrize("opset", [10, onnx.defs.onnx_opset_version() + 1, "opset_x", "opset_snpe"])
+@pytest.mark.parametrize("opset", [6, onnx.defs.onnx_opset_version() + 1, "opset_x", "opset_snpe"])
 def test_bad_opsets(opset):
     x = nn.Variable((2, 3))
     with pytest.raises(ValueError, match="opset"):
@@ -697,7 +754,7 @@ def test_opset_spellings():
     assert nnabla_onnx.parse_opset("opset_11") == 11 == nnabla_onnx.parse_opset("11")
     assert nnabla_onnx.parse_opset(None) == nnabla_onnx.DEFAULT_OPSET == 17
     newest = onnx.defs.onnx_opset_version()
-    assert nnabla_onnx.export_opsets() == range(11, newest + 1)
+    assert nnabla_onnx.export_opsets() == range(7, newest + 1)
     assert nnabla_onnx.parse_opset("opset_{}".format(newest)) == newest
 
 

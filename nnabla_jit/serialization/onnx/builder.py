@@ -5,8 +5,11 @@ The builder keeps the element type of every value (so that converters can insert
 ONNX needs), hands out unique names, and folds nodes whose inputs are all initializers into
 new initializers (weight reshapes, gate reorderings, ...), evaluated with onnx's reference
 implementation, so that the model holds the tensors the runtime uses rather than the recipe.
-Helpers such as :meth:`squeeze`, :meth:`reduce` or :meth:`split` hide the signature changes
-between opsets 11 and 20 (axes as attributes or as inputs).
+Helpers such as :meth:`squeeze`, :meth:`reduce`, :meth:`split`, :meth:`clip`, :meth:`pad`,
+:meth:`slice`, :meth:`resize` or :meth:`topk` hide the signature changes between opsets 7 and
+the newest (attributes or inputs, Upsample, TopK's largest-only form). A node the target opset
+does not define, or whose input types it does not take, is :class:`Unsupported` naming the
+opset that has it.
 """
 from collections import OrderedDict
 
@@ -15,7 +18,7 @@ import numpy as np
 from .dependencies import BOOL, DOUBLE, FLOAT, INT32, INT64, INT8, UINT8, require_onnx
 
 __all__ = ["GraphBuilder", "Unsupported", "INT64_MIN", "OUTPUT_TYPE", "TYPE_FROM_INPUT", "RANDOM_OPS",
-           "elem_type_of"]
+           "elem_type_of", "evaluate_node"]
 
 INT64_MIN = int(np.iinfo(np.int64).min)
 
@@ -25,6 +28,9 @@ _NUMPY_OF = {FLOAT: np.float32, DOUBLE: np.float64, INT64: np.int64, INT32: np.i
 # Nodes whose outputs change from run to run: never folded into constants.
 RANDOM_OPS = {"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike",
            "Multinomial", "Bernoulli"}
+
+_TYPE_NAME = {FLOAT: "float", DOUBLE: "double", INT64: "int64", INT32: "int32", BOOL: "bool", UINT8: "uint8",
+              INT8: "int8"}
 
 # Ops whose outputs have a fixed element type (others take their first input's).
 OUTPUT_TYPE = dict([(t, BOOL) for t in ("Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual",
@@ -60,6 +66,29 @@ def elem_type_of(dtype):
 def _as_stored(value, elem):
     """``value`` as the numpy array an initializer of type ``elem`` holds."""
     return np.array(value, dtype=_NUMPY_OF[elem], order="C")   # keeps 0-d arrays 0-d
+
+
+def evaluate_node(onnx, node, feeds, opset):
+    """The outputs of ``node`` (a NodeProto) on ``feeds`` (name -> array) by onnx's reference
+    implementation, following the op's signature at ``opset``. (Given a bare NodeProto, the
+    ReferenceEvaluator uses the newest signature whatever ``opsets`` says, so the node goes in
+    a one-node model of that opset.)"""
+    from onnx.reference import ReferenceEvaluator   # imports onnx's op library: only when folding
+    helper = onnx.helper
+    inputs = [helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(np.asarray(value).dtype),
+                                            None) for name, value in feeds.items()]
+    outputs = [helper.make_empty_tensor_value_info(name) for name in node.output if name]
+    graph = helper.make_graph([node], "fold", inputs, outputs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    return ReferenceEvaluator(model).run(None, feeds)
+
+
+def _defined(defs, op_type, opset):
+    try:
+        defs.get_schema(op_type, opset)
+        return True
+    except defs.SchemaError:
+        return False
 
 
 class GraphBuilder:
@@ -130,6 +159,10 @@ class GraphBuilder:
         names = ["" if i is None else i for i in inputs]
         present = [i for i in names if i]
         folded = bool(present) and op_type not in RANDOM_OPS and all(i in self.initializers for i in present)
+        if not folded and self.opset < 11:
+            older = self._older_form(op_type, names, attrs)
+            if older is not None:
+                return older
         # A folded tensor is named after the first tensor it is computed from.
         base = "{}_{}".format(present[0], op_type) if folded else op_type
         outs = [self.unique(base) for _ in range(n_outputs)]
@@ -144,14 +177,69 @@ class GraphBuilder:
             if op_type in _RESHAPES:
                 self._reshaped_from[outs[0]] = present[0]
         else:
+            self._check_schema(op_type, [self.dtype(i) if i else None for i in names])
             self.nodes.append(node)
         return outs[0] if n_outputs == 1 else outs
 
+    def _older_form(self, op_type, names, attrs):
+        """The node in a form an opset before 11 has, where it differs (None: as it is)."""
+        if op_type == "ScatterElements" and self.opset >= 9 and attrs.get("reduction") in (None, "none"):
+            return self.op("Scatter", names, axis=attrs.get("axis", 0))   # its name in opsets 9 and 10
+        if self.opset < 8 and op_type in ("Max", "Min") and len(names) == 2 and self._is_scalar(names[1]):
+            # Max-6 and Min-6 do not broadcast: a bound by a scalar is a Clip (attributes).
+            bound = float(self.initializers[names[1]].reshape(()))
+            return self.clip(names[0], low=bound) if op_type == "Max" else self.clip(names[0], high=bound)
+        if op_type == "Equal" and FLOAT in (self.dtype(names[0]), self.dtype(names[1])):
+            if self.opset < 9:
+                raise Unsupported("ONNX Equal on floats needs opset 9 (as Less, Greater and IsNaN; Equal "
+                                  "itself takes floats from 11)")
+            return self._float_equal(*names)
+        return None
+
+    def _float_equal(self, a, b):
+        """a == b on floats at opsets 9 and 10 (Equal takes them from 11): neither is less nor
+        greater, and neither is NaN (which compares false both ways)."""
+        a, b = self.as_float(a), self.as_float(b)
+        ordered = self.op("Or", [self.op("Less", [a, b]), self.op("Greater", [a, b])])
+        nan = self.op("Or", [self.op("IsNaN", [a]), self.op("IsNaN", [b])])
+        return self.op("Not", [self.op("Or", [ordered, nan])])
+
+    def _is_scalar(self, name):
+        return name in self.initializers and self.initializers[name].size == 1
+
+    def _check_schema(self, op_type, elems):
+        """Refuse a node the target opset does not define, or whose input element types its
+        signature at that opset does not take (e.g. Equal on floats before 11), naming the
+        opset that has it. (Folded nodes are evaluated now and need neither.)"""
+        defs = self.onnx.defs
+        try:
+            schema = defs.get_schema(op_type, self.opset)
+        except defs.SchemaError:
+            since = next((v for v in range(self.opset + 1, defs.onnx_opset_version() + 1)
+                          if _defined(defs, op_type, v)), None)
+            raise Unsupported("ONNX {} {}".format(op_type, "needs opset {}".format(since) if since else
+                                                  "is not defined by the installed onnx")) from None
+        allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
+        for k, elem in enumerate(elems):
+            if elem is None or not schema.inputs or elem not in _TYPE_NAME:
+                continue
+            if k >= len(schema.inputs) and schema.inputs[-1].option != schema.FormalParameterOption.Variadic:
+                raise Unsupported("ONNX {} at opset {} takes at most {} inputs".format(
+                    op_type, self.opset, len(schema.inputs)))
+            formal = schema.inputs[min(k, len(schema.inputs) - 1)]
+            types = allowed.get(formal.type_str)
+            type_name = "tensor({})".format(_TYPE_NAME[elem])
+            if types is not None and type_name not in types:
+                newer = next((v for v in range(self.opset + 1, defs.onnx_opset_version() + 1)
+                              if type_name in {t for c in defs.get_schema(op_type, v).type_constraints
+                                               for t in c.allowed_type_strs}), None)
+                raise Unsupported("ONNX {} at opset {} does not take {} (input {}){}".format(
+                    op_type, self.opset, type_name, k, "; opset {} does".format(newer) if newer else ""))
+
     def _fold(self, node, outs):
         """Evaluate a node of constants now and keep its outputs as initializers."""
-        from onnx.reference import ReferenceEvaluator
         feeds = {i: self.initializers[i] for i in node.input if i}
-        results = ReferenceEvaluator(node, opsets={"": self.opset}).run(None, feeds)
+        results = evaluate_node(self.onnx, node, feeds, self.opset)
         for name, value in zip(outs, results):
             self.initializers[name] = _as_stored(value, self.dtypes[name])
 
@@ -235,10 +323,18 @@ class GraphBuilder:
         return self.op("Split", [x], n_outputs=len(sizes), axis=axis, split=list(sizes))
 
     def clip(self, x, low=None, high=None):
+        if self.opset < 11:   # bounds as attributes
+            return self.op("Clip", [x], min=None if low is None else float(low),
+                           max=None if high is None else float(high))
         return self.op("Clip", [x, None if low is None else self.scalar(low),
                                 None if high is None else self.scalar(high)])
 
     def slice(self, x, starts, ends, axes, steps=None):
+        if self.opset < 10:   # Slice-1: attributes, no steps
+            if steps is not None and any(int(s) != 1 for s in steps):
+                raise Unsupported("a strided Slice needs opset 10")
+            return self.op("Slice", [x], starts=[int(v) for v in starts], ends=[int(v) for v in ends],
+                           axes=[int(a) for a in axes])
         inputs = [x, self.ints(starts), self.ints(ends), self.ints(axes)]
         if steps is not None:
             inputs.append(self.ints(steps))
@@ -246,6 +342,9 @@ class GraphBuilder:
 
     def pad(self, x, pads, mode="constant", value=None):
         """``pads``: all begins, then all ends (ONNX order)."""
+        if self.opset < 11:   # Pad-2: pads and value as attributes
+            return self.op("Pad", [x], mode=mode, pads=[int(p) for p in pads],
+                           value=float(value) if mode == "constant" and value else None)
         inputs = [x, self.ints(pads)]
         if mode == "constant" and value:
             inputs.append(self.scalar(value))
@@ -264,7 +363,10 @@ class GraphBuilder:
 
     def resize(self, x, scales=None, sizes=None, roi=None, **attrs):
         """Resize by ``scales`` or to ``sizes``; opsets 11 and 12 need the unused inputs as
-        empty tensors."""
+        empty tensors; before 11 only Upsample's (7-9) and Resize-10's forms exist: scales,
+        nearest (rounding down) or linear, asymmetric coordinates."""
+        if self.opset < 11:
+            return self._old_resize(x, scales, sizes, roi, attrs)
         empty = self.const(np.zeros(0, np.float32)) if self.opset < 13 else None
         roi_input = self.const(np.asarray(roi, np.float32)) if roi else empty
         scale_input = self.const(np.asarray(scales, np.float32)) if scales else empty
@@ -272,6 +374,49 @@ class GraphBuilder:
         if sizes:
             inputs.append(self.ints(sizes))
         return self.op("Resize", inputs, **attrs)
+
+    def _old_resize(self, x, scales, sizes, roi, attrs):
+        mode = attrs.get("mode", "nearest")
+        plain = (not sizes and not roi and scales and mode in ("nearest", "linear")
+                 and attrs.get("coordinate_transformation_mode", "half_pixel") == "asymmetric"
+                 and attrs.get("nearest_mode", "floor") == "floor")
+        if not plain:
+            raise Unsupported("Resize by sizes, with a coordinate transformation other than asymmetric, "
+                              "or a mode other than nearest (rounding down) / linear needs opset 11")
+        scales = [float(s) for s in scales]
+        if self.opset < 9:
+            return self.op("Upsample", [x], mode=mode, scales=scales)
+        op_type = "Upsample" if self.opset == 9 else "Resize"
+        return self.op(op_type, [x, self.const(np.asarray(scales, np.float32))], mode=mode)
+
+    def topk(self, x, k, axis, largest=True):
+        """(values, int64 indices) of the ``k`` largest (or smallest) along ``axis``, sorted.
+        Before opset 11 TopK takes only the largest (the smallest are those of -x), and
+        before 10 ``k`` is an attribute."""
+        if self.opset >= 11:
+            return self.op("TopK", [x, self.ints([k])], n_outputs=2, elem=[None, INT64], axis=axis,
+                           largest=int(bool(largest)), sorted=1)
+        key = x if largest else self.op("Neg", [x])
+        if self.opset == 10:
+            values, index = self.op("TopK", [key, self.ints([k])], n_outputs=2, elem=[None, INT64], axis=axis)
+        else:
+            values, index = self.op("TopK", [key], n_outputs=2, elem=[None, INT64], axis=axis, k=int(k))
+        return (values if largest else self.op("Neg", [values])), index
+
+    def gather_elements(self, x, index, axis, x_shape, index_shape):
+        """GatherElements (opset 11 on); before, a Gather from the flattened ``x`` at each
+        element's flat position: the index times the axis' stride plus the constant offset of
+        its other coordinates (indices are non-negative here)."""
+        if self.opset >= 11:
+            return self.op("GatherElements", [x, index], axis=axis)
+        axis = axis % len(x_shape)
+        strides = [int(np.prod(x_shape[d + 1:], dtype=np.int64)) for d in range(len(x_shape))]
+        grid = np.indices(index_shape, dtype=np.int64)
+        offsets = sum((grid[d] * strides[d] for d in range(len(x_shape)) if d != axis),
+                      np.zeros(index_shape, np.int64))
+        flat = self.op("Add", [self.op("Mul", [self.as_int64(index), self.const(np.int64(strides[axis]))]),
+                               self.const(offsets)])
+        return self.op("Gather", [self.reshape(x, [-1]), flat], axis=0)
 
     def where(self, condition, a, b):
         return self.op("Where", [self.as_bool(condition), a, b])

@@ -10,31 +10,36 @@ mapping and arguments a mapping cannot express, is collected first and reported 
 
 Shapes are static (the graph's own); a BatchNormalization built with ``batch_stat=True`` is
 written in inference form (running statistics), and functions whose forward is the identity
-at inference (Dropout, gradient clippers) become ONNX Identity.
+at inference (Dropout, gradient clippers) become ONNX Identity. Every model is checked with
+``onnx.checker.check_model(full_check=True)``; :func:`export` moves initializers beyond
+protobuf's 2 GB to an external data file.
 """
 import os
 from collections import OrderedDict
 
 import numpy as np
+from tqdm import tqdm
 
 from ...graph import upstream_functions
 from ...ops.registry import TABLE
 from ...parameter import get_parameters, parameter_scope
 from ...variable import Variable
-from ..files import file_label, write_bytes
+from ..files import atomic_path, file_label, write_bytes
 from .builder import GraphBuilder, Unsupported
 from .dependencies import FLOAT, require_onnx
 from .exporters import EXPORTERS
+from .external_data import (EXTERNAL_DATA_MIN_BYTES, PROTOBUF_LIMIT, external_layout, initializer, write_external,
+                            write_file)
 
-__all__ = ["DEFAULT_OPSET", "OLDEST_EXPORT_OPSET", "OnnxExportError", "export_opsets", "exportable_ops",
-           "check_exportable", "to_model", "export", "export_nnp", "parse_opset"]
+__all__ = ["DEFAULT_OPSET", "EXTERNAL_DATA_MIN_BYTES", "OLDEST_EXPORT_OPSET", "PROTOBUF_LIMIT", "OnnxExportError",
+           "export_opsets", "exportable_ops", "check_exportable", "to_model", "export", "export_nnp", "parse_opset"]
 
 DEFAULT_OPSET = 17
-OLDEST_EXPORT_OPSET = 11
+OLDEST_EXPORT_OPSET = 7
 
 
 def export_opsets():
-    """The opsets an export writes: 11 to the newest the installed onnx defines."""
+    """The opsets an export writes: 7 to the newest the installed onnx defines."""
     onnx = require_onnx("ONNX export")
     return range(OLDEST_EXPORT_OPSET, onnx.defs.onnx_opset_version() + 1)
 
@@ -156,8 +161,10 @@ class _Session:
         self.values = {}                 # Variable -> ONNX name
         self.gaps, self.problems = [], []
 
-    def convert(self, nodes):
+    def convert(self, nodes, bar=None):
         for node in nodes:
+            if bar is not None:
+                bar.update()
             view = NodeView(self, node, self._inputs_of(node))
             outs = self._convert_one(view)
             for v, name in zip(node.outputs, outs):
@@ -227,20 +234,9 @@ def _graph_outputs(onnx, session, outs):
     return infos
 
 
-def to_model(outputs, inputs=None, opset=DEFAULT_OPSET, parameters=None, name="nnabla_jit"):
-    """The ONNX ``ModelProto`` of the graph computing ``outputs`` (checked by onnx.checker).
-
-    Args:
-        outputs: a Variable, a list of them (named ``y0``, ``y1``, ...) or a dict name -> Variable.
-        inputs: the graph inputs, likewise (``x0``, ...). Default: every leaf that is not a
-            parameter. Other leaves are written as constants holding their current data.
-        opset (int): ONNX opset, 11 to the installed onnx's newest.
-        parameters (dict): path -> Variable written as initializers under their paths
-            (default: every parameter of the current scope).
-    """
+def _convert_graph(outputs, inputs, opset, parameters, progress):
+    """(GraphBuilder, graph inputs, graph outputs) of the graph computing ``outputs``."""
     onnx = require_onnx("ONNX export")
-    from ... import __version__
-    opset = parse_opset(opset)
     outs = _named(outputs, "y")
     if not outs:
         raise ValueError("ONNX export: no outputs given")
@@ -252,33 +248,112 @@ def to_model(outputs, inputs=None, opset=DEFAULT_OPSET, parameters=None, name="n
         g.reserve(n)
     nodes = upstream_functions(list(outs.values()))
     _leaf_values(session, nodes, outs, ins, inputs is not None, params)
-    session.convert(nodes)
+    with tqdm(total=len(nodes), desc="ONNX export", unit="function", disable=not progress) as bar:
+        session.convert(nodes, bar)
     if session.gaps or session.problems:
         raise session.error()
     g_outputs = _graph_outputs(onnx, session, outs)
     g.adopt_source_names()
     g_inputs = [onnx.helper.make_tensor_value_info(k, FLOAT, list(v.shape)) for k, v in ins.items()]
+    return g, g_inputs, g_outputs
+
+
+def _assemble(g, g_inputs, g_outputs, name, layout=None, location=None):
+    """The ModelProto; initializers named in ``layout`` refer to ``location``."""
+    onnx = require_onnx("ONNX export")
+    from ... import __version__
+    layout = layout or {}
     used = {i for node in g.nodes for i in node.input}
-    initializers = [onnx.numpy_helper.from_array(a, n) for n, a in g.initializers.items() if n in used]
+    initializers = [initializer(onnx, n, a, (location, layout[n]) if n in layout else None)
+                    for n, a in g.initializers.items() if n in used]
+    opset_ids = [onnx.helper.make_opsetid("", g.opset)]
+    ir_version = onnx.helper.find_min_ir_version_for(opset_ids)
+    if ir_version < 4:   # IR 3 (opsets 7 and 8) lists every initializer among the graph inputs
+        g_inputs = list(g_inputs) + [onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                                     for t in initializers]
     graph = onnx.helper.make_graph(g.nodes, name, g_inputs, g_outputs, initializer=initializers)
-    opset_ids = [onnx.helper.make_opsetid("", opset)]
     model = onnx.helper.make_model(graph, opset_imports=opset_ids, producer_name="nnabla_jit",
                                    producer_version=__version__)
-    model.ir_version = onnx.helper.find_min_ir_version_for(opset_ids)
-    onnx.checker.check_model(model)
+    model.ir_version = ir_version
     return model
 
 
-def _write(model, path):
-    write_bytes(path, model.SerializeToString())
+def _used_initializers(g):
+    used = {i for node in g.nodes for i in node.input}
+    return OrderedDict((n, a) for n, a in g.initializers.items() if n in used)
 
 
-def export(path, outputs, inputs=None, opset=DEFAULT_OPSET, parameters=None, name="nnabla_jit"):
+def to_model(outputs, inputs=None, opset=DEFAULT_OPSET, parameters=None, name="nnabla_jit",
+             progress=False):
+    """The ONNX ``ModelProto`` of the graph computing ``outputs``, checked by
+    ``onnx.checker.check_model(full_check=True)`` (shape inference included).
+
+    Args:
+        outputs: a Variable, a list of them (named ``y0``, ``y1``, ...) or a dict name -> Variable.
+        inputs: the graph inputs, likewise (``x0``, ...). Default: every leaf that is not a
+            parameter. Other leaves are written as constants holding their current data.
+        opset (int): ONNX opset, 7 to the installed onnx's newest (some functions need a newer
+            one; the error names it).
+        parameters (dict): path -> Variable written as initializers under their paths
+            (default: every parameter of the current scope).
+        progress (bool): show a tqdm bar over the functions converted.
+
+    A model whose initializers exceed protobuf's 2 GB cannot be a single message: write it
+    with :func:`export`, which moves them to an external data file.
+    """
+    onnx = require_onnx("ONNX export")
+    g, g_inputs, g_outputs = _convert_graph(outputs, inputs, parse_opset(opset), parameters, progress)
+    size = sum(a.nbytes for a in _used_initializers(g).values())
+    if size > PROTOBUF_LIMIT:
+        raise ValueError("ONNX export: the initializers take {} bytes, more than protobuf's 2 GB "
+                         "limit on one message; use export(path, ...), which writes them to an "
+                         "external data file".format(size))
+    model = _assemble(g, g_inputs, g_outputs, name)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def _write_model(g, g_inputs, g_outputs, name, path, external_data_threshold, progress):
+    """Write the model to ``path`` (atomically), its initializers to ``<path>.data`` when they
+    exceed ``external_data_threshold`` bytes; check the written file with
+    ``onnx.checker.check_model(path, full_check=True)`` before it replaces an old one."""
+    onnx = require_onnx("ONNX export")
+    arrays = _used_initializers(g)
+    threshold = PROTOBUF_LIMIT if external_data_threshold is None else int(external_data_threshold)
+    layout = external_layout(arrays, min(threshold, PROTOBUF_LIMIT))
+    if not layout:
+        model = _assemble(g, g_inputs, g_outputs, name)
+        onnx.checker.check_model(model, full_check=True)
+        write_bytes(path, model.SerializeToString())
+        return model
+    data_path = os.fspath(path) + ".data"
+    location = os.path.basename(data_path)
+    total = sum(arrays[n].nbytes for n in layout)
+    with atomic_path(data_path) as data_tmp, atomic_path(path) as model_tmp:
+        with tqdm(total=total, desc="ONNX external data", unit="B", unit_scale=True,
+                  disable=not progress) as bar:
+            write_external(arrays, layout, data_tmp, bar)
+        # The temporary model refers to the temporary data file while it is checked.
+        model = _assemble(g, g_inputs, g_outputs, name, layout, os.path.basename(data_tmp))
+        write_file(model_tmp, model.SerializeToString())
+        onnx.checker.check_model(model_tmp, full_check=True)
+        model = _assemble(g, g_inputs, g_outputs, name, layout, location)
+        write_file(model_tmp, model.SerializeToString())
+    return model
+
+
+def export(path, outputs, inputs=None, opset=DEFAULT_OPSET, parameters=None, name="nnabla_jit",
+           external_data_threshold=None, progress=False):
     """Write the graph computing ``outputs`` to the ONNX file ``path`` (atomically); see
-    :func:`to_model` for the arguments. Returns the ModelProto."""
-    model = to_model(outputs, inputs, opset, parameters, name)
-    _write(model, path)
-    return model
+    :func:`to_model` for the arguments. Returns the ModelProto.
+
+    When the initializers together take more than ``external_data_threshold`` bytes (default
+    and most: protobuf's 2 GB limit), every initializer of at least 1 KiB goes to the external
+    data file ``<path>.data`` beside the model (ONNX's external data: ``onnx.load`` and
+    onnxruntime read it from there); the returned ModelProto refers to it.
+    """
+    g, g_inputs, g_outputs = _convert_graph(outputs, inputs, parse_opset(opset), parameters, progress)
+    return _write_model(g, g_inputs, g_outputs, name, path, external_data_threshold, progress)
 
 
 # ------------------------------------------------------------------------------------ NNP
@@ -304,11 +379,11 @@ def _network_and_ports(contents, source):
     return net, list(pn.inputs), list(pn.outputs)
 
 
-def nnp_to_model(contents, opset=None, source="NNP"):
-    """The ONNX ModelProto of an ``NnpContents``' executor network (see :func:`export_nnp`)."""
+def _from_nnp(contents, source, convert):
+    """``convert(outputs, inputs, parameters, name)`` on the executor network of ``contents``,
+    built in a scope of its own."""
     from ..graph_import import ProtoNetwork
     from ..parameters import assign_to_scope
-    opset = parse_opset(opset)
     net, data, output_names = _network_and_ports(contents, source)
     with parameter_scope("", OrderedDict()):
         assign_to_scope(contents.parameters, source)
@@ -321,18 +396,26 @@ def nnp_to_model(contents, opset=None, source="NNP"):
         input_names = data + [n for n in pn.inputs if n not in data]
         inputs = OrderedDict((n, variables[n].variable_instance) for n in input_names)
         outputs = OrderedDict((n, variables[n].variable_instance) for n in output_names)
-        return to_model(outputs, inputs, opset, get_parameters(grad_only=False), name=net.name)
+        return convert(outputs, inputs, get_parameters(grad_only=False), net.name)
 
 
-def export_nnp(contents, path, opset=None):
+def nnp_to_model(contents, opset=None, source="NNP"):
+    """The ONNX ModelProto of an ``NnpContents``' executor network (see :func:`export_nnp`)."""
+    opset = parse_opset(opset)
+    return _from_nnp(contents, source, lambda outputs, inputs, parameters, name: to_model(
+        outputs, inputs, opset, parameters, name))
+
+
+def export_nnp(contents, path, opset=None, external_data_threshold=None, progress=False):
     """Convert an ``.nnp`` (a path, or ``NnpContents``) to the ONNX file ``path``: the network
     of its first executor, with the executor's data variables as inputs and its output
-    variables as outputs. ``opset``: 11 to the installed onnx's newest,
-    or 'opset_11'... (default 17)."""
+    variables as outputs. ``opset``: 7 to the installed onnx's newest,
+    or 'opset_7'... (default 17). ``external_data_threshold`` and ``progress``: as for
+    :func:`export`."""
     from .. import nnp
     source = file_label(contents) if isinstance(contents, (str, os.PathLike)) else "NNP"
+    opset = parse_opset(opset)
     if isinstance(contents, (str, os.PathLike)):
         contents = nnp.read([contents])
-    model = nnp_to_model(contents, opset, source)
-    _write(model, path)
-    return model
+    return _from_nnp(contents, source, lambda outputs, inputs, parameters, name: export(
+        path, outputs, inputs, opset, parameters, name, external_data_threshold, progress))

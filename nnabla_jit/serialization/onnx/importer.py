@@ -9,16 +9,19 @@ scope, named after the ONNX tensor. Integer and boolean tensors live in float Va
 (nnabla's convention: labels, indices and masks are floats); the element type of each value is
 tracked so that casts do what ONNX says.
 """
+import os
 from collections import OrderedDict
 
 import numpy as np
+from tqdm import tqdm
 
 from ... import functions as F
 from ...parameter import get_parameter, get_parameter_or_create, get_parameters, parameter_scope
 from ...variable import Variable
 from ..files import FileFormatError, file_label, read_bytes
-from .builder import OUTPUT_TYPE, RANDOM_OPS, TYPE_FROM_INPUT, Unsupported, elem_type_of
+from .builder import OUTPUT_TYPE, RANDOM_OPS, TYPE_FROM_INPUT, Unsupported, elem_type_of, evaluate_node
 from .dependencies import BOOL, FLOAT, INT64, require_onnx
+from .external_data import read_external
 from .importers import IMPORTERS
 
 __all__ = ["OnnxConstantRequired", "OnnxImportError", "OnnxNetwork", "import_onnx", "importable_ops",
@@ -210,13 +213,15 @@ class OnnxNetwork:
 
 # ------------------------------------------------------------------------------------ loading
 def _load(source, onnx):
-    """(ModelProto, label) from a path, bytes or a ModelProto."""
+    """(ModelProto, label, directory external data is read from) from a path, bytes or a
+    ModelProto (external data relative to the working directory)."""
     if isinstance(source, onnx.ModelProto):
-        return source, "<ONNX model>"
+        return source, "<ONNX model>", ""
     if isinstance(source, (bytes, bytearray)):
-        data, label = bytes(source), "<ONNX bytes>"
+        data, label, directory = bytes(source), "<ONNX bytes>", ""
     else:
         data, label = read_bytes(source), file_label(source)
+        directory = os.path.dirname(os.path.abspath(os.fspath(source)))
     if not data:
         raise FileFormatError(label, "the file is empty")
     model = onnx.ModelProto()
@@ -227,12 +232,13 @@ def _load(source, onnx):
             e)) from None
     if not model.graph.node and not model.graph.output:
         raise FileFormatError(label, "not an ONNX model (no graph)")
-    return model, label
+    return model, label, directory
 
 
-def _tensor_array(onnx, tensor, label, what):
-    """A TensorProto's values; a byte count that does not match its dims is a FileFormatError
-    naming the tensor (numpy's reshape error would name neither)."""
+def _tensor_array(onnx, tensor, label, what, directory=""):
+    """A TensorProto's values (external data read from ``directory``); a byte count that does
+    not match its dims is a FileFormatError naming the tensor (numpy's reshape error would name
+    neither)."""
     dims = tuple(int(d) for d in tensor.dims)
     if any(d < 0 for d in dims):
         raise FileFormatError(label, "{} '{}' has negative dims {}".format(what, tensor.name, dims))
@@ -243,6 +249,8 @@ def _tensor_array(onnx, tensor, label, what):
         raise FileFormatError(label, "{} '{}' has unknown data type {}".format(
             what, tensor.name, tensor.data_type)) from None
     packed = {getattr(onnx.TensorProto, n, None) for n in ("STRING", "INT4", "UINT4")}
+    if tensor.data_location == onnx.TensorProto.EXTERNAL and tensor.data_type not in packed:
+        return read_external(tensor, directory, label, dtype, dims)
     if tensor.HasField("raw_data") and tensor.data_type not in packed:
         expected = count * dtype.itemsize
         if len(tensor.raw_data) != expected:
@@ -305,9 +313,8 @@ def _input_shape(value_info, batch_size):
 # ------------------------------------------------------------------------------------ converting
 def _fold(c, node):
     """Evaluate a node of constants with the reference implementation."""
-    from onnx.reference import ReferenceEvaluator
     feeds = {i: c.consts[i] for i in node.inputs if i}
-    results = ReferenceEvaluator(node.proto, opsets={"": c.opset}).run(None, feeds)
+    results = evaluate_node(c.onnx, node.proto, feeds, c.opset)
     return [np.asarray(r) for r in results]
 
 
@@ -354,7 +361,7 @@ def _convert(c, node):
         c.set(name, value, elem)
 
 
-def import_onnx(source, batch_size=None, constants=None):
+def import_onnx(source, batch_size=None, constants=None, progress=False):
     """Build the graph of an ONNX model in the current parameter scope.
 
     Args:
@@ -364,13 +371,14 @@ def import_onnx(source, batch_size=None, constants=None):
             needs when building the graph (axes, shapes, scales, bounds ...); they become
             constants and are not inputs of the network. The import raises
             :class:`OnnxConstantRequired` naming such an input when it lacks a value.
+        progress (bool): show a tqdm bar over the nodes converted.
 
     Returns:
         OnnxNetwork: ``inputs`` / ``outputs`` (name -> Variable) ready to run, and the
         ``parameters`` registered for the model's initializers.
     """
     onnx = require_onnx("ONNX import")
-    model, label = _load(source, onnx)
+    model, label, directory = _load(source, onnx)
     opset = _opset(model, label)
     _check(model, label)
     missing = _unsupported(model)
@@ -380,7 +388,7 @@ def import_onnx(source, batch_size=None, constants=None):
     graph = model.graph
     c = ImportContext(opset, onnx)
     for t in graph.initializer:
-        array = _tensor_array(onnx, t, label, "initializer")
+        array = _tensor_array(onnx, t, label, "initializer", directory)
         c.set(t.name, array, elem_type_of(array.dtype))
     constants = dict(constants or {})
     graph_inputs = {vi.name: vi for vi in graph.input}
@@ -400,7 +408,7 @@ def import_onnx(source, batch_size=None, constants=None):
         v.name = vi.name
         c.set(vi.name, v, _tracked_type(vi.type.tensor_type.elem_type))
         inputs[vi.name] = v
-    for proto in graph.node:
+    for proto in tqdm(graph.node, desc="ONNX import", unit="node", disable=not progress):
         node = OnnxNode(proto, onnx)
         try:
             _convert(c, node)
@@ -420,14 +428,14 @@ def import_onnx(source, batch_size=None, constants=None):
     return OnnxNetwork(model, opset, inputs, outputs, c.parameters)
 
 
-def nnp_from_onnx(source, batch_size=None, constants=None):
+def nnp_from_onnx(source, batch_size=None, constants=None, progress=False):
     """An ONNX model as ``NnpContents``: one network (named after the ONNX graph), an executor
     'runtime' with its inputs and outputs, and the parameters; ready for ``nnp.write``."""
     from ..graph_export import network_to_proto
     from ..nnp import NnpContents
     from ..parameters import entries_of
     with parameter_scope("", OrderedDict()):
-        net = import_onnx(source, batch_size, constants)
+        net = import_onnx(source, batch_size, constants, progress)
         name = net.name
         proto = network_to_proto(name, net.outputs, names=net.inputs, parameters=net.parameters,
                                  variable_batch_size=False)

@@ -2,7 +2,8 @@
 
 NNP means any of ``.nnp``, ``.nntxt``/``.prototxt``, ``.protobuf`` and ``.h5`` (parameters).
 ONNX goes through ``nnabla_jit.serialization.onnx``: ``nnp_from_onnx(path) -> NnpContents`` and
-``export_nnp(contents, path, opset=None)``.
+``export_nnp(contents, path, opset=None)``, both showing tqdm progress (functions converted,
+external data written: parameters beyond protobuf's 2 GB go to ``<output>.data``).
 """
 import os
 
@@ -40,8 +41,9 @@ def _onnx(what):
     return onnx_io
 
 
-def read_model(files, import_format=None):
-    """NnpContents of the input files (NNP files merged; or one ONNX file)."""
+def read_model(files, import_format=None, progress=False):
+    """NnpContents of the input files (NNP files merged; or one ONNX file, with a tqdm bar over
+    its nodes when ``progress``)."""
     formats = {_format_of(f, import_format, "import") for f in files}
     if formats == {"NNP"}:
         return nnp.read(files)
@@ -50,7 +52,7 @@ def read_model(files, import_format=None):
     onnx_io = _onnx("import")
     if not hasattr(onnx_io, "nnp_from_onnx"):
         raise CommandError("import: nnabla_jit.serialization.onnx has no nnp_from_onnx()")
-    return onnx_io.nnp_from_onnx(files[0])
+    return onnx_io.nnp_from_onnx(files[0], progress=progress)
 
 
 def convert_command(args):
@@ -59,13 +61,13 @@ def convert_command(args):
     inputs, output = args.files[:-1], args.files[-1]
     if os.path.exists(output) and not args.force:
         raise CommandError("'{}' exists; use -f/--force to overwrite it".format(output))
-    contents = read_model(inputs, args.import_format)
+    contents = read_model(inputs, args.import_format, progress=True)
     if args.batch_size > 0:
         for net in contents.proto.network:
             net.batch_size = args.batch_size
     export_format = _format_of(output, args.export_format, "export")
     if export_format == "ONNX":
-        _onnx("export").export_nnp(contents, output, opset=args.define_version)
+        _onnx("export").export_nnp(contents, output, opset=args.define_version, progress=True)
         print("Converted {} -> {}".format(", ".join(inputs), output))
         return True
     parameters = [] if args.nnp_exclude_parameter else contents.parameters
@@ -103,7 +105,7 @@ def add_convert_command(subparsers):
     sub.add_argument("--nnp-exclude-parameter", action="store_true",
                      help="[export][NNP] write no parameters")
     sub.add_argument("-d", "--define_version", "--opset", default=None,
-                     help="[export][ONNX] opset version, 11 to the installed onnx's newest, "
+                     help="[export][ONNX] opset version, 7 to the installed onnx's newest, "
                           "e.g. opset_11 or 11 (default 17)")
     sub.set_defaults(func=convert_command)
     return sub

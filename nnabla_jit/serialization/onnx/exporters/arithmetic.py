@@ -8,7 +8,6 @@ import math
 
 import numpy as np
 
-from ..builder import Unsupported
 from ..dependencies import BOOL
 from .table import exports
 
@@ -209,6 +208,39 @@ def random(g, n):
 
 @exports("Einsum")
 def einsum(g, n):
-    if g.opset < 12:
-        raise Unsupported("ONNX Einsum needs opset 12 or later")
-    return g.op("Einsum", n.inputs, equation=n.args["equation"])
+    if g.opset >= 12:
+        return g.op("Einsum", n.inputs, equation=n.args["equation"])
+    return _einsum_by_broadcasting(g, n)
+
+
+def _einsum_by_broadcasting(g, n):
+    """Einsum before opset 12 (which lacks it), from the op's canonical equation (one label per
+    dimension, ellipses expanded): each diagonal is a product with an identity matrix summed
+    over one of its axes; every operand is laid out over all labels (output labels first, size
+    1 where it lacks one), the operands are multiplied with broadcasting, and the labels
+    outside the output are summed away. The product spans every label at once: memory grows
+    with it, unlike the contraction order of Einsum itself."""
+    canonical = n.op.canonical
+    out, sizes = list(canonical.out), canonical.sizes
+    operands = []
+    for x, labels in zip(n.inputs, canonical.terms):
+        labels = list(labels)
+        while len(set(labels)) < len(labels):
+            q = next(k for k, c in enumerate(labels) if c in labels[:k])
+            p = labels.index(labels[q])
+            eye_shape = [sizes[labels[p]] if k in (p, q) else 1 for k in range(len(labels))]
+            x = g.op("Mul", [x, g.const(np.eye(sizes[labels[p]], dtype=np.float32).reshape(eye_shape))])
+            x = g.reduce("ReduceSum", x, [q], False)
+            del labels[q]
+        operands.append((x, labels))
+    order = out + [c for _, labels in operands for c in labels if c not in out]
+    order = list(dict.fromkeys(order))
+    product = None
+    for x, labels in operands:
+        present = sorted(labels, key=order.index)
+        x = g.transpose(x, [labels.index(c) for c in present])
+        x = g.reshape(x, [sizes[c] if c in labels else 1 for c in order])
+        product = x if product is None else g.op("Mul", [product, x])
+    summed = list(range(len(out), len(order)))
+    y = g.reduce("ReduceSum", product, summed, False) if summed else product
+    return y

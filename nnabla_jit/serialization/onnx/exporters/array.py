@@ -42,7 +42,13 @@ def tile(g, n):
 def flip(g, n):
     axes = sorted({a % n.ndim for a in n.args["axes"]})
     k = len(axes)
-    return g.slice(n.x, [-1] * k, [INT64_MIN] * k, axes, [-1] * k)
+    if g.opset >= 10:
+        return g.slice(n.x, [-1] * k, [INT64_MIN] * k, axes, [-1] * k)
+    y = n.x   # Slice-1 has no steps: gather the reversed positions
+    for axis in axes:
+        size = n.in_shapes[0][axis]
+        y = g.op("Gather", [y, g.const(np.arange(size - 1, -1, -1, dtype=np.int64), INT64)], axis=axis)
+    return y
 
 
 @exports("Shift")
@@ -116,8 +122,7 @@ def sort(g, n):
     """TopK over the whole axis: the sorted values and their indices."""
     axis = n.op.axis
     size = n.in_shapes[0][axis]
-    values, index = g.op("TopK", [n.x, g.ints([size])], n_outputs=2, elem=[None, INT64],
-                         axis=axis, largest=int(n.args["reverse"]), sorted=1)
+    values, index = g.topk(n.x, size, axis, largest=bool(n.args["reverse"]))
     if n.args["only_index"]:
         return index
     return [values, index] if n.args["with_index"] else values

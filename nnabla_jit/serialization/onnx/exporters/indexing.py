@@ -110,11 +110,9 @@ def top_k_data(g, n):
     args = n.args
     rows = n.op.rows
     flat = g.reshape(n.x, list(rows))
-    k = g.ints([args["k"]])
     key = g.op("Abs", [flat]) if args["abs"] else flat
-    _, index = g.op("TopK", [key, k], n_outputs=2, elem=[None, INT64], axis=1,
-                    largest=int(args["largest"]), sorted=1)
-    values = g.op("GatherElements", [flat, index], axis=1)
+    _, index = g.topk(key, args["k"], 1, largest=bool(args["largest"]))
+    values = g.gather_elements(flat, index, 1, tuple(rows), (rows[0], args["k"]))
     if not args["reduce"]:
         placed = g.op("ScatterElements", [_zeros(g, rows), index, values], axis=1)
         return g.reshape(placed, n.out_shapes[0])

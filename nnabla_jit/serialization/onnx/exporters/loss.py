@@ -34,7 +34,7 @@ def _label_loss(g, n, log_probability):
     """-log_probability[label] along the class axis; 0 where the label is negative."""
     labels = n.inputs[1]
     index = g.as_int64(g.op("Max", [labels, g.scalar(0.0)]))
-    picked = g.op("GatherElements", [log_probability, index], axis=n.op.axis)
+    picked = g.gather_elements(log_probability, index, n.op.axis, n.in_shapes[0], n.in_shapes[1])
     ignored = g.op("Less", [labels, g.scalar(0.0)])
     return g.where(ignored, g.scalar(0.0), g.op("Neg", [picked]))
 

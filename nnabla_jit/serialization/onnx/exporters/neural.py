@@ -30,7 +30,8 @@ def _affine(g, n, weight, scale=None):
     bias = n.input("bias")
     bias = None if bias is None else g.reshape(bias, [outer])
     if scale is None:
-        y = g.op("Gemm", [x, w, bias])
+        # Gemm's C is optional from opset 11 on.
+        y = g.op("Gemm", [x, w, bias if bias is not None or g.opset >= 11 else g.scalar(0.0)])
     else:
         y = g.op("Mul", [g.op("MatMul", [x, w]), g.reshape(scale, [outer])])
         y = y if bias is None else g.op("Add", [y, bias])

@@ -12,6 +12,15 @@ from ..dependencies import INT64
 from .table import exports
 
 
+def _scale_for(size, out_size):
+    """The float32 scale whose product with ``size`` rounds down to ``out_size`` (out / in itself
+    may fall just short, as 5 / 3 does)."""
+    scale = np.float32(out_size / size)
+    while np.floor(size * float(scale)) < out_size:   # runtimes multiply in double
+        scale = np.nextafter(scale, np.float32(np.inf))
+    return float(scale)
+
+
 @exports("Interpolate")
 def interpolate(g, n):
     args = n.args
@@ -21,6 +30,9 @@ def interpolate(g, n):
     if args["mode"] == "linear":
         ctm = "align_corners" if args["align_corners"] else (
             "half_pixel" if args["half_pixel"] else "asymmetric")
+        if g.opset < 11:   # Upsample / Resize-10 take scales only
+            return g.resize(n.x, scales=[_scale_for(i, o) for i, o in zip(in_shape, out_shape)], mode="linear",
+                            coordinate_transformation_mode=ctm)
         return g.resize(n.x, sizes=list(out_shape), mode="linear",
                         coordinate_transformation_mode=ctm)
     y = n.x

@@ -18,7 +18,8 @@ def top_n_error(g, n):
     negative labels)."""
     x, labels = n.inputs
     axis = n.op.axis
-    label_score = g.op("GatherElements", [x, g.as_int64(g.op("Max", [labels, g.scalar(0.0)]))], axis=axis)
+    index = g.as_int64(g.op("Max", [labels, g.scalar(0.0)]))
+    label_score = g.gather_elements(x, index, axis, n.in_shapes[0], n.in_shapes[1])
     at_least = g.reduce("ReduceSum", g.as_float(compare(g, "GreaterOrEqual", x, label_score)), [axis], True)
     error = g.as_float(compare(g, "GreaterOrEqual", at_least, g.scalar(float(n.args["n"]) + 1.0)))
     return g.where(g.op("Less", [labels, g.scalar(0.0)]), g.scalar(0.0), error)

@@ -9,15 +9,21 @@
     nnabla_jit plot_series / plot_timer                 plot monitor files (PNG)
     nnabla_jit draw_graph model.nnp                    draw networks (SVG or PNG)
     nnabla_jit optimize in.nnp out.nnp                 converter leftovers (matmul+add) into Affine
+    nnabla_jit encode_param / decode_param             parameters <-> one text file each
+    nnabla_jit conv_dataset data.csv data.cache        a CSV dataset into a file cache
+    nnabla_jit create_tar / upload                     a CSV dataset for Neural Network Console
     nnabla_jit cache info|clear|warm                    show, empty or fill the kernel cache
     nnabla_jit version
 
-Every subcommand has ``--help``. A failing command prints what went wrong and exits with 1.
+``-m/--mpi`` before the command runs it in every process of an MPI launch (``mpirun -np 2
+nnabla_jit -m train ...``): a data-parallel communicator is made first. The ``nnabla_cli`` console
+script is the same command. Every subcommand has ``--help``. A failing command prints what went wrong and exits with 1.
 """
 import argparse
+import os
 import sys
 
-__all__ = ["main", "version_string", "batch_size_argument"]
+__all__ = ["main", "run_parsed", "version_string", "batch_size_argument"]
 
 
 class CommandError(Exception):
@@ -47,14 +53,21 @@ def _version_command(args):
 
 
 def build_parser():
-    from . import cache, convert, draw_graph, forward, func_info, optimize_model, plot, train
+    from . import (cache, conv_dataset, convert, draw_graph, encode_decode_param, forward,
+                   func_info, optimize_model, plot, train, uploader)
     parser = argparse.ArgumentParser(
-        prog="nnabla_jit",
+        prog="nnabla_cli" if sys.argv and os.path.basename(sys.argv[0]) == "nnabla_cli" else "nnabla_jit",
         description="Command line interface for nnabla_jit ({})".format(version_string()))
+    parser.add_argument("-m", "--mpi", action="store_true", help="exec with mpi.")
     subparsers = parser.add_subparsers(title="subcommands", metavar="COMMAND", dest="command")
     train.add_train_command(subparsers)
     forward.add_infer_command(subparsers)
     forward.add_forward_command(subparsers)
+    encode_decode_param.add_encode_param_command(subparsers)
+    encode_decode_param.add_decode_param_command(subparsers)
+    conv_dataset.add_conv_dataset_command(subparsers)
+    uploader.add_upload_command(subparsers)
+    uploader.add_create_tar_command(subparsers)
     convert.add_convert_command(subparsers)
     convert.add_dump_command(subparsers)
     func_info.add_function_info_command(subparsers)
@@ -69,16 +82,31 @@ def build_parser():
     return parser
 
 
+def _start_communicator():
+    # Imported only under -m: the communicator module is needed by MPI runs alone.
+    from ..communicator_util import create_communicator
+    try:
+        create_communicator()
+    except ImportError as e:
+        raise CommandError("-m/--mpi needs mpi4py (pip install nnabla_jit[mpi]): {}".format(e)) from None
+
+
 def main(argv=None):
     """Run the command line; returns the exit status (0 on success). The console script
     exits with it."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    return run_parsed(parser, parser.parse_args(argv))
+
+
+def run_parsed(parser, args):
+    """Run the subcommand of ``args`` (parsed by ``parser``); returns the exit status."""
     if "func" not in args:
         parser.print_help(sys.stderr)
         return 2
     from ...serialization.files import FileFormatError
     try:
+        if args.mpi:
+            _start_communicator()
         ok = args.func(args)
     except (CommandError, FileFormatError, FileNotFoundError, NotImplementedError, ValueError,
             KeyError) as e:

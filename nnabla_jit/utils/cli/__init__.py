@@ -4,6 +4,8 @@
     nnabla_jit forward -c model.nnp -d data.csv -o out run executors over a CSV dataset
     nnabla_jit infer -c model.nnp -o out input.bin     run executors on raw binary inputs
     nnabla_jit convert in.nnp out.nnp                  NNP <-> NNP/nntxt/protobuf/h5 (and ONNX)
+    nnabla_jit convert in.nnp out.nnb                  nnabla-c-runtime's NNB (-O CSRC: C source)
+    nnabla_jit nnb_template in.nnp settings.yaml       the settings file of convert -s
     nnabla_jit dump model.nnp                          executors, functions, variables
     nnabla_jit function_info [-f NNB|ONNX] [model.nnp] supported function sets
     nnabla_jit plot_series / plot_timer                 plot monitor files (PNG)
@@ -70,6 +72,7 @@ def build_parser():
     uploader.add_create_tar_command(subparsers)
     convert.add_convert_command(subparsers)
     convert.add_dump_command(subparsers)
+    convert.add_nnb_template_command(subparsers)
     func_info.add_function_info_command(subparsers)
     plot.add_plot_series_command(subparsers)
     plot.add_plot_timer_command(subparsers)

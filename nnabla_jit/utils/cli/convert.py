@@ -1,32 +1,61 @@
-"""``convert`` and ``dump``: model files between formats, and what they contain.
+"""``convert``, ``dump`` and ``nnb_template``: model files between formats, and what they contain.
 
 NNP means any of ``.nnp``, ``.nntxt``/``.prototxt``, ``.protobuf`` and ``.h5`` (parameters).
 ONNX goes through ``nnabla_jit.serialization.onnx``: ``nnp_from_onnx(path) -> NnpContents`` and
-``export_nnp(contents, path, opset=None)``.
+``export_nnp(contents, path, opset=None)``. NNB (``.nnb``) and CSRC (``-O CSRC``, a directory)
+are nnabla-c-runtime's formats (``nnabla_jit.utils.converter.nnablart``). NNP input is read as
+nnabla's converter reads it: ``-E`` keeps one executor, and repeat/recurrent loops are unrolled
+unless ``--nnp-no-expand-network``. TensorFlow and TFLite formats are not provided (they need
+TensorFlow).
 """
+import argparse
 import os
 
 from ...serialization import nnp
+from ..converter.nnabla import NnpImporter
 from . import CommandError, batch_size_argument
 
-__all__ = ["add_convert_command", "add_dump_command", "read_model"]
+__all__ = ["add_convert_command", "add_dump_command", "add_nnb_template_command", "convert_command",
+           "dump_command", "nnb_template_command", "read_model", "resolve_file_format"]
 
 _NNP_EXTENSIONS = (".nnp", ".nntxt", ".prototxt", ".protobuf", ".h5")
+_IMPORT_FORMATS = ("NNP", "ONNX")
+_EXPORT_FORMATS = ("NNP", "NNB", "CSRC", "ONNX")
+_TENSORFLOW_FORMATS = ("TF_CKPT_V1", "TF_CKPT_V2", "TF_PB", "SAVED_MODEL", "TFLITE")
 
 
 def _format_of(path, given, what):
+    known = _IMPORT_FORMATS if what == "import" else _EXPORT_FORMATS
     if given:
         fmt = given.upper()
-        if fmt not in ("NNP", "ONNX"):
-            raise CommandError("{} format must be NNP or ONNX, got '{}'".format(what, given))
+        if fmt in _TENSORFLOW_FORMATS:
+            raise CommandError("{} format {}: TensorFlow and TFLite conversion is not provided by "
+                               "nnabla_jit (it needs TensorFlow); go through ONNX".format(what, fmt))
+        if fmt not in known:
+            raise CommandError("{} format must be one of {}, got '{}'".format(
+                what, ", ".join(known), given))
         return fmt
     ext = os.path.splitext(path)[1].lower()
     if ext in _NNP_EXTENSIONS:
         return "NNP"
     if ext == ".onnx":
         return "ONNX"
+    if ext == ".nnb" and what == "export":
+        return "NNB"
+    if ext in (".pb", ".ckpt", ".meta", ".tflite"):
+        raise CommandError("'{}': TensorFlow and TFLite conversion is not provided by nnabla_jit "
+                           "(it needs TensorFlow); go through ONNX".format(path))
     raise CommandError("cannot tell the {} format of '{}' (use .nnp, .nntxt, .prototxt, .protobuf, "
-                       ".h5 or .onnx, or give -{})".format(what, path, "I" if what == "import" else "O"))
+                       ".h5, .onnx{}, or give -{})".format(
+                           what, path, " or .nnb" if what == "export" else "",
+                           "I" if what == "import" else "O"))
+
+
+def resolve_file_format(args, import_files, export_file=None):
+    """Fill ``args.import_format`` (and ``args.export_format``) from the file names."""
+    args.import_format = sorted({_format_of(f, args.import_format, "import") for f in import_files})[0]
+    if export_file is not None:
+        args.export_format = _format_of(export_file, args.export_format, "export")
 
 
 def _onnx(what):
@@ -40,11 +69,20 @@ def _onnx(what):
     return onnx_io
 
 
-def read_model(files, import_format=None):
+def import_nnp(files, args=None, expand_network="if-repeated"):
+    """The NNP files as nnabla's converter imports them (:class:`NnpImporter`), with the
+    import options of ``args`` (-E, --nnp-no-expand-network)."""
+    if getattr(args, "nnp_no_expand_network", False):
+        expand_network = False
+    return NnpImporter(*files, expand_network=expand_network,
+                       executor_index=getattr(args, "nnp_import_executor_index", None)).execute()
+
+
+def read_model(files, import_format=None, args=None):
     """NnpContents of the input files (NNP files merged; or one ONNX file)."""
     formats = {_format_of(f, import_format, "import") for f in files}
     if formats == {"NNP"}:
-        return nnp.read(files)
+        return import_nnp(files, args).contents
     if len(files) != 1:
         raise CommandError("ONNX input must be a single file, got {}".format(len(files)))
     onnx_io = _onnx("import")
@@ -53,18 +91,81 @@ def read_model(files, import_format=None):
     return onnx_io.nnp_from_onnx(files[0])
 
 
+def _function_config(path):
+    """The function names of a ``-c`` config file: a ``function_info -o`` list (one a line) or a
+    YAML mapping whose top-level keys are the names."""
+    names = []
+    with open(path) as f:
+        for line in f:
+            text = line.split("#", 1)[0].rstrip()
+            if text and not text.startswith((" ", "\t", "-")):
+                names.append(text.rstrip(":").strip().strip("'\""))
+    return set(names)
+
+
+def _check_functions(contents, args):
+    if not args.config:
+        return
+    allowed = _function_config(args.config)
+    used = [f.type for net in contents.proto.network for f in net.function]
+    outside = sorted(set(used) - allowed)
+    if outside:
+        raise CommandError("the model uses functions that config '{}' does not list: {}".format(
+            args.config, ", ".join(outside)))
+
+
+def _export_nnb(args, inputs, output):
+    from ..converter.nnablart import NnbExporter
+    imported = import_nnp(inputs, args, expand_network=not args.nnp_no_expand_network)
+    _check_functions(imported.contents, args)
+    version = 2
+    if args.define_version:
+        if not args.define_version.startswith("nnb_"):
+            raise CommandError("-d for NNB is nnb_<version>, e.g. nnb_3; got '{}'".format(
+                args.define_version))
+        version = int(args.define_version.split("_", 1)[1])
+    NnbExporter(imported, _runtime_batch_size(args, "NNB"), nnb_version=version,
+                api_level=args.api).execute(output, None, args.settings, args.default_variable_type)
+
+
+def _export_csrc(args, inputs, output):
+    raise CommandError("CSRC (C source for nnabla-c-runtime) is not written by nnabla_jit yet; "
+                       "convert to .nnb, which the runtime loads")
+
+
+def _runtime_batch_size(args, what):
+    # nnabla_cli's convert writes the C runtime formats for batch size 1 unless -b says otherwise.
+    return 1 if args.batch_size is None else args.batch_size
+
+
 def convert_command(args):
     if len(args.files) < 2:
         raise CommandError("give the input file(s) and then the output file")
     inputs, output = args.files[:-1], args.files[-1]
-    if os.path.exists(output) and not args.force:
+    resolve_file_format(args, inputs, output)
+    if os.path.exists(output) and not args.force and args.export_format != "CSRC":
         raise CommandError("'{}' exists; use -f/--force to overwrite it".format(output))
-    contents = read_model(inputs, args.import_format)
-    if args.batch_size > 0:
+    if args.split:
+        raise CommandError("-S/--split is not provided by nnabla_jit (it splits a network for "
+                           "several runtimes); convert the whole network")
+    if args.export_format == "NNB":
+        if args.import_format != "NNP":
+            raise CommandError("NNB is written from NNP input; convert the ONNX file to .nnp first")
+        _export_nnb(args, inputs, output)
+        print("Converted {} -> {}".format(", ".join(inputs), output))
+        return True
+    if args.export_format == "CSRC":
+        if args.import_format != "NNP":
+            raise CommandError("CSRC is written from NNP input; convert the ONNX file to .nnp first")
+        _export_csrc(args, inputs, output)
+        print("Converted {} -> {}".format(", ".join(inputs), output))
+        return True
+    contents = read_model(inputs, args.import_format, args)
+    _check_functions(contents, args)
+    if args.batch_size is not None and args.batch_size > 0:
         for net in contents.proto.network:
             net.batch_size = args.batch_size
-    export_format = _format_of(output, args.export_format, "export")
-    if export_format == "ONNX":
+    if args.export_format == "ONNX":
         _onnx("export").export_nnp(contents, output, opset=args.define_version)
         print("Converted {} -> {}".format(", ".join(inputs), output))
         return True
@@ -80,32 +181,117 @@ def convert_command(args):
     return True
 
 
+def add_import_arguments(sub):
+    """nnabla_cli's import options (convert, dump, nnb_template)."""
+    sub.add_argument("-I", "--import-format", default=None,
+                     help="[import] NNP or ONNX (default: from the extension)")
+    sub.add_argument("-E", "--nnp-import-executor-index", type=int, default=None,
+                     help="[import][NNP] import only specified executor.")
+    sub.add_argument("--nnp-exclude-preprocess", action="store_true",
+                     help="[import][NNP] EXPERIMENTAL exclude preprocess functions when import "
+                          "(accepted; nnabla 1.39 does not act on it either).")
+    sub.add_argument("--nnp-no-expand-network", action="store_true",
+                     help="[import][NNP] do not expand networks with repeat or recurrent.")
+
+
+def _not_provided(option, why):
+    def check(value):
+        raise argparse.ArgumentTypeError("{} is not provided by nnabla_jit: {}".format(option, why))
+    return check
+
+
 def add_convert_command(subparsers):
     sub = subparsers.add_parser(
         "convert", help="File format converter.",
         description="Convert model files. The last FILE is the output; its extension chooses the "
                     "format: .nnp (zip of network.nntxt and parameters), .nntxt/.prototxt "
                     "(text, parameters included), .protobuf (binary, parameters included), .h5 "
-                    "(parameters only), .onnx. Several NNP inputs (e.g. a .nntxt and an .h5) "
-                    "are merged.")
+                    "(parameters only), .onnx, .nnb (nnabla-c-runtime); -O CSRC writes C source "
+                    "into a directory. Several NNP inputs (e.g. a .nntxt and an .h5) are merged.")
     sub.add_argument("files", metavar="FILE", nargs="+", help="input file(s), then the output file")
-    sub.add_argument("-I", "--import-format", default=None,
-                     help="[import] NNP or ONNX (default: from the extension)")
+    tensorflow = "TensorFlow import/export needs TensorFlow, which nnabla_jit does not use"
+    sub.add_argument("--outputs", type=_not_provided("--outputs", tensorflow), default=None,
+                     help="[import][tensorflow] output node names (not provided: no TensorFlow)")
+    sub.add_argument("--inputs", type=_not_provided("--inputs", tensorflow), default=None,
+                     help="[import][tensorflow] input node names (not provided: no TensorFlow)")
+    add_import_arguments(sub)
     sub.add_argument("-O", "--export-format", default=None,
-                     help="[export] NNP or ONNX (default: from the extension)")
+                     help="[export] NNP, NNB, CSRC or ONNX (default: from the extension; CSRC must "
+                          "be given)")
     sub.add_argument("-f", "--force", action="store_true", help="[export] overwrite the output file")
-    sub.add_argument("-b", "--batch-size", type=batch_size_argument, default=-1,
-                     help="[export] batch size written into the networks (default: keep)")
+    sub.add_argument("-b", "--batch-size", type=batch_size_argument, default=None,
+                     help="[export] batch size (NNP, ONNX: written into the networks, default "
+                          "keep; NNB, CSRC: default 1)")
+    sub.add_argument("-S", "--split", default=None,
+                     help="[export] split the executor at function ranges (not provided)")
+    sub.add_argument("-d", "--define_version", "--opset", default=None,
+                     help="[export][ONNX] opset version, 11 to the installed onnx's newest, "
+                          "e.g. opset_11 or 11 (default 17); [export][NNB] binary format version, "
+                          "e.g. nnb_3")
+    sub.add_argument("--enable-optimize-pb", action="store_true",
+                     help="[export][tensorflow] (not provided: no TensorFlow)")
+    sub.add_argument("--channel-last", "--channel_last", action="store_true",
+                     help="[export][TFLite] (not provided: no TensorFlow)")
+    sub.add_argument("--quantization", action="store_true",
+                     help="[export][TFLite] (not provided: no TensorFlow)")
+    sub.add_argument("--dataset", type=_not_provided("--dataset", tensorflow), default=None,
+                     help="[export][TFLite] (not provided: no TensorFlow)")
+    sub.add_argument("--ir_version", type=int, default=None,
+                     help="[export][ONNX] IR version (default: the installed onnx's)")
+    sub.add_argument("-c", "--config", default=None,
+                     help="[export] file listing the functions the target supports (as "
+                          "function_info -o writes it); others are an error")
     sub.add_argument("--nnp-parameter-h5", action="store_true",
                      help="[export][NNP] store parameters as parameter.h5 (default: parameter.protobuf)")
     sub.add_argument("--nnp-parameter-nntxt", action="store_true",
                      help="[export][NNP] store parameters inside network.nntxt")
     sub.add_argument("--nnp-exclude-parameter", action="store_true",
                      help="[export][NNP] write no parameters")
-    sub.add_argument("-d", "--define_version", "--opset", default=None,
-                     help="[export][ONNX] opset version, 11 to the installed onnx's newest, "
-                          "e.g. opset_11 or 11 (default 17)")
+    sub.add_argument("--nnp-version", default=None,
+                     help="[export][NNP] nnp version to write (accepted; nnabla_jit writes its own)")
+    sub.add_argument("-T", "--default-variable-type", nargs=1, default=["FLOAT32"],
+                     help="[export][NNB] default type of variables: FLOAT32, FIXED16, FIXED8, "
+                          "SIGN (parameters only)")
+    sub.add_argument("-s", "--settings", nargs=1, default=None,
+                     help="[export][NNB] settings in YAML (as nnb_template writes it)")
+    sub.add_argument("--api", type=int, default=-1,
+                     help="[export][NNB] API level to convert to (default: the highest)")
     sub.set_defaults(func=convert_command)
+    return sub
+
+
+# ------------------------------------------------------------------------------------ nnb_template
+def nnb_template_command(args):
+    if len(args.files) < 2:
+        raise CommandError("give the input file(s) and then the settings file to write")
+    inputs, output = args.files[:-1], args.files[-1]
+    resolve_file_format(args, inputs)
+    if args.import_format != "NNP":
+        raise CommandError("nnb_template reads NNP input")
+    from ..converter.nnablart import NnbExporter
+    imported = import_nnp(inputs, args, expand_network=not args.nnp_no_expand_network)
+    batch_size = imported.protobuf.network[0].batch_size if args.batch_size < 0 else args.batch_size
+    NnbExporter(imported, batch_size, api_level=args.api).execute(
+        None, output, None, args.default_variable_type)
+    print("Wrote {}".format(output))
+    return True
+
+
+def add_nnb_template_command(subparsers):
+    sub = subparsers.add_parser(
+        "nnb_template", help="Generate NNB config file template.",
+        description="Write the settings file of `convert -s` for a model: every variable's type "
+                    "(-T) and every function's implementation, to edit for quantization.")
+    sub.add_argument("files", metavar="FILE", nargs="+",
+                     help="File to generate NNB config file template. The last is setting yaml file.")
+    add_import_arguments(sub)
+    sub.add_argument("-b", "--batch-size", type=batch_size_argument, default=-1,
+                     help="[export] overwrite batch size.")
+    sub.add_argument("-T", "--default-variable-type", nargs=1, default=["FLOAT32"],
+                     help="Default type of variable")
+    sub.add_argument("--api", type=int, default=-1,
+                     help="Set API Level to convert to, default is highest API Level.")
+    sub.set_defaults(func=nnb_template_command)
     return sub
 
 
@@ -203,7 +389,7 @@ def _dump_summary(args, proto, parameter_names):
 
 
 def dump_command(args):
-    contents = read_model(args.files, args.import_format)
+    contents = read_model(args.files, args.import_format, args)
     if args.dump_verbose:
         _dump_verbose(contents.proto, [args.import_format or "NNP"], args.dump_limit)
     else:
@@ -225,7 +411,6 @@ def add_dump_command(subparsers):
     sub.add_argument("--dump-limit", type=int, default=-1, help="[dump] limit num of items")
     sub.add_argument("-n", "--dump-variable-name", default=None,
                      help="[dump] show only this variable")
-    sub.add_argument("-I", "--import-format", default=None,
-                     help="[import] NNP or ONNX (default: from the extension)")
+    add_import_arguments(sub)
     sub.set_defaults(func=dump_command)
     return sub

@@ -1,0 +1,96 @@
+"""``convert`` to nnabla-c-runtime's NNB and ``nnb_template``: the bytes nnabla 1.39 writes for
+the same files and options (fixtures in tests/fixtures/nnb, see its README), and convert's and
+dump's import options."""
+import os
+import struct
+
+import pytest
+
+from nnabla_jit.utils.cli import main
+from nnabla_jit.utils.converter.settings_file import dump_settings, load_settings
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
+NNB = os.path.join(FIXTURES, "nnb")
+
+
+def run_cli(capsys, *argv):
+    status = main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+@pytest.mark.parametrize("model, options, expected", [
+    ("mlp.nnp", [], "mlp.nnb"),
+    ("cnn.nnp", [], "cnn.nnb"),
+    ("mlp.nnp", ["-b", "2"], "mlp_b2.nnb"),
+    ("cnn.nnp", ["--api", "20"], "cnn_api20.nnb"),
+    ("mlp.nnp", ["-s", os.path.join(NNB, "mlp_quant.yaml")], "mlp_quant.nnb"),
+    ("mlp.nnp", ["-d", "nnb_3", "-s", os.path.join(NNB, "mlp_quant.yaml")], "mlp_quant_nnb3.nnb"),
+])
+def test_convert_to_nnb_writes_nnablas_bytes(tmp_path, capsys, model, options, expected):
+    out = str(tmp_path / "out.nnb")
+    status, _, err = run_cli(capsys, "convert", *options, os.path.join(FIXTURES, model), out)
+    assert status == 0, err
+    with open(out, "rb") as f, open(os.path.join(NNB, expected), "rb") as g:
+        assert f.read() == g.read()
+
+
+def test_nnb_template_writes_nnablas_settings_file(tmp_path, capsys):
+    out = str(tmp_path / "settings.yaml")
+    status, _, err = run_cli(capsys, "nnb_template", os.path.join(FIXTURES, "mlp.nnp"), out)
+    assert status == 0, err
+    assert open(out).read() == open(os.path.join(NNB, "mlp_settings.yaml")).read()
+    status, _, err = run_cli(capsys, "nnb_template", "-T", "FIXED8_4", os.path.join(FIXTURES, "mlp.nnp"),
+                             str(tmp_path / "fixed8.yaml"))
+    assert status == 0, err
+    settings = load_settings(open(tmp_path / "fixed8.yaml").read())
+    assert set(settings["variables"].values()) == {"FIXED8_4"}
+
+
+def test_settings_file_reads_what_it_writes():
+    text = open(os.path.join(NNB, "mlp_quant.yaml")).read()
+    settings = load_settings(text)
+    assert settings["variables"]["fc1/affine/b"] == "FIXED8_5"
+    assert settings["functions"]["@mlp/ReLU"]["implement"] == 1
+    assert dump_settings(settings) == text
+    assert dump_settings({"variables": {"y": "a: b", "on": "1", "it's": "x"}}) == \
+        "variables:\n  y: '1'\n".replace("  y: '1'\n", "  y: 'a: b'\n  'on': '1'\n  it's: x\n")
+
+
+def test_convert_nnb_errors_are_one_clear_line(tmp_path, capsys):
+    mlp = os.path.join(FIXTURES, "mlp.nnp")
+    status, _, err = run_cli(capsys, "convert", "-T", "FIXED16", mlp, str(tmp_path / "a.nnb"))
+    assert status == 1 and "fixed-point buffers need a position" in err
+    status, _, err = run_cli(capsys, "convert", "-I", "TFLITE", mlp, str(tmp_path / "a.nnb"))
+    assert status == 1 and "TensorFlow and TFLite conversion is not provided" in err
+    status, _, err = run_cli(capsys, "convert", mlp, str(tmp_path / "model.pb"))
+    assert status == 1 and "not provided" in err
+    status, out, err = run_cli(capsys, "convert", "--api", "3", os.path.join(FIXTURES, "cnn.nnp"),
+                               str(tmp_path / "b.nnb"))
+    assert status == 0 and "Convolution.channel_last is omitted for lower API Level:3" in out
+    with open(tmp_path / "b.nnb", "rb") as f:
+        assert struct.unpack("II", f.read(8)) == (2, 3)
+
+
+def test_convert_config_lists_the_allowed_functions(tmp_path, capsys):
+    config = tmp_path / "functions.txt"
+    config.write_text("Affine\nTanh\nReLU\n")
+    status, _, err = run_cli(capsys, "convert", "-c", str(config), os.path.join(FIXTURES, "mlp.nnp"),
+                             str(tmp_path / "a.nnb"))
+    assert status == 1 and "AddScalar" in err and "Sigmoid" in err
+    config.write_text("\n".join(["Affine", "Tanh", "ReLU", "MulScalar", "AddScalar", "Sigmoid",
+                                 "SquaredError", "Mean"]) + "\n")
+    status, _, err = run_cli(capsys, "convert", "-c", str(config), os.path.join(FIXTURES, "mlp.nnp"),
+                             str(tmp_path / "a.nnb"))
+    assert status == 0, err
+
+
+def test_dump_executor_index_and_expansion_options(capsys):
+    mlp = os.path.join(FIXTURES, "mlp.nnp")
+    status, out, err = run_cli(capsys, "dump", "-E", "0", mlp)
+    assert status == 0, err
+    assert "Executor [0]" in out
+    status, _, err = run_cli(capsys, "dump", "-E", "5", mlp)
+    assert status == 1 and "executor" in err
+    status, out2, err = run_cli(capsys, "dump", "--nnp-no-expand-network", "--nnp-exclude-preprocess", mlp)
+    assert status == 0, err

@@ -94,3 +94,42 @@ def test_dump_executor_index_and_expansion_options(capsys):
     assert status == 1 and "executor" in err
     status, out2, err = run_cli(capsys, "dump", "--nnp-no-expand-network", "--nnp-exclude-preprocess", mlp)
     assert status == 0, err
+
+
+# ------------------------------------------------------------------------ function_info
+def test_function_info_api_levels(capsys):
+    status, out, _ = run_cli(capsys, "function_info", "--api", "-1")
+    assert status == 0 and out == "API_LEVEL: 45\n"
+    status, out, _ = run_cli(capsys, "function_info", "--api", "1")
+    lines = out.splitlines()
+    assert lines[0] == "API_LEVEL: 1" and "Affine_i" in lines and "Convolution_iiIiIiIi" in lines
+    assert "Trilu_iB" not in lines       # added at level 45
+
+
+def test_function_info_config_narrows_the_set(tmp_path, capsys):
+    config = tmp_path / "target.txt"
+    config.write_text("Affine, FLOAT32\nReLU\n; a comment\nTanh, FIXED16, FIXED8\nConvolution\n")
+    mlp = os.path.join(FIXTURES, "mlp.nnp")
+    status, out, _ = run_cli(capsys, "function_info", "-c", str(config), mlp)
+    assert status == 0 and out.splitlines() == ["Affine", "Tanh", "ReLU"]
+    status, out, err = run_cli(capsys, "function_info", "-f", "NNB", "-c", str(config), mlp)
+    assert "Convolution" in err.splitlines()
+    out_yaml = tmp_path / "set.yaml"
+    status, _, _ = run_cli(capsys, "function_info", "-c", str(config), mlp, "-o", str(out_yaml))
+    text = out_yaml.read_text()
+    assert "  Tanh:\n    func_type: FIXED16,FIXED8\n" in text and "  ReLU:\n    func_type: ALL\n" in text
+
+
+def test_function_info_query(capsys):
+    status, out, _ = run_cli(capsys, "function_info", "-f", "NNB", "-q", "Affine")
+    assert status == 0 and "uniq_name: Affine_i" in out and "id: 0" in out
+    status, _, err = run_cli(capsys, "function_info", "-q", "NoSuchFunction")
+    assert status == 1 and "NoSuchFunction" in err
+
+
+def test_function_info_onnx_targets(capsys):
+    pytest.importorskip("onnx")
+    status, out, err = run_cli(capsys, "function_info", "-f", "ONNX", "-t", os.path.join(FIXTURES, "mlp.nnp"))
+    assert status == 0, err
+    ops = out.splitlines()[1:]
+    assert "Gemm@13" in ops and "Tanh@13" in ops and all("@" in op for op in ops)

@@ -92,15 +92,13 @@ def read_model(files, import_format=None, args=None):
 
 
 def _function_config(path):
-    """The function names of a ``-c`` config file: a ``function_info -o`` list (one a line) or a
-    YAML mapping whose top-level keys are the names."""
-    names = []
+    """The function names of a ``-c`` target config (one a line, ``FUNC, TYPE, ...``; ``;``
+    comments), as function_info reads it."""
+    if not os.path.isfile(path):
+        raise CommandError("config file '{}' does not exist".format(path))
     with open(path) as f:
-        for line in f:
-            text = line.split("#", 1)[0].rstrip()
-            if text and not text.startswith((" ", "\t", "-")):
-                names.append(text.rstrip(":").strip().strip("'\""))
-    return set(names)
+        return {line.split(",")[0].strip() for line in f
+                if line.strip() and not line.strip().startswith(";")}
 
 
 def _check_functions(contents, args):

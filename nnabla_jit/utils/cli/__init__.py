@@ -13,6 +13,8 @@
     nnabla_jit optimize in.nnp out.nnp                 converter leftovers (matmul+add) into Affine
     nnabla_jit encode_param / decode_param             parameters <-> one text file each
     nnabla_jit conv_dataset data.csv data.cache        a CSV dataset into a file cache
+    nnabla_jit profile -c train.nnp -o outdir          time every step of the optimizers
+    nnabla_jit compare_with_cpu -c a.nnp -c2 b.nnp -o outdir   two contexts' results side by side
     nnabla_jit create_tar / upload                     a CSV dataset for Neural Network Console
     nnabla_jit cache info|clear|warm                    show, empty or fill the kernel cache
     nnabla_jit version
@@ -55,8 +57,8 @@ def _version_command(args):
 
 
 def build_parser():
-    from . import (cache, conv_dataset, convert, draw_graph, encode_decode_param, forward,
-                   func_info, optimize_model, plot, train, uploader)
+    from . import (cache, compare_with_cpu, conv_dataset, convert, draw_graph, encode_decode_param,
+                   forward, func_info, optimize_model, plot, profile, train, uploader)
     parser = argparse.ArgumentParser(
         prog="nnabla_cli" if sys.argv and os.path.basename(sys.argv[0]) == "nnabla_cli" else "nnabla_jit",
         description="Command line interface for nnabla_jit ({})".format(version_string()))
@@ -67,7 +69,9 @@ def build_parser():
     forward.add_forward_command(subparsers)
     encode_decode_param.add_encode_param_command(subparsers)
     encode_decode_param.add_decode_param_command(subparsers)
+    profile.add_profile_command(subparsers)
     conv_dataset.add_conv_dataset_command(subparsers)
+    compare_with_cpu.add_compare_with_cpu_command(subparsers)
     uploader.add_upload_command(subparsers)
     uploader.add_create_tar_command(subparsers)
     convert.add_convert_command(subparsers)

@@ -16,6 +16,8 @@
     nnabla_jit profile -c train.nnp -o outdir          time every step of the optimizers
     nnabla_jit compare_with_cpu -c a.nnp -c2 b.nnp -o outdir   two contexts' results side by side
     nnabla_jit create_tar / upload                     a CSV dataset for Neural Network Console
+    nnabla_jit create_image_classification_dataset ... folders of images -> an image dataset
+    nnabla_jit create_object_detection_dataset ...    labelled images -> a detection dataset
     nnabla_jit cache info|clear|warm                    show, empty or fill the kernel cache
     nnabla_jit version
 
@@ -57,8 +59,9 @@ def _version_command(args):
 
 
 def build_parser():
-    from . import (cache, compare_with_cpu, conv_dataset, convert, draw_graph, encode_decode_param,
-                   forward, func_info, optimize_model, plot, profile, train, uploader)
+    from . import (cache, compare_with_cpu, conv_dataset, convert, create_image_classification_dataset,
+                   create_object_detection_dataset, draw_graph, encode_decode_param, forward,
+                   func_info, optimize_model, plot, profile, train, uploader)
     parser = argparse.ArgumentParser(
         prog="nnabla_cli" if sys.argv and os.path.basename(sys.argv[0]) == "nnabla_cli" else "nnabla_jit",
         description="Command line interface for nnabla_jit ({})".format(version_string()))
@@ -72,6 +75,8 @@ def build_parser():
     profile.add_profile_command(subparsers)
     conv_dataset.add_conv_dataset_command(subparsers)
     compare_with_cpu.add_compare_with_cpu_command(subparsers)
+    create_image_classification_dataset.add_create_image_classification_dataset_command(subparsers)
+    create_object_detection_dataset.add_create_object_detection_dataset_command(subparsers)
     uploader.add_upload_command(subparsers)
     uploader.add_create_tar_command(subparsers)
     convert.add_convert_command(subparsers)

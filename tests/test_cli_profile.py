@@ -1,7 +1,11 @@
-"""``profile`` and ``compare_with_cpu`` on the small training configuration of test_cli."""
+"""``profile``, ``compare_with_cpu`` and ``-m train`` (under mpirun) on the small training
+configuration of test_cli."""
 import csv
+import importlib.util
 import os
 import shutil
+import subprocess
+import sys
 import zipfile
 
 import pytest
@@ -10,6 +14,7 @@ import nnabla_jit as nn
 from nnabla_jit.utils.cli import main, profile
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture
@@ -19,6 +24,15 @@ def work(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)            # the dataset URI in the file is relative
     yield tmp_path
     nn.clear_parameters()
+
+
+def _mpirun(n):
+    """test_distributed's launcher command (it skips when MPI is missing)."""
+    spec = importlib.util.spec_from_file_location(
+        "test_distributed_launcher", os.path.join(os.path.dirname(__file__), "test_distributed.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.mpirun(n)
 
 
 def _table(path):
@@ -53,3 +67,23 @@ def test_compare_with_cpu_finds_where_two_configurations_differ(work, capsys):
     assert rows["forward_function (MulScalar, @training/MulScalar_out)"] > 0
     assert rows["backward_function (Affine, fc1/affine/W)"] > 0
     assert "update (Adam, fc3/affine/b)" in rows
+
+
+@pytest.mark.slow
+def test_train_with_mpi_splits_the_data_and_rank_zero_writes(work):
+    command = _mpirun(2) + [sys.executable, "-m", "nnabla_jit", "-m", "train", "-c", "train_mlp.nnp",
+                           "-o", "out"]
+    env = dict(os.environ, PYTHONPATH=REPO)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=str(work), env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stderr.count("Using SlicedDataSource") >= 2          # each rank, its slice
+    report = (work / "out" / "monitoring_report.yml").read_text()
+    assert report.count("cost:") == 2 and report.startswith("0:\n")    # written once, by rank 0
+    assert (work / "out" / "results.nnp").exists()
+
+
+def test_mpi_flag_alone_trains_in_one_process(work, capsys, monkeypatch):
+    for name in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["-m", "train", "-c", "train_mlp.nnp", "-o", "out"]) == 0
+    assert (work / "out" / "monitoring_report.yml").read_text().count("cost:") == 2

@@ -95,12 +95,21 @@ def build_parser():
 
 
 def _start_communicator():
+    """The data-parallel communicator of an MPI launch: on the GPUs where the CUDA extension
+    works, else on the CPU."""
     # Imported only under -m: the communicator module is needed by MPI runs alone.
     from ..communicator_util import create_communicator
     try:
-        create_communicator()
+        from ...ext_utils import import_extension_module
+        import_extension_module("cudnn")
+        extension = "cudnn"
+    except ImportError:
+        extension = "cpu"
+    try:
+        create_communicator(extension_module=extension)
     except ImportError as e:
-        raise CommandError("-m/--mpi needs mpi4py (pip install nnabla_jit[mpi]): {}".format(e)) from None
+        raise CommandError("-m/--mpi: cannot start MPI (pip install nnabla_jit[mpi] gives mpi4py "
+                           "and an MPI runtime): {}".format(e)) from None
 
 
 def main(argv=None):

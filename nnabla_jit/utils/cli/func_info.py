@@ -30,23 +30,13 @@ _HEADERS = {
     "ONNX": ("nnabla_jit supports the following onnx functions in model:",
              "nnabla_jit does not support the following onnx functions in model:"),
 }
-_CONFIG_TYPES = ("FLOAT32", "FIXED16", "FIXED8", "ALL")
 
 
 def read_config_types(path):
     """{function: [types]} of a target config file (nnabla's format, see module doc)."""
     if not os.path.isfile(path):
         raise CommandError("config file '{}' does not exist".format(path))
-    functions = OrderedDict()
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if not line or line.startswith(";"):
-                continue
-            fields = [t.strip() for t in line.split(",")]
-            types = [t.upper() for t in fields[1:] if t.upper() in _CONFIG_TYPES]
-            functions[fields[0]] = ["ALL"] if len(fields) == 1 or "ALL" in types else types
-    return functions
+    return converter.func_dict_import_config(path)
 
 
 def read_config(path):

@@ -15,13 +15,15 @@ from functools import partial
 import numpy as np
 from tqdm import tqdm
 
+from ...ext_utils import import_extension_module
 from ...logger import logger
 from ..load import load
 from ..progress import configure_progress, progress
 from . import CommandError
 from .utility import let_data_to_variable
 
-__all__ = ["add_profile_command", "add_result", "configure_progress", "let_data_to_variable",
+__all__ = ["add_profile_command", "add_result", "configure_progress", "import_extension_module",
+           "let_data_to_variable",
            "profile", "profile_command", "profile_optimizer", "progress"]
 
 MIN_SECONDS = 1.0     # each item is timed for at least this long ...
@@ -121,6 +123,16 @@ class _Config:
     pass
 
 
+def _synchronizer(global_config):
+    """A call waiting for the device of the configuration's context (a no-op on the CPU)."""
+    context = global_config.default_context
+    try:
+        extension = import_extension_module(context.backend[0].split(":")[0])
+    except ImportError:
+        return lambda: None
+    return lambda: extension.synchronize(device_id=context.device_id)
+
+
 def profile_command(args):
     os.makedirs(args.outdir, exist_ok=True)
     configure_progress(os.path.join(args.outdir, "progress.txt"))
@@ -143,7 +155,7 @@ def profile_command(args):
                     made[dataset] = stack.enter_context(factory())
                 record.data_iterators.append(made[dataset])
             config.optimizers[name] = record
-        result_array = profile_optimizer(config, result_array, lambda: None)
+        result_array = profile_optimizer(config, result_array, _synchronizer(info.global_config))
     with open(os.path.join(args.outdir, "profile.csv"), "w") as f:
         csv.writer(f, lineterminator="\n").writerows(result_array)
     logger.log(99, "Profile Completed.")

@@ -13,7 +13,7 @@ import numpy as np
 
 from ....serialization import nnp as nnp_files
 from ....serialization.proto import nnabla_pb2
-from .expander import NnpExpander
+from .expander import expand_loops
 
 __all__ = ["NnpImporter", "ImportedNnp"]
 
@@ -63,21 +63,8 @@ class NnpImporter:
                                  .format(self._executor_index, len(proto.executor)))
             executor = proto.executor[self._executor_index]
             proto = _shrink_to_executor(proto, executor)
-        if self._expand_network == "if-repeated":
-            expand = any(n.repeat_info for n in proto.network)
-        else:
-            expand = bool(self._expand_network)
-        if expand:
-            # The expander tells old and new parameter naming apart by the file's names.
-            named = nnabla_pb2.NNablaProtoBuf()
-            named.CopyFrom(proto)
-            known = {p.variable_name for p in named.parameter}
-            for name in parameters:
-                if name not in known:
-                    named.parameter.add().variable_name = name
-            expanded = NnpExpander(named).execute()
-            del expanded.parameter[:]
-            expanded.parameter.extend(proto.parameter)
-            proto = expanded
         contents.proto = proto
+        if self._expand_network:
+            expand_loops(contents, always=self._expand_network != "if-repeated")
+            proto = contents.proto
         return ImportedNnp(proto, parameters, others, contents)

@@ -7,11 +7,13 @@ into the runtime's layout (Affine weights transposed; binary convolutions keep o
 weight value), as nnabla's exporters do.
 """
 from collections import OrderedDict
+from functools import partial
 
 import numpy as np
 
-__all__ = ["NetworkInfo", "calc_shape_size", "create_nnabart_info", "generate_value",
-           "preprocess_for_exporter", "revise_buffer_size"]
+__all__ = ["CSRC_PREPROCESS_LIST", "NNB_PREPROCESS_LIST", "NetworkInfo", "PREPROCESS_DICT",
+           "affine_transpose_weight", "calc_shape_size", "create_nnabart_info", "generate_value",
+           "pack_bin_conv_unused_weight", "preprocess_for_exporter", "revise_buffer_size"]
 
 
 def calc_shape_size(shape, batch_size):
@@ -128,21 +130,27 @@ def _keep_one_weight_value(index, info, func):
     info._parameters[name] = info._parameters[name][:1]
 
 
-_PREPROCESS = {
-    "NNB": {"Affine": (_transpose_affine_weights, [1]),
-            "BinaryConnectAffine": (_transpose_affine_weights, [1, 2]),
-            "BinaryWeightAffine": (_transpose_affine_weights, [1, 2]),
-            "BinaryWeightConvolution": (_keep_one_weight_value, 1),
-            "BinaryConnectConvolution": (_keep_one_weight_value, 1)},
-    "CSRC": {"Affine": (_transpose_affine_weights, [1]),
-             "BinaryConnectAffine": (_transpose_affine_weights, [1, 2]),
-             "BinaryWeightAffine": (_transpose_affine_weights, [1, 2])},
+affine_transpose_weight = _transpose_affine_weights
+pack_bin_conv_unused_weight = _keep_one_weight_value
+
+# Per exporter, function type -> rewrite(info, func) of its weights.
+NNB_PREPROCESS_LIST = {
+    "Affine": partial(affine_transpose_weight, [1]),
+    "BinaryConnectAffine": partial(affine_transpose_weight, [1, 2]),
+    "BinaryWeightAffine": partial(affine_transpose_weight, [1, 2]),
+    "BinaryWeightConvolution": partial(pack_bin_conv_unused_weight, 1),
+    "BinaryConnectConvolution": partial(pack_bin_conv_unused_weight, 1),
 }
+CSRC_PREPROCESS_LIST = {
+    "Affine": partial(affine_transpose_weight, [1]),
+    "BinaryConnectAffine": partial(affine_transpose_weight, [1, 2]),
+    "BinaryWeightAffine": partial(affine_transpose_weight, [1, 2]),
+}
+PREPROCESS_DICT = {"CSRC": CSRC_PREPROCESS_LIST, "NNB": NNB_PREPROCESS_LIST}
 
 
 def preprocess_for_exporter(info, exporter_name):
-    table = _PREPROCESS.get(exporter_name, {})
+    table = PREPROCESS_DICT.get(exporter_name, {})
     for func in info._network.function:
         if func.type in table:
-            rewrite, where = table[func.type]
-            rewrite(where, info, func)
+            table[func.type](info, func)

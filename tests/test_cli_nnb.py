@@ -72,17 +72,42 @@ def test_convert_nnb_errors_are_one_clear_line(tmp_path, capsys):
         assert struct.unpack("II", f.read(8)) == (2, 3)
 
 
-def test_convert_config_lists_the_allowed_functions(tmp_path, capsys):
-    config = tmp_path / "functions.txt"
-    config.write_text("Affine\nTanh\nReLU\n")
-    status, _, err = run_cli(capsys, "convert", "-c", str(config), os.path.join(FIXTURES, "mlp.nnp"),
-                             str(tmp_path / "a.nnb"))
-    assert status == 1 and "AddScalar" in err and "Sigmoid" in err
-    config.write_text("\n".join(["Affine", "Tanh", "ReLU", "MulScalar", "AddScalar", "Sigmoid",
-                                 "SquaredError", "Mean"]) + "\n")
-    status, _, err = run_cli(capsys, "convert", "-c", str(config), os.path.join(FIXTURES, "mlp.nnp"),
-                             str(tmp_path / "a.nnb"))
+def _same_files(folder, expected_folder):
+    names = sorted(os.listdir(expected_folder))
+    assert sorted(n for n in os.listdir(folder) if n.endswith(".nnb") and n != "m.nnb") == names
+    for name in names:
+        with open(os.path.join(folder, name), "rb") as f, \
+                open(os.path.join(expected_folder, name), "rb") as g:
+            assert f.read() == g.read(), name
+
+
+def test_convert_split_writes_nnablas_parts(tmp_path, capsys):
+    mlp = os.path.join(FIXTURES, "mlp.nnp")
+    status, out, err = run_cli(capsys, "convert", "-E", "0", "-S", "0-3,5-", mlp, str(tmp_path / "m.nnb"))
     assert status == 0, err
+    _same_files(str(tmp_path), os.path.join(NNB, "split_S"))
+    summary = out[out.index(str(tmp_path / "m_0_3.nnb")):]
+    assert "  - name: '@mlp/ReLU_out'\n    shape: (-1, 6)\n" in summary
+    status, _, err = run_cli(capsys, "convert", "-S", "0-3", mlp, str(tmp_path / "x.nnb"))
+    assert status == 1 and "-S/--split needs -E" in err
+    status, _, err = run_cli(capsys, "convert", "-E", "0", "-S", "3-1", mlp, str(tmp_path / "x.nnb"))
+    assert status == 1 and "must lie in 0 to 9" in err
+
+
+def test_convert_config_splits_around_functions_the_target_lacks(tmp_path, capsys):
+    config = tmp_path / "functions.txt"
+    config.write_text("Affine\nTanh, FLOAT32\nReLU\n; no MulScalar, AddScalar\nSigmoid\n"
+                      "SquaredError\nMean\n")
+    out = tmp_path / "parts"
+    out.mkdir()
+    status, _, err = run_cli(capsys, "convert", "-c", str(config), os.path.join(FIXTURES, "mlp.nnp"),
+                             str(out / "m.nnb"))
+    assert status == 0, err
+    _same_files(str(out), os.path.join(NNB, "split_config"))
+    status, _, err = run_cli(capsys, "convert", "-c", str(config), os.path.join(FIXTURES, "mlp.nnp"),
+                             str(tmp_path / "m.nnp"))
+    assert status == 0, err
+    assert sorted(os.listdir(tmp_path)) == ["functions.txt", "m_0_3.nnp", "m_6_9.nnp", "parts"]
 
 
 def test_dump_executor_index_and_expansion_options(capsys):

@@ -10,10 +10,13 @@ TensorFlow).
 """
 import argparse
 import os
+from collections import OrderedDict
 
 from ...serialization import nnp
+from .. import converter
 from ..converter.nnabla import NnpImporter
-from . import CommandError, batch_size_argument
+from ..converter.nnabla.importer import ImportedNnp
+from . import CommandError, batch_size_argument, split_network
 
 __all__ = ["add_convert_command", "add_dump_command", "add_nnb_template_command", "convert_command",
            "dump_command", "nnb_template_command", "read_model", "resolve_file_format"]
@@ -96,44 +99,67 @@ def _function_config(path):
     comments), as function_info reads it."""
     if not os.path.isfile(path):
         raise CommandError("config file '{}' does not exist".format(path))
-    with open(path) as f:
-        return {line.split(",")[0].strip() for line in f
-                if line.strip() and not line.strip().startswith(";")}
+    return converter.func_set_import_config(path)
 
 
-def _check_functions(contents, args):
-    if not args.config:
-        return
-    allowed = _function_config(args.config)
-    used = [f.type for net in contents.proto.network for f in net.function]
-    outside = sorted(set(used) - allowed)
-    if outside:
-        raise CommandError("the model uses functions that config '{}' does not list: {}".format(
-            args.config, ", ".join(outside)))
+def _supported_set(args):
+    """The functions the target takes: ``-c``'s list (for ONNX within what exports), else all."""
+    if args.export_format == "ONNX":
+        supported = converter.onnx_function_set()
+        return supported & _function_config(args.config) if args.config else supported
+    return _function_config(args.config) if args.config else converter.nnabla_function_set()
 
 
-def _export_nnb(args, inputs, output):
-    from ..converter.nnablart import NnbExporter
-    imported = import_nnp(inputs, args, expand_network=not args.nnp_no_expand_network)
-    _check_functions(imported.contents, args)
-    version = 2
-    if args.define_version:
-        if not args.define_version.startswith("nnb_"):
-            raise CommandError("-d for NNB is nnb_<version>, e.g. nnb_3; got '{}'".format(
-                args.define_version))
-        version = int(args.define_version.split("_", 1)[1])
-    NnbExporter(imported, _runtime_batch_size(args, "NNB"), nnb_version=version,
-                api_level=args.api).execute(output, None, args.settings, args.default_variable_type)
+def _nnb_version(args):
+    if not args.define_version:
+        return 2
+    if not args.define_version.startswith("nnb_"):
+        raise CommandError("-d for NNB is nnb_<version>, e.g. nnb_3; got '{}'".format(args.define_version))
+    return int(args.define_version.split("_", 1)[1])
 
 
-def _export_csrc(args, inputs, output):
-    raise CommandError("CSRC (C source for nnabla-c-runtime) is not written by nnabla_jit yet; "
-                       "convert to .nnb, which the runtime loads")
-
-
-def _runtime_batch_size(args, what):
+def _runtime_batch_size(args):
     # nnabla_cli's convert writes the C runtime formats for batch size 1 unless -b says otherwise.
     return 1 if args.batch_size is None else args.batch_size
+
+
+def _export(args, imported, output):
+    if args.export_format == "NNB":
+        from ..converter.nnablart import NnbExporter
+        NnbExporter(imported, _runtime_batch_size(args), nnb_version=_nnb_version(args),
+                    api_level=args.api).execute(output, None, args.settings, args.default_variable_type)
+        return
+    if args.export_format == "CSRC":
+        raise CommandError("CSRC (C source for nnabla-c-runtime) is not written by nnabla_jit yet; "
+                           "convert to .nnb, which the runtime loads")
+    contents = imported.contents
+    if args.batch_size is not None and args.batch_size > 0:
+        for net in contents.proto.network:
+            net.batch_size = args.batch_size
+    if args.export_format == "ONNX":
+        _onnx("export").export_nnp(contents, output, opset=args.define_version)
+        return
+    parameters = [] if args.nnp_exclude_parameter else contents.parameters
+    if args.nnp_parameter_nntxt:
+        parameter_format = ".nntxt"
+    elif args.nnp_exclude_parameter:
+        parameter_format = None
+    else:
+        parameter_format = ".h5" if args.nnp_parameter_h5 else ".protobuf"
+    nnp.write(output, contents.proto, parameters, parameter_format=parameter_format)
+
+
+def _import(args, inputs):
+    if args.import_format == "NNP":
+        runtime = args.export_format in ("NNB", "CSRC")
+        expand = False if args.nnp_no_expand_network else (True if runtime else "if-repeated")
+        return import_nnp(inputs, args, expand_network=expand)
+    if args.export_format in ("NNB", "CSRC"):
+        raise CommandError("{} is written from NNP input; convert the ONNX file to .nnp first"
+                           .format(args.export_format))
+    contents = read_model(inputs, args.import_format, args)
+    parameters = OrderedDict((p.name, p.data) for p in contents.parameters)
+    return ImportedNnp(contents.proto, parameters, (), contents)
 
 
 def convert_command(args):
@@ -143,39 +169,25 @@ def convert_command(args):
     resolve_file_format(args, inputs, output)
     if os.path.exists(output) and not args.force and args.export_format != "CSRC":
         raise CommandError("'{}' exists; use -f/--force to overwrite it".format(output))
-    if args.split:
-        raise CommandError("-S/--split is not provided by nnabla_jit (it splits a network for "
-                           "several runtimes); convert the whole network")
-    if args.export_format == "NNB":
-        if args.import_format != "NNP":
-            raise CommandError("NNB is written from NNP input; convert the ONNX file to .nnp first")
-        _export_nnb(args, inputs, output)
+    imported = _import(args, inputs)
+    supported = _supported_set(args)
+    if not split_network.needs_split(args, imported, supported):
+        _export(args, imported, output)
         print("Converted {} -> {}".format(", ".join(inputs), output))
         return True
-    if args.export_format == "CSRC":
-        if args.import_format != "NNP":
-            raise CommandError("CSRC is written from NNP input; convert the ONNX file to .nnp first")
-        _export_csrc(args, inputs, output)
-        print("Converted {} -> {}".format(", ".join(inputs), output))
-        return True
-    contents = read_model(inputs, args.import_format, args)
-    _check_functions(contents, args)
-    if args.batch_size is not None and args.batch_size > 0:
-        for net in contents.proto.network:
-            net.batch_size = args.batch_size
-    if args.export_format == "ONNX":
-        _onnx("export").export_nnp(contents, output, opset=args.define_version)
-        print("Converted {} -> {}".format(", ".join(inputs), output))
-        return True
-    parameters = [] if args.nnp_exclude_parameter else contents.parameters
-    if args.nnp_parameter_nntxt:
-        parameter_format = ".nntxt"
-    elif args.nnp_exclude_parameter:
-        parameter_format = None
-    else:
-        parameter_format = ".h5" if args.nnp_parameter_h5 else ".protobuf"
-    nnp.write(output, contents.proto, parameters, parameter_format=parameter_format)
-    print("Converted {} -> {}".format(", ".join(inputs), output))
+    network_name = imported.protobuf.executor[0].network_name
+    for net in list(imported.protobuf.network):
+        if net.name != network_name:
+            imported.protobuf.network.remove(net)
+    parts = []
+    for start, end in split_network.split_ranges(args, imported, supported):
+        name = split_network.split_output_name(output, start, end)
+        print("   Shrink {} to {}.".format(start, end))
+        print("    Output to [{}]".format(name))
+        part = split_network.shrink(imported, start, end)
+        _export(args, part, name)
+        parts.append((name, part))
+    print(split_network.ranges_summary(parts))
     return True
 
 
@@ -221,7 +233,8 @@ def add_convert_command(subparsers):
                      help="[export] batch size (NNP, ONNX: written into the networks, default "
                           "keep; NNB, CSRC: default 1)")
     sub.add_argument("-S", "--split", default=None,
-                     help="[export] split the executor at function ranges (not provided)")
+                     help="[export] with -E: write function ranges of the executor's network as "
+                          "files <name>_<first>_<last><ext> (e.g. \"1-9\", \"1-2,5-\")")
     sub.add_argument("-d", "--define_version", "--opset", default=None,
                      help="[export][ONNX] opset version, 11 to the installed onnx's newest, "
                           "e.g. opset_11 or 11 (default 17); [export][NNB] binary format version, "
@@ -237,8 +250,8 @@ def add_convert_command(subparsers):
     sub.add_argument("--ir_version", type=int, default=None,
                      help="[export][ONNX] IR version (default: the installed onnx's)")
     sub.add_argument("-c", "--config", default=None,
-                     help="[export] file listing the functions the target supports (as "
-                          "function_info -o writes it); others are an error")
+                     help="[export] file listing the functions the target supports (one a line, "
+                          "as function_info -o writes it); the network is split around the others")
     sub.add_argument("--nnp-parameter-h5", action="store_true",
                      help="[export][NNP] store parameters as parameter.h5 (default: parameter.protobuf)")
     sub.add_argument("--nnp-parameter-nntxt", action="store_true",

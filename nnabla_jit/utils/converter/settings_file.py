@@ -14,7 +14,7 @@ read nnabla's. Flow style (``{...}``) and multi-line values are refused with the
 import re
 from collections import OrderedDict
 
-__all__ = ["load_settings", "dump_settings", "SettingsFileError"]
+__all__ = ["load_settings", "dump_settings", "quote_scalar", "SettingsFileError"]
 
 _PLAIN_FIRST = re.compile(r"^[^-?:,\[\]{}#&*!|>'\"%@`\s]")
 _SPECIAL_WORDS = {"", "~", "null", "true", "false", "yes", "no", "on", "off"}   # PyYAML 1.1 resolvers
@@ -26,7 +26,8 @@ class SettingsFileError(ValueError):
         super().__init__("{}:{}: {}".format(source, line_number, message))
 
 
-def _quote(text):
+def quote_scalar(text):
+    """``text`` as a YAML scalar, quoted where PyYAML quotes it."""
     text = str(text)
     if (_PLAIN_FIRST.match(text) and text.lower() not in _SPECIAL_WORDS and not _NUMBER.match(text)
             and ": " not in text and " #" not in text and not text.endswith((":", " "))):
@@ -109,12 +110,12 @@ def dump_settings(settings):
         for key, value in mapping.items():
             if isinstance(value, dict):
                 if value:
-                    lines.append("{}{}:".format(" " * indent, _quote(key)))
+                    lines.append("{}{}:".format(" " * indent, quote_scalar(key)))
                     emit(value, indent + 2)
                 else:
-                    lines.append("{}{}: {{}}".format(" " * indent, _quote(key)))
+                    lines.append("{}{}: {{}}".format(" " * indent, quote_scalar(key)))
             else:
-                lines.append("{}{}: {}".format(" " * indent, _quote(key),
-                                               value if isinstance(value, int) else _quote(value)))
+                lines.append("{}{}: {}".format(" " * indent, quote_scalar(key),
+                                               value if isinstance(value, int) else quote_scalar(value)))
     emit(settings, 0)
     return "\n".join(lines) + "\n"

@@ -242,3 +242,21 @@ def test_logger_level_and_file_come_from_nnabla_conf(tmp_path):
     assert "hello" not in r.stderr and "[nnabla][ERROR]: bad" in r.stderr
     text = log.read_text()
     assert "[nnabla][DEBUG]" in text and "dbg" in text and "hello" in text and "bad" in text
+
+
+def test_size_syntax_of_the_ooc_options():
+    from nnabla_jit.utils.cli.utility import str_to_num
+    assert str_to_num("1234") == 1234
+    assert str_to_num("1.5K") == 1500 and str_to_num("1k") == 1024
+    assert str_to_num("2G") == 2 * 1000 ** 3 and str_to_num("2g") == 2 * 1024 ** 3
+    assert str_to_num("2e3") == 8          # nnabla reads NUMeNUM as a power
+    with pytest.raises(Exception, match="is not a size"):
+        str_to_num("0x10")
+
+
+def test_train_accepts_nnablas_out_of_core_options(capsys):
+    from nnabla_jit.utils.cli import build_parser
+    args = build_parser().parse_args(["train", "-c", "a.nnp", "-o", "out", "-O", "-m", "1G", "-w", "3"])
+    assert args.enable_ooc and args.ooc_gpu_memory_size == 10 ** 9 and args.ooc_window_length == 3
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["train", "-c", "a.nnp", "-o", "out", "-m", "lots"])

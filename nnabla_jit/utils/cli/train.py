@@ -9,6 +9,7 @@ the newest ``results_current_*.nnp`` in the output directory. As in nnabla_cli t
 start from the variable initializers of the configuration (zero where it has none), not from
 parameters stored with it; ``-p`` gives a parameter file to start from.
 """
+import argparse
 import glob
 import io
 import os
@@ -33,6 +34,7 @@ from ...ndarray import NdArray
 from ..communicator_util import current_communicator, single_or_rankzero
 from ..load import load
 from . import CommandError
+from .utility import str_to_num
 
 __all__ = ["add_train_command"]
 
@@ -287,6 +289,10 @@ def _load_train_state(path, info):
 
 
 def train_command(args):
+    if getattr(args, "enable_ooc", False):
+        logger.warning("train -O/--enable-ooc: out-of-core training (swapping to GPU memory of "
+                       "%s bytes) is not provided; the whole network stays in memory",
+                       args.ooc_gpu_memory_size)
     os.makedirs(args.outdir, exist_ok=True)
     info = load([args.config], prepare_data_iterator=True, exclude_parameter=True,
                 context=args.context)
@@ -320,6 +326,13 @@ def train_command(args):
     return True
 
 
+def _size_argument(text):
+    try:
+        return str_to_num(text)
+    except CommandError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def add_train_command(subparsers):
     sub = subparsers.add_parser(
         "train", help="Training with NNP.",
@@ -330,6 +343,13 @@ def add_train_command(subparsers):
     sub.add_argument("-c", "--config", required=True, help="Path to nnp / nntxt")
     sub.add_argument("-p", "--param", help="Path to parameter file (.h5, .protobuf or .nnp)")
     sub.add_argument("-o", "--outdir", required=True, help="Output directory")
+    sub.add_argument("-O", "--enable-ooc", action="store_true",
+                     help="Enable Out Of Core training (accepted; not provided: training runs with "
+                          "all of the network in memory, and says so)")
+    sub.add_argument("-m", "--ooc-gpu-memory-size", type=_size_argument, default=None,
+                     help="OOC gpu memory size (INTEGER or NUMeNUM or NUM[KkMmGgTtPp])")
     sub.add_argument("-C", "--context", default=None, help="Force exec context (cpu or cudnn[:DEVID])")
+    sub.add_argument("-w", "--ooc-window-length", type=_size_argument, default=None,
+                     help="OOC window length (INTEGER or NUMeNUM or NUM[KkMmGgTtPp])")
     sub.set_defaults(func=train_command)
     return sub

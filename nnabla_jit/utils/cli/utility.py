@@ -1,5 +1,6 @@
 """Helpers the CLI's training-side commands share (nnabla's ``nnabla.utils.cli.utility``)."""
 import os
+import re
 
 import numpy as np
 
@@ -32,13 +33,21 @@ def compute_full_path(root_path, file_path):
     return os.path.normpath(os.path.join(root_path, file_path))
 
 
+_SIZE_PATTERN = re.compile(r"^(?:([1-9][0-9]*)|([1-9][0-9]*(?:\.[0-9]+)?)(?:e([0-9]+)|([KkMmGgTtPp])))$")
+_UNIT_POWER = {"K": 1, "M": 2, "G": 3, "T": 4, "P": 5}
+
+
 def str_to_num(text):
-    """An integer from ``INTEGER``, ``NUMeNUM`` or ``NUM[KkMmGgTtPp]`` (nnabla's size syntax)."""
-    units = {"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15}
-    text = str(text).strip()
-    if text and text[-1].lower() in units:
-        return int(float(text[:-1]) * units[text[-1].lower()])
-    try:
-        return int(float(text))
-    except ValueError:
-        raise CommandError("'{}' is not a size (INTEGER, NUMeNUM or NUM[KkMmGgTtPp])".format(text)) from None
+    """An integer from nnabla's size syntax: ``INTEGER``; ``NUMeNUM``, the first to the power
+    of the second (nnabla's reading); ``NUM`` with K, M, G, T, P (powers of 1000) or k, m, g, t,
+    p (powers of 1024)."""
+    m = _SIZE_PATTERN.match(str(text).strip())
+    if not m:
+        raise CommandError("'{}' is not a size (INTEGER, NUMeNUM or NUM[KkMmGgTtPp])".format(text))
+    integer, number, exponent, unit = m.groups()
+    if integer:
+        return int(integer)
+    if exponent:
+        return int(float(number) ** int(exponent))
+    base = 1000 if unit.isupper() else 1024
+    return int(float(number) * base ** _UNIT_POWER[unit.upper()])

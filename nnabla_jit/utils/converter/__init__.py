@@ -12,9 +12,10 @@ from ..inspection import op_status
 from .api_levels import get_api_level_info, type_to_pack_format
 from .nnablart.network_info import calc_shape_size
 from .nnb_functions import NNB_FUNCTIONS
+from .supported_info import extensions, formats
 
 __all__ = ["nnabla_function_set", "onnx_function_set", "nnb_function_set", "table_order",
-           "calc_shape_size", "func_dict_import_config", "func_set_import_config",
+           "calc_shape_size", "extensions", "formats", "func_dict_import_config", "func_set_import_config",
            "func_set_import_nnp", "func_set_nnabla_support", "func_set_nncr_support",
            "func_set_onnx_support", "get_api_level_info", "get_function_info", "search_network",
            "select_executor", "type_to_pack_format"]

@@ -1,12 +1,10 @@
-"""``convert``, ``dump`` and ``nnb_template``: model files between formats, and what they contain.
+"""``convert`` and ``nnb_template``: model files between formats (nnabla's ``cli.convert``,
+which also holds ``dump``: see :mod:`.dump`).
 
-NNP means any of ``.nnp``, ``.nntxt``/``.prototxt``, ``.protobuf`` and ``.h5`` (parameters).
-ONNX goes through ``nnabla_jit.serialization.onnx``: ``nnp_from_onnx(path) -> NnpContents`` and
-``export_nnp(contents, path, opset=None)``. NNB (``.nnb``) and CSRC (``-O CSRC``, a directory)
-are nnabla-c-runtime's formats (``nnabla_jit.utils.converter.nnablart``). NNP input is read as
-nnabla's converter reads it: ``-E`` keeps one executor, and repeat/recurrent loops are unrolled
-unless ``--nnp-no-expand-network``. TensorFlow and TFLite formats are not provided (they need
-TensorFlow).
+NNP means any of ``.nnp``, ``.nntxt``/``.prototxt``, ``.protobuf`` and ``.h5`` (parameters);
+the output's extension (or ``-O``) chooses NNP, ONNX or NNB (``.nnb``, nnabla-c-runtime's network
+file, ``nnabla_jit.utils.converter.nnablart``). How inputs are read: :mod:`.model_files`. ``-S``
+and ``-c`` split the network into parts: :mod:`.split_network`.
 """
 import argparse
 import os
@@ -14,84 +12,13 @@ from collections import OrderedDict
 
 from ...serialization import nnp
 from .. import converter
-from ..converter.nnabla import NnpImporter
 from ..converter.nnabla.importer import ImportedNnp
 from . import CommandError, batch_size_argument, split_network
+from .dump import add_dump_command, dump_command
+from .model_files import add_import_arguments, import_nnp, onnx_module, read_model, resolve_file_format
 
 __all__ = ["add_convert_command", "add_dump_command", "add_nnb_template_command", "convert_command",
            "dump_command", "nnb_template_command", "read_model", "resolve_file_format"]
-
-_NNP_EXTENSIONS = (".nnp", ".nntxt", ".prototxt", ".protobuf", ".h5")
-_IMPORT_FORMATS = ("NNP", "ONNX")
-_EXPORT_FORMATS = ("NNP", "NNB", "CSRC", "ONNX")
-_TENSORFLOW_FORMATS = ("TF_CKPT_V1", "TF_CKPT_V2", "TF_PB", "SAVED_MODEL", "TFLITE")
-
-
-def _format_of(path, given, what):
-    known = _IMPORT_FORMATS if what == "import" else _EXPORT_FORMATS
-    if given:
-        fmt = given.upper()
-        if fmt in _TENSORFLOW_FORMATS:
-            raise CommandError("{} format {}: TensorFlow and TFLite conversion is not provided by "
-                               "nnabla_jit (it needs TensorFlow); go through ONNX".format(what, fmt))
-        if fmt not in known:
-            raise CommandError("{} format must be one of {}, got '{}'".format(
-                what, ", ".join(known), given))
-        return fmt
-    ext = os.path.splitext(path)[1].lower()
-    if ext in _NNP_EXTENSIONS:
-        return "NNP"
-    if ext == ".onnx":
-        return "ONNX"
-    if ext == ".nnb" and what == "export":
-        return "NNB"
-    if ext in (".pb", ".ckpt", ".meta", ".tflite"):
-        raise CommandError("'{}': TensorFlow and TFLite conversion is not provided by nnabla_jit "
-                           "(it needs TensorFlow); go through ONNX".format(path))
-    raise CommandError("cannot tell the {} format of '{}' (use .nnp, .nntxt, .prototxt, .protobuf, "
-                       ".h5, .onnx{}, or give -{})".format(
-                           what, path, " or .nnb" if what == "export" else "",
-                           "I" if what == "import" else "O"))
-
-
-def resolve_file_format(args, import_files, export_file=None):
-    """Fill ``args.import_format`` (and ``args.export_format``) from the file names."""
-    args.import_format = sorted({_format_of(f, args.import_format, "import") for f in import_files})[0]
-    if export_file is not None:
-        args.export_format = _format_of(export_file, args.export_format, "export")
-
-
-def _onnx(what):
-    """The ONNX module, or a clear error if it is not there (yet)."""
-    try:
-        from ...serialization import onnx as onnx_io
-        onnx_io.require_onnx()
-    except ImportError as e:
-        raise CommandError("{}: ONNX support (nnabla_jit.serialization.onnx) is not available: {}"
-                           .format(what, e)) from None
-    return onnx_io
-
-
-def import_nnp(files, args=None, expand_network="if-repeated"):
-    """The NNP files as nnabla's converter imports them (:class:`NnpImporter`), with the
-    import options of ``args`` (-E, --nnp-no-expand-network)."""
-    if getattr(args, "nnp_no_expand_network", False):
-        expand_network = False
-    return NnpImporter(*files, expand_network=expand_network,
-                       executor_index=getattr(args, "nnp_import_executor_index", None)).execute()
-
-
-def read_model(files, import_format=None, args=None):
-    """NnpContents of the input files (NNP files merged; or one ONNX file)."""
-    formats = {_format_of(f, import_format, "import") for f in files}
-    if formats == {"NNP"}:
-        return import_nnp(files, args).contents
-    if len(files) != 1:
-        raise CommandError("ONNX input must be a single file, got {}".format(len(files)))
-    onnx_io = _onnx("import")
-    if not hasattr(onnx_io, "nnp_from_onnx"):
-        raise CommandError("import: nnabla_jit.serialization.onnx has no nnp_from_onnx()")
-    return onnx_io.nnp_from_onnx(files[0])
 
 
 def _function_config(path):
@@ -137,7 +64,7 @@ def _export(args, imported, output):
         for net in contents.proto.network:
             net.batch_size = args.batch_size
     if args.export_format == "ONNX":
-        _onnx("export").export_nnp(contents, output, opset=args.define_version)
+        onnx_module("export").export_nnp(contents, output, opset=args.define_version)
         return
     parameters = [] if args.nnp_exclude_parameter else contents.parameters
     if args.nnp_parameter_nntxt:
@@ -189,19 +116,6 @@ def convert_command(args):
         parts.append((name, part))
     print(split_network.ranges_summary(parts))
     return True
-
-
-def add_import_arguments(sub):
-    """nnabla_cli's import options (convert, dump, nnb_template)."""
-    sub.add_argument("-I", "--import-format", default=None,
-                     help="[import] NNP or ONNX (default: from the extension)")
-    sub.add_argument("-E", "--nnp-import-executor-index", type=int, default=None,
-                     help="[import][NNP] import only specified executor.")
-    sub.add_argument("--nnp-exclude-preprocess", action="store_true",
-                     help="[import][NNP] EXPERIMENTAL exclude preprocess functions when import "
-                          "(accepted; nnabla 1.39 does not act on it either).")
-    sub.add_argument("--nnp-no-expand-network", action="store_true",
-                     help="[import][NNP] do not expand networks with repeat or recurrent.")
 
 
 def _not_provided(option, why):
@@ -303,125 +217,4 @@ def add_nnb_template_command(subparsers):
     sub.add_argument("--api", type=int, default=-1,
                      help="Set API Level to convert to, default is highest API Level.")
     sub.set_defaults(func=nnb_template_command)
-    return sub
-
-
-# ------------------------------------------------------------------------------------ dump
-def _dump_verbose(msg, prefix, limit):
-    for field, value in msg.ListFields():
-        if field.message_type is None and not _repeated(field):
-            print("{}:{}: {}".format(":".join(prefix), field.name, value))
-        elif _repeated(field):
-            items = list(value.items()) if hasattr(value, "items") else list(value)
-            print("{} has {} {}(s).".format(":".join(prefix), len(items), field.name))
-            for n, item in enumerate(items[:limit] if limit >= 0 else items):
-                if hasattr(value, "items"):
-                    key, item = item
-                    print("{}:{}[{}]: key {}".format(":".join(prefix), field.name, n, key))
-                if hasattr(item, "ListFields"):
-                    _dump_verbose(item, prefix + ["{}[{}]".format(field.name, n)], limit)
-                else:
-                    print("{}:{}[{}]: {}".format(":".join(prefix), field.name, n, item))
-        else:
-            _dump_verbose(value, prefix + [field.name], limit)
-
-
-def _repeated(field):
-    return field.is_repeated if hasattr(field, "is_repeated") else field.label == field.LABEL_REPEATED
-
-
-def _dump_summary(args, proto, parameter_names):
-    nets = {}
-    for net in proto.network:
-        for var in net.variable:
-            if var.type == "Parameter" and parameter_names is not None and var.name not in parameter_names:
-                print("[WARNING] parameter '{}' of network '{}' has no value in the file(s)".format(
-                    var.name, net.name))
-        nets[net.name] = net
-
-    def shape_of(net, name):
-        for v in net.variable:
-            if v.name == name:
-                return list(v.shape.dim)
-        return " - "
-
-    def ports(prefix, label, net, entries):
-        for i, v in enumerate(entries):
-            print("{}{} variable[{}]: Name:{:30} Shape:{}".format(
-                prefix, label, i, v.variable_name, shape_of(net, v.variable_name) if net else " - "))
-
-    def functions(prefix, net):
-        if net is None:
-            return
-        if args.dump_variable_name:
-            name = args.dump_variable_name
-            if any(v.name == name for v in net.variable):
-                print("Variable Name: {:20} Shape: {}".format(name, shape_of(net, name)))
-            else:
-                print("DUMP ERROR: variable {} not found.".format(name))
-            return
-        if args.dump_functions:
-            for i, f in enumerate(net.function):
-                fp = "{}  Function[{:^5}]: ".format(prefix, i)
-                print("{}Type: {:20} Name: {}".format(fp, f.type, f.name))
-                if args.dump_variables:
-                    for j, v in enumerate(f.input):
-                        print("{}  Input{}: Name: {:20} Shape: {}".format(fp, j, v, shape_of(net, v)))
-                    for j, v in enumerate(f.output):
-                        print("{} Output{}: Name: {:20} Shape: {}".format(fp, j, v, shape_of(net, v)))
-
-    for i, o in enumerate(proto.optimizer):
-        prefix, net = "  Optimizer[{}]: ".format(i), nets.get(o.network_name)
-        print("{}{}".format(prefix, o.name))
-        ports(prefix, " (In) Data     ", net, o.data_variable)
-        ports(prefix, " (In) Generator", net, o.generator_variable)
-        ports(prefix, " (Out)Loss     ", net, o.loss_variable)
-        functions(prefix, net)
-    for i, m in enumerate(proto.monitor):
-        prefix, net = "  Monitor  [{}]: ".format(i), nets.get(m.network_name)
-        print("{}{}".format(prefix, m.name))
-        ports(prefix, " (In) Data     ", net, m.data_variable)
-        ports(prefix, " (In) Generator", net, m.generator_variable)
-        ports(prefix, " (Out)Monitor  ", net, m.monitor_variable)
-        functions(prefix, net)
-    for i, e in enumerate(proto.executor):
-        prefix, net = "  Executor [{}]: ".format(i), nets.get(e.network_name)
-        print("{}{}".format(prefix, e.name))
-        ports(prefix, " (In) Data     ", net, e.data_variable)
-        ports(prefix, " (In) Generator", net, e.generator_variable)
-        ports(prefix, " (Out)Loss     ", net, e.loss_variable)
-        ports(prefix, " (Out)Output   ", net, e.output_variable)
-        functions(prefix, net)
-    if not (proto.optimizer or proto.monitor or proto.executor):
-        for name, net in nets.items():
-            print("  Network: {} (batch size {}, {} functions, {} variables)".format(
-                name, net.batch_size, len(net.function), len(net.variable)))
-            functions("  Network: ", net)
-
-
-def dump_command(args):
-    contents = read_model(args.files, args.import_format, args)
-    if args.dump_verbose:
-        _dump_verbose(contents.proto, [args.import_format or "NNP"], args.dump_limit)
-    else:
-        names = {p.name for p in contents.parameters} if contents.parameters else None
-        _dump_summary(args, contents.proto, names)
-    return True
-
-
-def add_dump_command(subparsers):
-    sub = subparsers.add_parser(
-        "dump", help="Dump network with supported format.",
-        description="Print the executors, optimizers and monitors of model files, with their "
-                    "input/output variables; -F adds the functions, -V their variables, -v every "
-                    "field of the file.")
-    sub.add_argument("files", metavar="FILE", nargs="+", help="model file(s) (NNP files are merged)")
-    sub.add_argument("-v", "--dump-verbose", action="store_true", help="[dump] every field")
-    sub.add_argument("-F", "--dump-functions", action="store_true", help="[dump] function list")
-    sub.add_argument("-V", "--dump-variables", action="store_true", help="[dump] variable list")
-    sub.add_argument("--dump-limit", type=int, default=-1, help="[dump] limit num of items")
-    sub.add_argument("-n", "--dump-variable-name", default=None,
-                     help="[dump] show only this variable")
-    add_import_arguments(sub)
-    sub.set_defaults(func=dump_command)
     return sub

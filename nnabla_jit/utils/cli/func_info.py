@@ -18,7 +18,7 @@ from .. import converter
 from ..converter.api_levels import get_api_level_info
 from ..converter.settings_file import dump_settings
 from . import CommandError
-from .convert import import_nnp, read_model
+from .model_files import import_nnp, onnx_module, read_model
 
 __all__ = ["FuncInfo", "NnablaHandler", "NncrHandler", "OnnxHandler", "add_function_info_command",
            "function_info_command", "read_config", "read_config_types"]
@@ -166,7 +166,7 @@ class OnnxHandler(_Handler):
         config = self.params.config
         if config.startswith("opset_") and not os.path.exists(config):
             opset = int(config[len("opset_"):])
-            onnx_io = _onnx_module()
+            onnx_io = onnx_module("function_info -f ONNX")
             if opset not in onnx_io.export_opsets():
                 self.supported = set()
             self.types = None
@@ -182,8 +182,8 @@ class OnnxHandler(_Handler):
         """The ONNX operators (Op@version that introduced it) the model files export to."""
         if not self.params.files:
             raise CommandError("-t lists the ONNX operators of model files; give the .nnp files")
-        onnx_io = _onnx_module()
-        import onnx   # present: _onnx_module checked it
+        onnx_io = onnx_module("function_info -f ONNX")
+        import onnx   # present: onnx_module checked it
         opset = onnx_io.parse_opset(self.params.config if (self.params.config or "").startswith("opset_")
                                     else None)
         targets = set()
@@ -195,15 +195,6 @@ class OnnxHandler(_Handler):
                 targets.add("{}@{}".format(node.op_type, schema.since_version))
         self._write_list(sorted(targets))
         return True
-
-
-def _onnx_module():
-    try:
-        from ...serialization import onnx as onnx_io
-        onnx_io.require_onnx()
-    except ImportError as e:
-        raise CommandError("ONNX support is not available: {}".format(e)) from None
-    return onnx_io
 
 
 def function_info_command(args):

@@ -158,3 +158,14 @@ def test_function_info_onnx_targets(capsys):
     assert status == 0, err
     ops = out.splitlines()[1:]
     assert "Gemm@13" in ops and "Tanh@13" in ops and all("@" in op for op in ops)
+
+
+def test_convert_to_onnx_with_an_ir_version(tmp_path, capsys):
+    onnx = pytest.importorskip("onnx")
+    out = str(tmp_path / "m.onnx")
+    status, _, err = run_cli(capsys, "convert", "--ir_version", "7",
+                             os.path.join(FIXTURES, "mlp.nnp"), out)
+    assert status == 0, err
+    assert onnx.load(out).ir_version == 7
+    status, _, err = run_cli(capsys, "convert", "-f", "--ir_version", "99", os.path.join(FIXTURES, "mlp.nnp"), out)
+    assert status == 1 and "--ir_version 99" in err

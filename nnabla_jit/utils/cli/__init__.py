@@ -132,6 +132,6 @@ def run_parsed(parser, args):
     except (CommandError, FileFormatError, FileNotFoundError, NotImplementedError, ValueError,
             KeyError) as e:
         message = e.args[0] if isinstance(e, KeyError) and e.args else e
-        print("nnabla_jit {}: error: {}".format(args.command, message), file=sys.stderr)
+        print("{} {}: error: {}".format(parser.prog, args.command, message), file=sys.stderr)
         return 1
     return 0 if ok else 1

@@ -11,6 +11,7 @@ import os
 from collections import OrderedDict
 
 from ...serialization import nnp
+from ...serialization.files import write_bytes
 from .. import converter
 from ..converter.nnabla.importer import ImportedNnp
 from . import CommandError, batch_size_argument, split_network
@@ -64,7 +65,17 @@ def _export(args, imported, output):
         for net in contents.proto.network:
             net.batch_size = args.batch_size
     if args.export_format == "ONNX":
-        onnx_module("export").export_nnp(contents, output, opset=args.define_version)
+        onnx_io = onnx_module("export")
+        if args.ir_version is None:
+            onnx_io.export_nnp(contents, output, opset=args.define_version)
+            return
+        import onnx   # present: onnx_module checked it
+        if not 3 <= args.ir_version <= onnx.IR_VERSION:
+            raise CommandError("--ir_version {}: the installed onnx writes IR versions 3 to {}"
+                               .format(args.ir_version, onnx.IR_VERSION))
+        model = onnx_io.nnp_to_model(contents, args.define_version)
+        model.ir_version = args.ir_version
+        write_bytes(output, model.SerializeToString())
         return
     parameters = [] if args.nnp_exclude_parameter else contents.parameters
     if args.nnp_parameter_nntxt:

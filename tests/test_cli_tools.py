@@ -203,9 +203,12 @@ def test_mpi_flag_runs_the_command_in_a_single_process(capsys, monkeypatch):
     assert status == 0 and "Version:" in out
 
 
-def test_nnabla_cli_console_script_is_declared():
+def test_nnabla_cli_console_script_is_declared(monkeypatch, capsys):
     text = open(os.path.join(REPO, "pyproject.toml")).read()
     assert 'nnabla_cli = "nnabla_jit.utils.cli:main"' in text
+    monkeypatch.setattr(sys, "argv", ["/usr/bin/nnabla_cli"])
+    assert main(["encode_param", "-i", "/no/such/dir", "-p", "x.h5"]) == 1
+    assert capsys.readouterr().err.startswith("nnabla_cli encode_param: error: ")
 
 
 def test_nnabla_module_paths_of_the_commands(tmp_path, capsys):

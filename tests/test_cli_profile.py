@@ -82,8 +82,16 @@ def test_train_with_mpi_splits_the_data_and_rank_zero_writes(work):
     assert (work / "out" / "results.nnp").exists()
 
 
-def test_mpi_flag_alone_trains_in_one_process(work, capsys, monkeypatch):
+def test_mpi_flag_alone_trains_in_one_process_and_reports_progress(work, capsys, monkeypatch):
     for name in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"):
         monkeypatch.delenv(name, raising=False)
+    from nnabla_jit.utils.cli import train
+    reports = []
+    real_progress = train.progress
+    monkeypatch.setattr(train, "progress", lambda *a: (reports.append(a), real_progress(*a)))
     assert main(["-m", "train", "-c", "train_mlp.nnp", "-o", "out"]) == 0
     assert (work / "out" / "monitoring_report.yml").read_text().count("cost:") == 2
+    states = [a[0] for a in reports]
+    assert any(s and s.startswith("Training : cost=") for s in states)
+    assert any(s and s.startswith('Evaluating "train_error" : error=') for s in states)
+    assert states[-1] is None and (work / "out" / "progress.txt").read_text() == ""

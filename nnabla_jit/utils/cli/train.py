@@ -33,8 +33,9 @@ from ...serialization.solver_states import states_to_h5_bytes
 from ...ndarray import NdArray
 from ..communicator_util import current_communicator, single_or_rankzero
 from ..load import load
+from ..progress import configure_progress, progress
 from . import CommandError
-from .utility import str_to_num
+from .utility import let_data_to_variable, str_to_num
 
 __all__ = ["add_train_command"]
 
@@ -79,13 +80,7 @@ class _Trainer:
             if data_name not in data and data_name in _RESERVED:
                 v.data.fill(_RESERVED[data_name](iteration, self.tc.iter_per_epoch, self.tc.max_epoch))
             elif data_name in data:
-                value = np.asarray(data[data_name])
-                if value.shape != v.shape and value.size == v.size:
-                    value = value.reshape(v.shape)
-                if value.shape != v.shape:
-                    raise CommandError("data '{}' of shape {} does not fit variable '{}' of shape {}"
-                                       .format(data_name, value.shape, pv.name, v.shape))
-                v.d = value
+                let_data_to_variable(v, data[data_name], data_name=data_name, variable_name=pv.name)
                 v.need_grad = False
             else:
                 raise CommandError("variable '{}' wants data '{}', which datasets {} do not have"
@@ -101,9 +96,12 @@ class _Trainer:
         self.comm.all_reduce([total], division=False, inplace=True)
         return float(total.data[0])
 
-    def _add_cost(self):
+    def _add_cost(self, iteration=None):
         self.cost_sum_epoch += self._sum_over_ranks(self.cost_iteration)
         self.cost_iterations += self.comm.size if self.comm else 1
+        if self.writes and iteration is not None:
+            ipe = self.tc.iter_per_epoch
+            progress("Training : cost={0:0.6f}".format(self.cost_iteration), (iteration % ipe) / ipe)
         self.cost_iteration = 0.0
 
     # ------------------------------------------------------------------ one iteration
@@ -121,7 +119,7 @@ class _Trainer:
                     self.cost_iteration += float(np.mean(pv.variable_instance.d))
                 if first:
                     first = False
-                    self._add_cost()
+                    self._add_cost(iteration)
             loss_size = opt.loss_variables[0].variable_instance.size
             opt.target.forward(clear_no_need_grad=True)
             if iteration % opt.update_interval == 0:
@@ -162,6 +160,10 @@ class _Trainer:
                 total += self._sum_over_ranks(
                     sum(float(np.mean(pv.variable_instance.d)) for pv in mon.monitor_variables))
                 count += self.comm.size if self.comm else 1
+                if self.writes:
+                    di = iterators[0]
+                    progress('Evaluating "{0}" : error={1:0.6f}'.format(name, total / count),
+                             di.position / di.size)
             error = total / count if count else 0.0
             if not np.isfinite(error):
                 logger.log(99, "Validation error is Nan")
@@ -289,11 +291,14 @@ def _load_train_state(path, info):
 
 
 def train_command(args):
+    # ``progress.txt`` in OUTDIR tells Neural Network Console how far training is (rank 0's).
     if getattr(args, "enable_ooc", False):
         logger.warning("train -O/--enable-ooc: out-of-core training (swapping to GPU memory of "
                        "%s bytes) is not provided; the whole network stays in memory",
                        args.ooc_gpu_memory_size)
     os.makedirs(args.outdir, exist_ok=True)
+    if single_or_rankzero():
+        configure_progress(os.path.join(args.outdir, "progress.txt"))
     info = load([args.config], prepare_data_iterator=True, exclude_parameter=True,
                 context=args.context)
     if not hasattr(info, "training_config"):
@@ -323,6 +328,7 @@ def train_command(args):
                         iterators[name] = iterator
         trainer.run(last_epoch)
     logger.log(99, "Training Completed.")
+    progress(None)
     return True
 
 

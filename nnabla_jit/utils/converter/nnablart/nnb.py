@@ -12,6 +12,8 @@ arguments packed by the API level's argument codes.
 Types come from ``-T`` (every variable) and the settings file (per variable, ``FIXED16_12``
 giving the fixed-point position; per function, ``implement``). Parameters are stored as float32,
 int16/int8 fixed point (position computed from the values when not given) or packed sign bits.
+Generator variables get values drawn at export from NumPy's global generator, as nnabla does,
+so those bytes follow its seed.
 """
 import math
 import struct

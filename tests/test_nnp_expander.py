@@ -134,3 +134,61 @@ def test_rename_square_bracket_after_expansion():
         "W_0", "W_1", "W_2", "b"]
     assert list(out.network[0].function[0].input) == ["x", "W_0", "b"]
     assert not any("[" in v.name for v in out.network[0].variable)
+
+
+# ------------------------------------------------------------------ loading expands the loops
+def _repeat_file(tmp_path):
+    """REPEAT with parameter values, as an .nnp; returns (path, {name: value})."""
+    import numpy as np
+    from nnabla_jit.serialization import nnp
+    from nnabla_jit.serialization.parameters import ParameterEntry
+    rng = np.random.RandomState(0)
+    values = {"W[{}]".format(i): rng.randn(2, 2).astype(np.float32) for i in range(3)}
+    values["b"] = rng.randn(2).astype(np.float32)
+    proto = text_format.Merge(REPEAT, nnabla_pb2.NNablaProtoBuf())
+    path = str(tmp_path / "repeat.nnp")
+    nnp.write(path, proto, [ParameterEntry(k, v, True) for k, v in values.items()])
+    return path, values
+
+
+def _unrolled(values, x):
+    import numpy as np
+    for i in range(3):
+        x = np.tanh(x @ values["W[{}]".format(i)] + values["b"])
+    return x
+
+
+def test_loading_a_file_with_loops_unrolls_them(tmp_path):
+    import numpy as np
+    import nnabla_jit as nn
+    from nnabla_jit.utils.load import load
+    from nnabla_jit.utils.nnp_graph import NnpLoader
+    path, values = _repeat_file(tmp_path)
+    x = np.array([[0.5, -1.0]], np.float32)
+    nn.clear_parameters()
+    info = load([path], prepare_data_iterator=False)
+    executor = info.executors["runtime"]
+    executor.network.variables["x"].variable_instance.d = x
+    y = executor.network.variables["y"].variable_instance
+    y.forward()
+    np.testing.assert_allclose(y.d, _unrolled(values, x), rtol=1e-5)
+    net = NnpLoader(path).get_network("net", batch_size=1)
+    net.inputs["x"].d = x
+    out = net.outputs["y"]
+    out.forward()
+    np.testing.assert_allclose(out.d, _unrolled(values, x), rtol=1e-5)
+    from nnabla_jit.core import graph_def
+    graph = graph_def.load(path)
+    types = [f.type for net in graph.networks.values() for f in net.functions.values()]
+    assert types.count("Affine") == 3 and "RepeatStart" not in types
+    nn.clear_parameters()
+
+
+def test_dump_shows_the_unrolled_network_unless_told_not_to(tmp_path, capsys):
+    from nnabla_jit.utils.cli import main
+    path, _ = _repeat_file(tmp_path)
+    assert main(["dump", "-F", path]) == 0
+    out = capsys.readouterr().out
+    assert "Affine_r_2" in out and "RepeatStart" not in out
+    assert main(["dump", "-F", "--nnp-no-expand-network", path]) == 0
+    assert "RepeatStart" in capsys.readouterr().out

@@ -31,6 +31,7 @@ from ..serialization.initializers import initializer_from_proto
 from ..serialization.proto import nnabla_pb2
 from ..graph import upstream_functions
 from ..variable import Variable
+from ..utils.converter.nnabla.expander import expand_loops
 
 __all__ = ["ProtoVariable", "ProtoFunction", "ProtoNetwork", "ProtoGraph", "ProtoGraphBuilder",
            "FlatModule", "graph", "graph_name", "module_scope", "current_graph_builder",
@@ -547,8 +548,8 @@ def load(filename, batch_size=None, exclude_parameter=False, parameter_only=Fals
     """Read ``filename`` (``.nnp``, ``.nntxt``, ``.protobuf``, ``.h5``, or a list of them) as a
     ProtoGraph; the parameters go to ``parameter_scope`` (default: the graph's own)."""
     files = filename if isinstance(filename, (list, tuple)) else [filename]
-    contents = nnp.read(files, extension=extension, exclude_parameter=exclude_parameter,
-                        parameter_only=parameter_only)
+    contents = expand_loops(nnp.read(files, extension=extension, exclude_parameter=exclude_parameter,
+                                     parameter_only=parameter_only))
     scope = parameter_scope if parameter_scope is not None else OrderedDict()
     with _param.parameter_scope("", scope):
         params_io.assign_to_scope(contents.parameters, files[0])

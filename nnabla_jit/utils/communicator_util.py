@@ -15,11 +15,20 @@ def current_communicator():
     return _current[0]
 
 
+# The process-count variables MPI launchers set: Open MPI's, and MPICH/Hydra's (PMI) and PMIx's.
+_LAUNCHER_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE")
+
+
+def _launched_by_mpi():
+    return any(os.environ.get(name) is not None for name in _LAUNCHER_SIZE_VARIABLES)
+
+
 def create_communicator(ignore_error=False, extension_module="cudnn", type_config="float"):
-    """Under an MPI launcher (``OMPI_COMM_WORLD_SIZE`` set) create and initialise a
-    data-parallel communicator; None when alone. Failures raise unless ``ignore_error``."""
+    """Under an MPI launcher (Open MPI's ``OMPI_COMM_WORLD_SIZE``, or MPICH's ``PMI_SIZE``,
+    set) create and initialise a data-parallel communicator; None when alone. Failures raise
+    unless ``ignore_error``."""
     _current[0] = None
-    if os.environ.get("OMPI_COMM_WORLD_SIZE") is None:
+    if not _launched_by_mpi():
         return None
     try:
         context = get_extension_context(extension_module, type_config=type_config)

@@ -14,6 +14,7 @@ from multiprocessing.pool import ThreadPool
 
 import h5py
 import numpy
+from tqdm import tqdm
 
 from ..config import nnabla_config
 from ..logger import logger
@@ -69,7 +70,8 @@ class CreateCache(CsvDataSource):
                 self._cache_file_format))
         os.makedirs(output_cache_dirname, exist_ok=True)
         chunks, examples = [], []
-        for position in range(self._size):
+        for position in tqdm(range(self._size), desc="Create cache", unit="example",
+                             disable=not single_or_rankzero()):
             examples.append(self._get_data(position))
             if len(examples) == self._cache_size or position == self._size - 1:
                 chunks.append((position - len(examples) + 1, position, examples))

@@ -323,7 +323,10 @@ class DataSourceWithFileCache(DataSource):
             _write_atomically(os.path.join(self._cache_dir, "original.csv"), lambda f: f.write(original))
         if source._order is not None and source._original_order is not None:
             _write_csv_rows(os.path.join(self._cache_dir, "order.csv"),
-                            [[int(a), int(b)] for a, b in zip(source._original_order, source._order)])
+                            # A cache source's original positions are (file, index) pairs,
+                            # written as their text as nnabla does.
+                            [[a if isinstance(a, tuple) else int(a), b if isinstance(b, tuple) else int(b)]
+                             for a, b in zip(source._original_order, source._order)])
 
     def _write_cache_file(self, first, last, examples):
         """Save the examples at positions first..last into one cache file."""

@@ -25,6 +25,7 @@ from ..serialization.parameters import assign_to_scope, scope_restored_on_error
 from ..serialization.solver_proto import solver_from_proto
 from ..serialization.solver_states import states_from_proto
 from . import data_iterator as di
+from .converter.nnabla.expander import expand_loops
 from . import learning_rate_scheduler as L
 
 __all__ = ["load", "Info"]
@@ -301,8 +302,8 @@ def load(filenames, prepare_data_iterator=True, batch_size=None, exclude_paramet
         context (str): 'cpu' or 'cudnn[:device]' instead of the file's context.
     """
     check_batch_size(batch_size, "load")
-    contents = nnp.read(filenames, extension=extension, exclude_parameter=exclude_parameter,
-                        parameter_only=parameter_only)
+    contents = expand_loops(nnp.read(filenames, extension=extension, exclude_parameter=exclude_parameter,
+                                     parameter_only=parameter_only))
     source = file_label(filenames if not isinstance(filenames, (list, tuple)) else filenames[0])
     proto = contents.proto
     # Reading every network first refuses an unknown function type or an undeclared variable

@@ -27,6 +27,7 @@ from ..serialization.graph_import import (ProtoFunction, ProtoNetwork, call_prot
                                           check_batch_size)
 from ..serialization.parameters import assign_to_scope
 from ..variable import Variable
+from .converter.nnabla.expander import expand_loops
 
 __all__ = ["NnpLoader", "NnpNetwork", "NnpNetworkPass"]
 
@@ -86,7 +87,7 @@ class NnpLoader:
     """
 
     def __init__(self, filepath, scope=None, extension=".nntxt"):
-        contents = nnp.read([filepath], extension=extension)
+        contents = expand_loops(nnp.read([filepath], extension=extension))
         self._params = scope if scope is not None else OrderedDict()
         with parameter_scope("", self._params):
             assign_to_scope(contents.parameters, filepath)

@@ -4,20 +4,32 @@
     nnabla_jit forward -c model.nnp -d data.csv -o out run executors over a CSV dataset
     nnabla_jit infer -c model.nnp -o out input.bin     run executors on raw binary inputs
     nnabla_jit convert in.nnp out.nnp                  NNP <-> NNP/nntxt/protobuf/h5 (and ONNX)
+    nnabla_jit convert in.nnp out.nnb                  nnabla-c-runtime's NNB (-O CSRC: C source)
+    nnabla_jit nnb_template in.nnp settings.yaml       the settings file of convert -s
     nnabla_jit dump model.nnp                          executors, functions, variables
     nnabla_jit function_info [-f NNB|ONNX] [model.nnp] supported function sets
     nnabla_jit plot_series / plot_timer                 plot monitor files (PNG)
     nnabla_jit draw_graph model.nnp                    draw networks (SVG or PNG)
     nnabla_jit optimize in.nnp out.nnp                 converter leftovers (matmul+add) into Affine
+    nnabla_jit encode_param / decode_param             parameters <-> one text file each
+    nnabla_jit conv_dataset data.csv data.cache        a CSV dataset into a file cache
+    nnabla_jit profile -c train.nnp -o outdir          time every step of the optimizers
+    nnabla_jit compare_with_cpu -c a.nnp -c2 b.nnp -o outdir   two contexts' results side by side
+    nnabla_jit create_tar / upload                     a CSV dataset for Neural Network Console
+    nnabla_jit create_image_classification_dataset ... folders of images -> an image dataset
+    nnabla_jit create_object_detection_dataset ...    labelled images -> a detection dataset
     nnabla_jit cache info|clear|warm                    show, empty or fill the kernel cache
     nnabla_jit version
 
-Every subcommand has ``--help``. A failing command prints what went wrong and exits with 1.
+``-m/--mpi`` before the command runs it in every process of an MPI launch (``mpirun -np 2
+nnabla_jit -m train ...``): a data-parallel communicator is made first. The ``nnabla_cli`` console
+script is the same command. Every subcommand has ``--help``. A failing command prints what went wrong and exits with 1.
 """
 import argparse
+import os
 import sys
 
-__all__ = ["main", "version_string", "batch_size_argument"]
+__all__ = ["main", "run_parsed", "version_string", "batch_size_argument"]
 
 
 class CommandError(Exception):
@@ -47,16 +59,29 @@ def _version_command(args):
 
 
 def build_parser():
-    from . import cache, convert, draw_graph, forward, func_info, optimize_model, plot, train
+    from . import (cache, compare_with_cpu, conv_dataset, convert, create_image_classification_dataset,
+                   create_object_detection_dataset, draw_graph, encode_decode_param, forward,
+                   func_info, optimize_model, plot, profile, train, uploader)
     parser = argparse.ArgumentParser(
-        prog="nnabla_jit",
+        prog="nnabla_cli" if sys.argv and os.path.basename(sys.argv[0]) == "nnabla_cli" else "nnabla_jit",
         description="Command line interface for nnabla_jit ({})".format(version_string()))
+    parser.add_argument("-m", "--mpi", action="store_true", help="exec with mpi.")
     subparsers = parser.add_subparsers(title="subcommands", metavar="COMMAND", dest="command")
     train.add_train_command(subparsers)
     forward.add_infer_command(subparsers)
     forward.add_forward_command(subparsers)
+    encode_decode_param.add_encode_param_command(subparsers)
+    encode_decode_param.add_decode_param_command(subparsers)
+    profile.add_profile_command(subparsers)
+    conv_dataset.add_conv_dataset_command(subparsers)
+    compare_with_cpu.add_compare_with_cpu_command(subparsers)
+    create_image_classification_dataset.add_create_image_classification_dataset_command(subparsers)
+    create_object_detection_dataset.add_create_object_detection_dataset_command(subparsers)
+    uploader.add_upload_command(subparsers)
+    uploader.add_create_tar_command(subparsers)
     convert.add_convert_command(subparsers)
     convert.add_dump_command(subparsers)
+    convert.add_nnb_template_command(subparsers)
     func_info.add_function_info_command(subparsers)
     plot.add_plot_series_command(subparsers)
     plot.add_plot_timer_command(subparsers)
@@ -69,20 +94,44 @@ def build_parser():
     return parser
 
 
+def _start_communicator():
+    """The data-parallel communicator of an MPI launch: on the GPUs where the CUDA extension
+    works, else on the CPU."""
+    # Imported only under -m: the communicator module is needed by MPI runs alone.
+    from ..communicator_util import create_communicator
+    try:
+        from ...ext_utils import import_extension_module
+        import_extension_module("cudnn")
+        extension = "cudnn"
+    except ImportError:
+        extension = "cpu"
+    try:
+        create_communicator(extension_module=extension)
+    except ImportError as e:
+        raise CommandError("-m/--mpi: cannot start MPI (pip install nnabla_jit[mpi] gives mpi4py "
+                           "and an MPI runtime): {}".format(e)) from None
+
+
 def main(argv=None):
     """Run the command line; returns the exit status (0 on success). The console script
     exits with it."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    return run_parsed(parser, parser.parse_args(argv))
+
+
+def run_parsed(parser, args):
+    """Run the subcommand of ``args`` (parsed by ``parser``); returns the exit status."""
     if "func" not in args:
         parser.print_help(sys.stderr)
         return 2
     from ...serialization.files import FileFormatError
     try:
+        if args.mpi:
+            _start_communicator()
         ok = args.func(args)
     except (CommandError, FileFormatError, FileNotFoundError, NotImplementedError, ValueError,
             KeyError) as e:
         message = e.args[0] if isinstance(e, KeyError) and e.args else e
-        print("nnabla_jit {}: error: {}".format(args.command, message), file=sys.stderr)
+        print("{} {}: error: {}".format(parser.prog, args.command, message), file=sys.stderr)
         return 1
     return 0 if ok else 1

@@ -9,6 +9,7 @@ the newest ``results_current_*.nnp`` in the output directory. As in nnabla_cli t
 start from the variable initializers of the configuration (zero where it has none), not from
 parameters stored with it; ``-p`` gives a parameter file to start from.
 """
+import argparse
 import glob
 import io
 import os
@@ -29,8 +30,12 @@ from ...serialization.files import write_bytes
 from ...serialization.parameters import assign_to_scope, entries_of, h5_bytes
 from ...serialization.solver_proto import solver_type_name
 from ...serialization.solver_states import states_to_h5_bytes
+from ...ndarray import NdArray
+from ..communicator_util import current_communicator, single_or_rankzero
 from ..load import load
+from ..progress import configure_progress, progress
 from . import CommandError
+from .utility import let_data_to_variable, str_to_num
 
 __all__ = ["add_train_command"]
 
@@ -56,6 +61,8 @@ class _Trainer:
         # Optimizers and monitors read a dataset through separate iterators, as in nnabla.
         self.train_iterators, self.monitor_iterators = {}, {}   # dataset name -> DataIterator
         self.saved_current = (0, 0.0)                             # (epoch, time) of last save
+        self.comm = current_communicator()                        # None unless under -m/--mpi
+        self.writes = single_or_rankzero()                        # rank 0 writes the results
 
     # ------------------------------------------------------------------ data
     def _batch(self, record, iterators, loaded):
@@ -73,19 +80,29 @@ class _Trainer:
             if data_name not in data and data_name in _RESERVED:
                 v.data.fill(_RESERVED[data_name](iteration, self.tc.iter_per_epoch, self.tc.max_epoch))
             elif data_name in data:
-                value = np.asarray(data[data_name])
-                if value.shape != v.shape and value.size == v.size:
-                    value = value.reshape(v.shape)
-                if value.shape != v.shape:
-                    raise CommandError("data '{}' of shape {} does not fit variable '{}' of shape {}"
-                                       .format(data_name, value.shape, pv.name, v.shape))
-                v.d = value
+                let_data_to_variable(v, data[data_name], data_name=data_name, variable_name=pv.name)
                 v.need_grad = False
             else:
                 raise CommandError("variable '{}' wants data '{}', which datasets {} do not have"
                                    .format(pv.name, data_name, ", ".join(record.data_iterators)))
         for pv, generator in record.generator_assign.items():
             pv.variable_instance.d = generator(pv.variable_instance.shape)
+
+    def _sum_over_ranks(self, value):
+        """``value`` summed over the ranks of an MPI run (itself when alone)."""
+        if not self.comm:
+            return value
+        total = NdArray.from_numpy_array(np.array([value], dtype=np.float32))
+        self.comm.all_reduce([total], division=False, inplace=True)
+        return float(total.data[0])
+
+    def _add_cost(self, iteration=None):
+        self.cost_sum_epoch += self._sum_over_ranks(self.cost_iteration)
+        self.cost_iterations += self.comm.size if self.comm else 1
+        if self.writes and iteration is not None:
+            ipe = self.tc.iter_per_epoch
+            progress("Training : cost={0:0.6f}".format(self.cost_iteration), (iteration % ipe) / ipe)
+        self.cost_iteration = 0.0
 
     # ------------------------------------------------------------------ one iteration
     def update(self, iteration):
@@ -102,14 +119,15 @@ class _Trainer:
                     self.cost_iteration += float(np.mean(pv.variable_instance.d))
                 if first:
                     first = False
-                    self.cost_sum_epoch += self.cost_iteration
-                    self.cost_iterations += 1
-                    self.cost_iteration = 0.0
+                    self._add_cost(iteration)
             loss_size = opt.loss_variables[0].variable_instance.size
             opt.target.forward(clear_no_need_grad=True)
             if iteration % opt.update_interval == 0:
                 opt.solver.zero_grad()
             opt.target.backward(grad=1.0 / loss_size, clear_buffer=True)
+            if self.comm and iteration % opt.update_interval == opt.update_interval - 1:
+                self.comm.all_reduce([p.grad for p in opt.parameters.values()], division=True,
+                                     inplace=False)
             if iteration % opt.update_interval == opt.update_interval - 1:
                 if opt.weight_decay > 0:
                     opt.solver.weight_decay(opt.weight_decay)
@@ -120,9 +138,8 @@ class _Trainer:
         if iteration % self.tc.iter_per_epoch == self.tc.iter_per_epoch - 1 and self.cost_variables:
             for pv in self.cost_variables:
                 self.cost_iteration += float(np.mean(pv.variable_instance.d))
-            self.cost_sum_epoch += self.cost_iteration
-            self.cost_iterations += 1
-            self.cost_variables, self.cost_iteration = None, 0.0
+            self._add_cost()
+            self.cost_variables = None
         if not np.isfinite(self.cost_sum_epoch):
             raise CommandError("the cost became NaN or infinite at iteration {}".format(iteration + 1))
 
@@ -140,8 +157,13 @@ class _Trainer:
             for _ in range(size // batch):
                 self._feed(mon, self._batch(mon, self.monitor_iterators, {}), 0)
                 mon.target.forward(clear_no_need_grad=True, clear_buffer=True)
-                total += sum(float(np.mean(pv.variable_instance.d)) for pv in mon.monitor_variables)
-                count += 1
+                total += self._sum_over_ranks(
+                    sum(float(np.mean(pv.variable_instance.d)) for pv in mon.monitor_variables))
+                count += self.comm.size if self.comm else 1
+                if self.writes:
+                    di = iterators[0]
+                    progress('Evaluating "{0}" : error={1:0.6f}'.format(name, total / count),
+                             di.position / di.size)
             error = total / count if count else 0.0
             if not np.isfinite(error):
                 logger.log(99, "Validation error is Nan")
@@ -155,6 +177,8 @@ class _Trainer:
     # ------------------------------------------------------------------ results
     def save_results(self, base, epoch):
         """``base``.nnp: the configuration, the parameters and (every few epochs) solver states."""
+        if not self.writes:
+            return
         members = [("nnp_version.txt", (nnp.NNP_VERSION + "\n").encode()),
                    ("network.nntxt", self.config_text.encode("utf-8")),
                    ("parameter.h5", h5_bytes(entries_of(get_parameters(grad_only=False))))]
@@ -167,6 +191,8 @@ class _Trainer:
     def save_current(self, epoch, force=False):
         """results_current_<epoch>.nnp, replacing older ones; unless forced only when more
         than 10 epochs or 180 s passed since the last one (nnabla's rule)."""
+        if not self.writes:
+            return
         last_epoch, last_time = self.saved_current
         base = os.path.join(self.args.outdir, "results_current_{}".format(epoch))
         if not force and (os.path.exists(base + ".nnp") or
@@ -205,9 +231,10 @@ class _Trainer:
                     if not tc.save_best or not self.best_error or valid_error <= self.best_error:
                         self.best_error = valid_error
                         self.save_results(os.path.join(self.args.outdir, "results"), epoch)
-                with open(os.path.join(self.args.outdir, "monitoring_report.yml"), "a") as f:
-                    f.write("{}:\n  cost: {}\n".format(epoch - 1, cost))
-                    f.writelines(report)
+                if self.writes:
+                    with open(os.path.join(self.args.outdir, "monitoring_report.yml"), "a") as f:
+                        f.write("{}:\n  cost: {}\n".format(epoch - 1, cost))
+                        f.writelines(report)
                 self.save_current(epoch)
                 bar.set_postfix(cost="{:.6f}".format(cost))
                 logger.log(99, "epoch {} of {} cost={:.6f}{} time=({:.1f}s)".format(
@@ -264,7 +291,14 @@ def _load_train_state(path, info):
 
 
 def train_command(args):
+    # ``progress.txt`` in OUTDIR tells Neural Network Console how far training is (rank 0's).
+    if getattr(args, "enable_ooc", False):
+        logger.warning("train -O/--enable-ooc: out-of-core training (swapping to GPU memory of "
+                       "%s bytes) is not provided; the whole network stays in memory",
+                       args.ooc_gpu_memory_size)
     os.makedirs(args.outdir, exist_ok=True)
+    if single_or_rankzero():
+        configure_progress(os.path.join(args.outdir, "progress.txt"))
     info = load([args.config], prepare_data_iterator=True, exclude_parameter=True,
                 context=args.context)
     if not hasattr(info, "training_config"):
@@ -278,16 +312,31 @@ def train_command(args):
         _load_train_state(args.param, info)
     last_epoch = _resume(args, info) if args.resume else 0
     trainer = _Trainer(args, info, _config_text(args.config))
+    comm = trainer.comm
+    if comm:
+        # Each rank trains on its slice of every dataset, for its share of the iterations.
+        info.training_config.iter_per_epoch //= comm.size
     with ExitStack() as stack:
         for records, iterators in ((info.optimizers, trainer.train_iterators),
                                    (info.monitors, trainer.monitor_iterators)):
             for record in records.values():
                 for name in record.data_iterators:
                     if name not in iterators:
-                        iterators[name] = stack.enter_context(info.datasets[name].data_iterator())
+                        iterator = stack.enter_context(info.datasets[name].data_iterator())
+                        if comm:
+                            iterator = iterator.slice(np.random.RandomState(comm.rank), comm.size, comm.rank)
+                        iterators[name] = iterator
         trainer.run(last_epoch)
     logger.log(99, "Training Completed.")
+    progress(None)
     return True
+
+
+def _size_argument(text):
+    try:
+        return str_to_num(text)
+    except CommandError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def add_train_command(subparsers):
@@ -300,6 +349,13 @@ def add_train_command(subparsers):
     sub.add_argument("-c", "--config", required=True, help="Path to nnp / nntxt")
     sub.add_argument("-p", "--param", help="Path to parameter file (.h5, .protobuf or .nnp)")
     sub.add_argument("-o", "--outdir", required=True, help="Output directory")
+    sub.add_argument("-O", "--enable-ooc", action="store_true",
+                     help="Enable Out Of Core training (accepted; not provided: training runs with "
+                          "all of the network in memory, and says so)")
+    sub.add_argument("-m", "--ooc-gpu-memory-size", type=_size_argument, default=None,
+                     help="OOC gpu memory size (INTEGER or NUMeNUM or NUM[KkMmGgTtPp])")
     sub.add_argument("-C", "--context", default=None, help="Force exec context (cpu or cudnn[:DEVID])")
+    sub.add_argument("-w", "--ooc-window-length", type=_size_argument, default=None,
+                     help="OOC window length (INTEGER or NUMeNUM or NUM[KkMmGgTtPp])")
     sub.set_defaults(func=train_command)
     return sub

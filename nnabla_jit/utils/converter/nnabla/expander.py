@@ -16,13 +16,34 @@ from collections import OrderedDict
 
 from ....serialization.proto import nnabla_pb2
 
-__all__ = ["NnpExpander", "rename_square_bracket"]
+__all__ = ["NnpExpander", "expand_loops", "rename_square_bracket"]
 
 _LOOP_ENDS = ("RepeatStart", "RepeatEnd")
 
 
 def _copy_name(name, repeat_id, i):
     return "{}_{}_{}".format(name, repeat_id, i)
+
+
+def expand_loops(contents, always=False):
+    """Unroll the loops of ``contents.proto`` (an ``NnpContents``) in place, as nnabla does when
+    it loads a file designed with repeat/recurrent loop control; parameter values are looked up
+    under the unrolled names. Without loops (and ``always`` False) the message is untouched, so
+    its function order stays as written. Returns ``contents``."""
+    proto = contents.proto
+    if not always and not any(n.repeat_info for n in proto.network):
+        return contents
+    named = nnabla_pb2.NNablaProtoBuf()
+    named.CopyFrom(proto)
+    known = {p.variable_name for p in named.parameter}
+    for entry in contents.parameters:
+        if entry.name not in known:
+            named.parameter.add().variable_name = entry.name   # the expander reads the naming
+    expanded = NnpExpander(named).execute()
+    del expanded.parameter[:]
+    expanded.parameter.extend(proto.parameter)
+    contents.proto = expanded
+    return contents
 
 
 class NnpExpander:

@@ -196,6 +196,17 @@ def test_create_graph_from_variable():
     _check_same(g(v), PF.affine(v, 2, name="fc"))
 
 
+def test_create_graph_from_variable_names_outputs_by_the_names_given():
+    x = nn.Variable((1, 4))
+    h = F.tanh(PF.affine(x, 3, name="a"))
+    y0, y1 = PF.affine(h, 2, name="b0"), PF.affine(h, 2, name="b1")
+    g = nn.graph_def.create_graph_from_variable("m", [y0, y1], names={"out0": y0, "out1": y1, "in": x})
+    net = g.networks["m"]
+    assert net.inputs == ["in"] and net.outputs == ["out0", "out1"]
+    rename_variable(net, {"out0": "r0"})
+    assert net.variables["r0"].name == "r0" and net.outputs == ["r0", "out1"]
+
+
 def test_initializers_named_in_files_are_recreated():
     from types import SimpleNamespace
     from nnabla_jit.initializer import NormalInitializer, calc_normal_std_he_forward

@@ -192,6 +192,15 @@ def test_matmul_follows_numpy_for_any_rank(shape_a, shape_b, types):
     np.testing.assert_allclose(nd.data, want, rtol=1e-5, atol=1e-5)
 
 
+def test_an_ndarray_given_as_output_is_the_output_data():
+    a, b = var(np.ones(4, np.float32)), var(np.ones(4, np.float32))
+    c = F.add2(a, b, inplace=True, outputs=[a.data])   # writes into a's buffer, as nnabla
+    assert isinstance(c, nn.Variable) and c.data is a.data
+    for _ in range(3):
+        c.forward()
+    np.testing.assert_array_equal(a.d, [4, 4, 4, 4])
+
+
 # ------------------------------------------------ NdArray.zeroing
 def test_zeroing_is_true_after_zero_until_the_values_are_used():
     a = nn.NdArray((2, 3))

@@ -525,7 +525,8 @@ def create_graph_from_variable(name, variables, names=None, parameter_scope=None
     from an ordinary graph already built; its parameters are those of ``parameter_scope`` (or
     the current scope) that the graph uses."""
     outputs = [variables] if isinstance(variables, Variable) else list(variables)
-    out_names = OrderedDict(("y{}".format(k) if not v.name else v.name, v) for k, v in enumerate(outputs))
+    given = {v: n for n, v in (names or {}).items() if isinstance(v, Variable)}   # as nnabla: names win
+    out_names = OrderedDict((given.get(v) or v.name or "y{}".format(k), v) for k, v in enumerate(outputs))
     if parameter_scope is not None:
         with _param.parameter_scope("", parameter_scope):
             params = get_parameters(grad_only=False)

@@ -11,6 +11,7 @@ that appears twice — is decided here, once. Where the arrays live is a *memory
 gives each kind of slot its getter.
 """
 import functools
+import os
 
 import numpy as np
 
@@ -22,6 +23,13 @@ __all__ = ["HostMemory", "HOST", "forward_runner", "backward_runner", "fetch_all
 
 class InputNotComputed(NotComputed):
     """A backward kernel needs values that no forward computed (or that clearing freed)."""
+
+
+# nnabla's backward reads zeros where a value it needs was never computed or was freed by
+# clearing (a truncated-BPTT ``backward()`` with no forward, a second ``backward(clear_buffer=
+# True)`` over shared data); NNABLA_JIT_STRICT_GRAD=1 makes that InputNotComputed instead.
+# Read when a plan is made.
+STRICT_READS = os.environ.get("NNABLA_JIT_STRICT_GRAD", "0") == "1"
 
 
 def fetch_all(fetches):
@@ -47,8 +55,9 @@ class HostMemory:
 
     @staticmethod
     def read_needed(nd):
-        """Values a kernel needs; :class:`NotComputed` when none are held."""
-        return nd.host_needed
+        """Values a kernel needs: zeros when none are held, as nnabla; :class:`NotComputed`
+        instead under :data:`STRICT_READS`."""
+        return nd.host_needed if STRICT_READS else nd.host_as
 
     @staticmethod
     def read_or_absent(nd):

@@ -75,8 +75,9 @@ def solver_hooks(pre, post):
 
 # ------------------------------------------------------------------ clear-called flag recorder
 # nnabla's ``nnabla.testing.clear_called_flag_recorder`` (what its memory-release tests read):
-# while active, the executor records after each function's forward the (data, grad)
-# clear-called flags of its inputs, and after each function's backward those of its outputs.
+# while active, the executor records the (data, grad) clear-called flags of each function's
+# inputs after its forward (recomputations included) and after its backward (before that step's
+# frees), and those of its outputs after its backward.
 _recorder = {"active": False, "inputs": [], "outputs": []}
 
 
@@ -88,9 +89,11 @@ def _flags(variables):
     return [(v._body.data.clear_called, v._body.grad.clear_called) for v in variables]
 
 
-def record_forward(node):
+def record_inputs(node):
+    """The data and grad flags of the inputs (after a forward; in backward before its frees)."""
     _recorder["inputs"].append(_flags(node.inputs))
 
 
-def record_backward(node):
+def record_outputs(node):
+    """The flags of the outputs (after a backward step and its frees)."""
     _recorder["outputs"].append(_flags([v for v in node.outputs if v is not None]))

@@ -299,7 +299,9 @@ def build(op, inputs, n_outputs=-1, outputs=None):
     node = Function(op, variables, ctx)
     need_grad = (not _state["no_grad"]) and any(v._need_grad for v in variables)
     if outputs is not None:
-        outs = list(outputs)
+        # an NdArray given as an output is the data of the new output variable (nnabla's
+        # ``F.add2(a, b, inplace=True, outputs=[a.data])`` writes into a's buffer)
+        outs = [Variable._from_ndarray(v) if isinstance(v, NdArray) else v for v in outputs]
         if len(outs) != len(out_shapes):
             raise ValueError("{}: {} output variables given, {} expected".format(
                 op.name, len(outs), len(out_shapes)))

@@ -170,9 +170,29 @@ def _matmul(a, b):
             raise MatmulOperandError(
                 "matmul (@): the {} operand has 0 dimensions; @ needs at least 1 "
                 "(a: shape {}, b: shape {})".format(which, shape_a, shape_b))
-    if len(a.shape) == 2 and len(b.shape) == 2:
-        return _fb.affine(a, b)
-    return _fb.batch_matmul(a, b)
+    # numpy's rules, built from the ops nnabla builds them from: 1-d . 1-d is a sum of products; a
+    # 1-d operand is promoted to a matrix (a row on the left, a column on the right) whose added
+    # axis is removed from the result; ranks below the other operand's get leading 1s.
+    if len(shape_a) == 1 and len(shape_b) == 1:
+        return _fb.sum(_fb.mul2(a, b), axes=[0], keep_dims=False)
+    ndim = builtins.max(len(shape_a), len(shape_b), 2)
+    if len(shape_a) == 1:
+        a = _fb.reshape(a, (1,) * (ndim - 1) + shape_a)
+    if len(shape_b) == 1:
+        b = _fb.reshape(b, (1,) * (ndim - 2) + shape_b + (1,))
+    if ndim == 2:
+        y = _fb.affine(a, b)
+    else:
+        if len(a.shape) < ndim:
+            a = _fb.reshape(a, (1,) * (ndim - len(a.shape)) + tuple(a.shape))
+        if len(b.shape) < ndim:
+            b = _fb.reshape(b, (1,) * (ndim - len(b.shape)) + tuple(b.shape))
+        y = _fb.batch_matmul(a, b)
+    if len(shape_a) == 1 or len(shape_b) == 1:
+        out_shape = tuple(y.shape[:-2]) + (() if len(shape_a) == 1 else (y.shape[-2],)) \
+            + (() if len(shape_b) == 1 else (y.shape[-1],))
+        y = _fb.reshape(y, out_shape)
+    return y
 
 
 _SCALAR_COMPARE = {"less": _fb.less_scalar, "less_equal": _fb.less_equal_scalar,

@@ -117,9 +117,18 @@ def _expand_function(grads_of, f, bind_outputs=False):
     if bind_outputs:
         _bind_grads(outputs, dys)
     rule = _grad_rule(f)
-    dxs = rule(dys, list(f.inputs), [v.shape for v in f.inputs], outputs,
-               [tuple(s) for s in f.output_shapes], **f.info.args)
-    dxs = _as_list(dxs)
+    # after set_active_input_mask (AddN, MulN) the function is one of its active inputs only,
+    # and the others get no gradient, as in backward()
+    mask = getattr(f.op, "active_input_mask", None)
+    active = list(range(len(f.inputs))) if mask is None else [k for k, m in enumerate(mask) if m]
+    ins = [f.inputs[k] for k in active]
+    dxs = _as_list(rule(dys, ins, [v.shape for v in ins], outputs,
+                        [tuple(s) for s in f.output_shapes], **f.info.args))
+    if mask is not None:
+        by_input = [None] * len(f.inputs)
+        for k, dx in zip(active, dxs):
+            by_input[k] = dx
+        dxs = by_input
     for i, v in enumerate(f.inputs):
         if i < len(dxs) and dxs[i] is not None:
             grads_of.setdefault(v.parent, OrderedDict()).setdefault(v, []).append(dxs[i])

@@ -82,10 +82,21 @@ def _forward_runner(node, on_host=False):
         return forward_runner_cuda(node)
     if op.data_dependent:
         return functools.partial(_run_data_dependent, node)
+    if op.inplace_data(0) == 1 and node.storage_dtype == node.compute_dtype:
+        return functools.partial(_run_as_view, node)
     if node.storage_dtype != node.compute_dtype:
         return buffers.forward_runner(node, buffers.HOST, op.forward,
                                       functools.partial(_store_half, node))
     return buffers.forward_runner(node, buffers.HOST, op.forward)
+
+
+def _run_as_view(node):
+    """An op whose output shares its input's buffer (``Reshape(inplace=True)``, nnabla's
+    INPLACE_NOT_MODIFY): the output holds a view of the input's values, so a later write to
+    either is seen by the other, as in nnabla."""
+    out = node._outputs[0]()
+    if out is not None:
+        out._body.data.hold_view(node.inputs[0]._body.data.host_as(None))
 
 
 def _run_data_dependent(node):
@@ -251,7 +262,8 @@ class _BackwardStep:
 
 
 class _BackwardPlan:
-    __slots__ = ("version", "steps", "any_grad", "seed", "runners", "fused", "recompute")
+    __slots__ = ("version", "steps", "any_grad", "seed", "runners", "fused", "recompute",
+                 "seed_freed_first", "backward_reads")
 
     def __init__(self, root, clear_buffer, fuse=True):
         self.version = _version[0]
@@ -293,6 +305,7 @@ class _BackwardPlan:
             # data this step reads that forward may have freed for recomputation
             s.recompute = [v for j, v in enumerate(node.inputs) if s.needs_input[j] and v._recompute]
             # and, as nnabla does, the outputs of a function whose backward reads any data
+            # (unless this pass recomputed them already and freed them again as unneeded)
             reads_outputs = any(pd[i] and op.grad_depends_output_data(i, k)
                                 for i in range(len(pd)) for k in range(len(outs)))
             if reads_outputs or any(s.needs_input):
@@ -300,6 +313,20 @@ class _BackwardPlan:
             steps.append(s)
         self.any_grad = bool(steps)
         self.recompute = any(s.recompute for s in steps)
+        # what recomputation keeps: the data some backward step reads
+        self.backward_reads = set()
+        if self.recompute:
+            for s in steps:
+                op, pd = s.node.op, s.propagate_down
+                self.backward_reads.update(id(v) for j, v in enumerate(s.node.inputs) if s.needs_input[j])
+                for o, r in enumerate(s.node._outputs):
+                    if r() is not None and any(pd[i] and op.grad_depends_output_data(i, o)
+                                               for i in range(len(pd))):
+                        self.backward_reads.add(id(r()))
+        # clear_buffer frees the root's gradient (a grad given as a value) after the first
+        # step, where root's own function consumed it, as nnabla does
+        self.seed_freed_first = (clear_buffer and bool(steps) and steps[0].node is root._parent
+                                 and not root._persistent)
         if clear_buffer:
             _plan_backward_frees(steps, root)
         self.steps = steps
@@ -329,13 +356,17 @@ def _plan_backward_frees(steps, root):
                 else:
                     last_read.setdefault(id(v), (k, v))
     root_body = id(root._body)
+    # nnabla never clears the inputs of a Sink (prohibit_clear_input_buffers): data nor grad
+    sink_inputs = {id(v) for s in steps if s.node.op.name == "Sink" for v in s.node.inputs}
     for k, v in last_read.values():
-        if v._parent is not None and not v._persistent and id(v._body) != root_body:
+        if (v._parent is not None and not v._persistent and id(v._body) != root_body
+                and id(v) not in sink_inputs):
             steps[k].free_data.append(v)
     for s in steps:
         for r in s.node._outputs:
             v = r()
-            if v is not None and not v._persistent and id(v._body) != root_body:
+            if (v is not None and not v._persistent and id(v._body) != root_body
+                    and id(v) not in sink_inputs):
                 s.free_grads.append(v)
 
 
@@ -380,7 +411,7 @@ def forward(roots, clear_buffer=False, clear_no_need_grad=False,
         for v in frees:
             v._body.data.clear()
         if recording:
-            callback.record_forward(node)
+            callback.record_inputs(node)
         if plan.data_dependent and plan.version != _version[0] and node.op.data_dependent:
             # This op's output took a new shape: the rest of the pass is set up again and run
             # unfused from fresh runners (without the plan's frees); the next call re-plans.
@@ -455,22 +486,47 @@ def _store_half_grads(node, propagate_down):
             v._body.grad.store_as(node.storage_dtype)
 
 
-def recompute_data(var):
+def recompute_data(var, backward_reads=None, recording=False, recomputed=None):
     """Compute again the data of ``var`` (freed by forward because of ``recompute=True``),
     and first that of any freed intermediate it depends on; random ops draw what they drew in
-    forward."""
-    stack, nodes, seen = [var], [], set()
-    while stack:   # the nodes producing var and the freed intermediates upstream of it
-        v = stack.pop()
-        node = v._parent
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        nodes.append(node)
-        stack.extend(u for u in node.inputs if u._parent is not None and u._body.data.clear_called)
-    for node in sorted(nodes, key=lambda f: f.rank):   # a producer's rank is below its consumers'
+    forward. As nnabla, an intermediate recomputed only for this is freed again after its last
+    use here unless ``backward_reads`` (ids of Variables) holds it."""
+    # the nodes producing var and the freed intermediates upstream of it, producers first,
+    # depth first in input order (nnabla's order: one input's chain, then the next's)
+    if var._parent is None:
+        return
+    nodes, seen = [], {id(var._parent)}
+    stack = [(var._parent, iter(var._parent.inputs))]
+    while stack:
+        node, it = stack[-1]
+        for u in it:
+            p = u._parent
+            if p is not None and id(p) not in seen and not u._body.data.holds_values:
+                seen.add(id(p))
+                stack.append((p, iter(p.inputs)))
+                break
+        else:
+            stack.pop()
+            nodes.append(node)
+    frees = [[] for _ in nodes]
+    if backward_reads is not None:
+        last_use = {}
+        for k, node in enumerate(nodes):
+            for u in node.inputs:
+                if u._parent is not None and id(u._parent) in seen:
+                    last_use[id(u)] = (k, u)
+        for k, u in last_use.values():
+            if id(u) not in backward_reads and u is not var and not u._persistent:
+                frees[k].append(u)
+    for node, free in zip(nodes, frees):
         with replayed_random_state(node.op):
             run_node_forward(node)
+        if recomputed is not None:
+            recomputed.update(id(r()) for r in node._outputs)
+        for u in free:
+            u._body.data.clear()
+        if recording:
+            callback.record_inputs(node)
 
 
 def has_grad_path(root):
@@ -509,6 +565,8 @@ def backward(root, grad=1, clear_buffer=False, communicator_callbacks=None,
     body = root._body
     saved = body.grad
     seed = plan.seed
+    # nnabla frees a gradient it made from a value, not the root's own or an NdArray given
+    free_seed = plan.seed_freed_first and grad is not None and not isinstance(grad, NdArray)
     if grad is None:
         grad = saved.data
     elif isinstance(grad, NdArray):
@@ -527,14 +585,18 @@ def backward(root, grad=1, clear_buffer=False, communicator_callbacks=None,
             for run in plan.runners:
                 run()
             return
+        recomputed = set()   # ids of the variables this pass recomputed
         for s, run in zip(plan.steps, plan.runners):
             if plan.recompute:   # before the hook, which may read the data
                 for v in s.recompute:
-                    if v._body.data.clear_called:
-                        recompute_data(v)
+                    if not v._body.data.holds_values and (id(v) in plan.backward_reads
+                                                          or id(v) not in recomputed):
+                        recompute_data(v, plan.backward_reads, recording, recomputed)
             if function_pre_hook is not None:
                 function_pre_hook(s.node)
             run()
+            if recording:   # the inputs' flags before this step frees, as nnabla records them
+                callback.record_inputs(s.node)
             if function_post_hook is not None:
                 function_post_hook(s.node)
             if callbacks:
@@ -544,8 +606,11 @@ def backward(root, grad=1, clear_buffer=False, communicator_callbacks=None,
                 v._body.grad.clear()
             for v in s.free_data:
                 v._body.data.clear()
+            if free_seed:
+                seed.clear()
+                free_seed = False
             if recording:
-                callback.record_backward(s.node)
+                callback.record_outputs(s.node)
         if callbacks:
             for cb in callbacks:
                 cb.on_finish_backward()

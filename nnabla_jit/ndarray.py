@@ -98,7 +98,7 @@ class NdArray(Operators):
     """nnabla's ``NdArray(shape)``. The type is float32 until something else is stored.
     Operators (``+``, ``*``, ...) compute at once and return NdArrays."""
 
-    __slots__ = ("_array", "_shape", "_dtype", "_device", "_zeroing", "__weakref__")
+    __slots__ = ("_array", "_shape", "_dtype", "_device", "_zeroing", "_cleared", "__weakref__")
 
     def __init__(self, shape=(), dtype=np.float32):
         self._shape = checked_shape(shape, "NdArray")
@@ -107,6 +107,7 @@ class NdArray(Operators):
         self._array = None
         self._device = None  # device-side mirror, managed by nnabla_jit.cuda_ops
         self._zeroing = False  # zero() called and the buffer not handed out since (``zeroing``)
+        self._cleared = False  # clear() called (``clear_called`` while no buffer is held since)
 
     # ----------------------------------------------------------------- creation
     @staticmethod
@@ -172,6 +173,14 @@ class NdArray(Operators):
         self._array = a
         self._dtype = a.dtype
         return a
+
+    def hold_view(self, array):
+        """Hold ``array`` (another buffer's values, same size) reshaped to this shape, sharing
+        its memory (an in-place Reshape's output); the type becomes ``array``'s."""
+        self._zeroing = False
+        self._device = None
+        self._array = array.reshape(self._shape)
+        self._dtype = self._array.dtype
 
     def host_needed(self, dtype=None):
         """:meth:`host_as`, raising :class:`NotComputed` when no values are held (a kernel
@@ -356,7 +365,7 @@ class NdArray(Operators):
     def modification_count(self):
         """0 while nothing is stored (new or cleared), 1 once the array holds data: what
         nnabla 1.39 reports for a host array."""
-        return 0 if self.clear_called else 1
+        return 1 if self.holds_values else 0
 
     def narrow(self, dim, start, length):
         """An NdArray of rows ``[start, start + length)`` of axis 0 sharing this buffer."""
@@ -398,6 +407,7 @@ class NdArray(Operators):
                 bucket.append(a)
         self._array = None
         self._device = None
+        self._cleared = True
 
     def _reset_shape(self, shape):
         shape = checked_shape(shape, "reset_shape")
@@ -441,7 +451,10 @@ class NdArray(Operators):
 
     @property
     def clear_called(self):
-        return self._array is None and self._device is None
+        """nnabla's flag: ``clear()`` released the buffer and none has been made since (a new
+        NdArray, which holds no buffer until first used, has not been cleared);
+        ``holds_values`` says whether values are held at all."""
+        return self._cleared and self._array is None and self._device is None
 
     def __repr__(self):
         return "<NdArray({}) at {}>".format(self._shape, hex(id(self)))

@@ -340,11 +340,6 @@ class Variable(Operators):
     def __hash__(self):
         return id(self._body)
 
-    def __len__(self):
-        if not self.shape:
-            raise TypeError("len() of a 0-d Variable")
-        return self.shape[0]
-
     def __getitem__(self, key):
         return _F()._getitem(self, key)
 

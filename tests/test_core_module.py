@@ -196,6 +196,37 @@ def test_create_graph_from_variable():
     _check_same(g(v), PF.affine(v, 2, name="fc"))
 
 
+def test_create_graph_from_variable_names_outputs_by_the_names_given():
+    x = nn.Variable((1, 4))
+    h = F.tanh(PF.affine(x, 3, name="a"))
+    y0, y1 = PF.affine(h, 2, name="b0"), PF.affine(h, 2, name="b1")
+    g = nn.graph_def.create_graph_from_variable("m", [y0, y1], names={"out0": y0, "out1": y1, "in": x})
+    net = g.networks["m"]
+    assert net.inputs == ["in"] and net.outputs == ["out0", "out1"]
+    rename_variable(net, {"out0": "r0"})
+    assert net.variables["r0"].name == "r0" and net.outputs == ["r0", "out1"]
+
+
+def test_graph_def_save_writes_executors_naming_their_outputs(tmp_path):
+    import io
+    from nnabla_jit.utils.load import load
+    with nn.graph_def.graph(name="m") as g:
+        x = nn.ProtoVariable((4, 6), name="x")
+        h = F.tanh(PF.affine(x, 5, name="a"))
+        y0, y1 = PF.affine(h, 3, name="b"), PF.affine(h, 2, name="c")
+    executors = [{"name": "runtime", "network": "m", "data": ["x"], "output": {"y0": y0, "y1": y1},
+                  "num_evaluations": 4, "repeat_evaluation_type": "Repeat",
+                  "no_image_normalization": True, "need_back_propagation": False}]
+    buf = io.BytesIO()
+    nn.graph_def.save(buf, [g], executors=executors, extension=".nnp")
+    info = load(buf, extension=".nnp")   # read from a file object left at its end
+    e = info.executors["runtime"]
+    assert e.num_evaluations == 4 and e.repeat_evaluation_type == "Repeat"
+    assert e.no_image_normalization and not e.need_back_propagation
+    assert [v.variable_name for v in e.proto.output_variable] == ["y0", "y1"]
+    assert g.networks["m"].outputs == ["y0", "y1"]
+
+
 def test_initializers_named_in_files_are_recreated():
     from types import SimpleNamespace
     from nnabla_jit.initializer import NormalInitializer, calc_normal_std_he_forward

@@ -198,3 +198,15 @@ def test_grad_through_a_wide_fan_of_functions():
     dx.forward()
     want = sum((1 + k % 3) * (1 - np.tanh((1 + k % 3) * x.d) ** 2) for k in range(1500))
     np.testing.assert_allclose(dx.d, want, rtol=1e-4)
+
+
+def test_grad_takes_only_the_active_inputs_after_set_active_input_mask():
+    xs = [nn.Variable.from_numpy_array(np.full((2,), k + 2.0, np.float32), need_grad=True)
+          for k in range(3)]
+    y = F.mul_n(*xs)
+    y.parent.set_active_input_mask([True, False, True])
+    g0, g1, g2 = nn.grad([y], xs)
+    F.sink(g0, g1, g2).forward()
+    np.testing.assert_array_equal(g0.d, 4)   # d(x0 x2)/dx0, without the inactive x1
+    np.testing.assert_array_equal(g1.d, 0)
+    np.testing.assert_array_equal(g2.d, 2)

@@ -169,6 +169,38 @@ def test_matmul_of_a_0d_operand_raises_assertion_error_as_in_nnabla(shape_a, sha
             a @ b
 
 
+# numpy's matmul rules for 1-d operands, with the functions nnabla builds them from
+@pytest.mark.parametrize("shape_a, shape_b, types", [
+    ((4,), (4,), ["Mul2", "Sum"]),
+    ((4,), (4, 3), ["Reshape", "Affine", "Reshape"]),
+    ((3, 4), (4,), ["Reshape", "Affine", "Reshape"]),
+    ((2, 3, 4), (4,), ["Reshape", "BatchMatmul", "Reshape"]),
+    ((4,), (2, 4, 3), ["Reshape", "BatchMatmul", "Reshape"]),
+    ((2, 1, 3, 4), (5, 2, 1, 4, 3), ["Reshape", "BatchMatmul"]),
+])
+def test_matmul_follows_numpy_for_any_rank(shape_a, shape_b, types):
+    rng = np.random.RandomState(0)
+    a, b = rng.randn(*shape_a).astype(np.float32), rng.randn(*shape_b).astype(np.float32)
+    want = a @ b
+    y = var(a, need_grad=True) @ var(b, need_grad=True)
+    assert y.shape == want.shape and function_types(y) == types
+    y.forward()
+    np.testing.assert_allclose(y.d, want, rtol=1e-5, atol=1e-5)
+    y.backward()   # the reshapes and the sum take gradients back to the 1-d operands
+    nd = nn.NdArray.from_numpy_array(a) @ nn.NdArray.from_numpy_array(b)
+    assert isinstance(nd, nn.NdArray)
+    np.testing.assert_allclose(nd.data, want, rtol=1e-5, atol=1e-5)
+
+
+def test_an_ndarray_given_as_output_is_the_output_data():
+    a, b = var(np.ones(4, np.float32)), var(np.ones(4, np.float32))
+    c = F.add2(a, b, inplace=True, outputs=[a.data])   # writes into a's buffer, as nnabla
+    assert isinstance(c, nn.Variable) and c.data is a.data
+    for _ in range(3):
+        c.forward()
+    np.testing.assert_array_equal(a.d, [4, 4, 4, 4])
+
+
 # ------------------------------------------------ NdArray.zeroing
 def test_zeroing_is_true_after_zero_until_the_values_are_used():
     a = nn.NdArray((2, 3))

@@ -206,6 +206,10 @@ def test_file_object_and_default_extension():
     buf.seek(0)
     loader = NnpLoader(buf, extension=".nnp")
     assert loader.get_network_names() == ["net"]
+    # read twice, at any position, as nnabla's zipfile does
+    assert NnpLoader(buf, extension=".nnp").get_network_names() == ["net"]
+    buf.seek(0, io.SEEK_END)
+    assert NnpLoader(buf, extension=".nnp").get_network_names() == ["net"]
 
 
 # ------------------------------------------------------------------------------------ load()

@@ -254,7 +254,14 @@ def test_getitem():
         x[5]
 
 
-def test_repr_and_len():
+def test_repr_and_no_len():
     v = nn.Variable((2, 3), need_grad=True)
     assert repr(v).startswith("<Variable((2, 3), need_grad=True)")
-    assert len(v) == 2
+    # nnabla's Variable has no len(): numpy must not take it for a sequence, so that
+    # ``np.float64(2) ** v`` reaches Variable.__rpow__ and gives a Variable
+    with pytest.raises(TypeError):
+        len(v)
+    with nn.auto_forward():
+        z = np.float64(2.0) ** nn.Variable.from_numpy_array(np.array([1.0, 3.0], np.float32))
+    assert isinstance(z, nn.Variable)
+    np.testing.assert_allclose(z.d, [2.0, 8.0])

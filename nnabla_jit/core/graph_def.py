@@ -30,6 +30,7 @@ from ..serialization.graph_import import _with_batch
 from ..serialization.initializers import initializer_from_proto
 from ..serialization.proto import nnabla_pb2
 from ..graph import upstream_functions
+from .graph_optimizer import rename_variable
 from ..variable import Variable
 from ..utils.converter.nnabla.expander import expand_loops
 
@@ -508,6 +509,46 @@ def get_default_graph(*args, **kwargs):
     return builder.proto_graph.networks.get(name)
 
 
+def _name_in_network(network, v):
+    """The name ``v`` (a variable the network was captured with, or a name) has in it."""
+    if isinstance(v, str):
+        return v
+    for r, name in zip(getattr(network, "_output_variables", []), network.outputs):
+        if r() is v:
+            return name
+    for name, pv in network.variables.items():
+        if pv is v or getattr(pv, "variable_instance", None) is v:
+            return name
+    if getattr(v, "name", "") in network.variables:
+        return v.name
+    raise ValueError("executor: {} is not a variable of network '{}'".format(v, network.name))
+
+
+def _executor_from_dict(e, network):
+    """An ``Executor`` message from nnabla's executor dict; an ``output`` given as
+    {name: variable} renames those variables of ``network`` first, as nnabla does."""
+    outputs = e.get("output", [])
+    if isinstance(outputs, dict):
+        renames = {_name_in_network(network, v): n for n, v in outputs.items()}
+        rename_variable(network, {old: new for old, new in renames.items() if old != new})
+        outputs = list(outputs)
+    remap = e.get("remp", {})   # nnabla's key (sic): variable name -> data name
+    m = nnabla_pb2.Executor(name=e["name"], network_name=e["network"])
+    m.no_image_normalization = bool(e.get("no_image_normalization", False))
+    m.num_evaluations = int(e.get("num_evaluations", 0))
+    m.repeat_evaluation_type = e.get("repeat_evaluation_type", "")
+    m.need_back_propagation = bool(e.get("need_back_propagation", False))
+    for vname in e.get("data", []):
+        m.data_variable.add(variable_name=vname, data_name=remap.get(vname, vname))
+    for vname in outputs:
+        m.output_variable.add(variable_name=vname, data_name=remap.get(vname, vname))
+    for vname in e.get("generator_variables", []):
+        m.generator_variable.add(variable_name=vname, type="Constant", multiplier=0)
+    for name in network.parameters:
+        m.parameter_variable.add(variable_name=name)
+    return m
+
+
 def get_default_graph_by_variable(proto_variable):
     """The network of the default graph that has ``proto_variable`` among its outputs."""
     builder = current_graph_builder()
@@ -526,7 +567,8 @@ def create_graph_from_variable(name, variables, names=None, parameter_scope=None
     from an ordinary graph already built; its parameters are those of ``parameter_scope`` (or
     the current scope) that the graph uses."""
     outputs = [variables] if isinstance(variables, Variable) else list(variables)
-    out_names = OrderedDict(("y{}".format(k) if not v.name else v.name, v) for k, v in enumerate(outputs))
+    given = {v: n for n, v in (names or {}).items() if isinstance(v, Variable)}   # as nnabla: names win
+    out_names = OrderedDict((given.get(v) or v.name or "y{}".format(k), v) for k, v in enumerate(outputs))
     if parameter_scope is not None:
         with _param.parameter_scope("", parameter_scope):
             params = get_parameters(grad_only=False)
@@ -558,9 +600,17 @@ def load(filename, batch_size=None, exclude_parameter=False, parameter_only=Fals
 
 def save(filename, content, include_parameters=False, variable_batch_size=True, extension=".nnp",
          executors=None):
-    """Write a ProtoGraph or ProtoNetwork to ``filename``."""
+    """Write a ProtoGraph or ProtoNetwork to ``filename``; ``executors`` (nnabla's list of
+    dicts: ``name``, ``network``, ``data``, ``output`` as names or {name: variable}, ...) are
+    written with it, their outputs named as the dicts say."""
     if isinstance(content, (list, tuple)):
         content = content[0]
+    if executors is not None:
+        graph = content if isinstance(content, ProtoGraph) else content.owner()
+        if isinstance(executors, dict):
+            executors = [executors]
+        graph.executors = OrderedDict(
+            (e["name"], _executor_from_dict(e, graph.networks[e["network"]])) for e in executors)
     if isinstance(content, ProtoNetwork):
         content.save(filename, include_parameters, variable_batch_size, extension)
     elif isinstance(content, ProtoGraph):

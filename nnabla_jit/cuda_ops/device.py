@@ -9,6 +9,7 @@ import functools
 
 import numpy as np
 
+from .. import buffers
 from ..ndarray import NotComputed
 from . import registry
 from .registry import device_function, kernel
@@ -210,8 +211,11 @@ class DeviceMemory:
 
     @staticmethod
     def read_needed(nd):
-        """Values a kernel needs (copied up if the host has the newer); ``NotComputed`` when
-        none are held."""
+        """Values a kernel needs (copied up if the host has the newer); zeros when none are
+        held, or ``NotComputed`` under ``buffers.STRICT_READS``."""
+        if not buffers.STRICT_READS:
+            return functools.partial(read, nd)
+
         def get(dtype):
             if not nd.holds_values:
                 raise NotComputed("NdArray{}: no values held".format(nd.shape))

@@ -53,6 +53,8 @@ def softmax_cross_entropy_backward_kernel(prob3, t3, dy, dx3, accum):
 def softmax_cross_entropy_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0]:
         t3 = inputs[1].reshape(op.shape3[0], 1, op.shape3[2])
+        if op.saved_prob is None:   # backward before any forward: nnabla's fresh buffer, zeros
+            op.saved_prob = np.zeros(op.shape3, input_grads[0].dtype)
         softmax_cross_entropy_backward_kernel.for_size(t3.size * op.shape3[1])(
             op.saved_prob, t3, output_grads[0].reshape(-1), input_grads[0].reshape(op.shape3), accum[0])
 

@@ -475,7 +475,10 @@ class Standardization(Op):
 
     def grad_depends_input_data(self, i, j):
         if i == 0:   # dx: centred data (batch statistics) and gamma
-            return (j == 0 and self.batch_stat) or self.input_names[j] == "gamma"
+            # and, as nnabla's kernels read them (ours keep their own copy), the running
+            # statistics in inference mode: clear_no_need_grad keeps them as nnabla does
+            return ((j == 0 and self.batch_stat) or self.input_names[j] == "gamma"
+                    or (not self.batch_stat and self.input_names[j] in ("mean", "variance")))
         return self.input_names[i] == "gamma" and j == 0   # dgamma: the normalized data
 
     def grad_depends_output_data(self, i, o):

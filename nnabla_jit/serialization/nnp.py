@@ -162,6 +162,10 @@ def _read_nnp(contents, source, exclude_parameter, parameter_only):
             raise FileFormatError(source, "the file is empty")
         opened = source
     else:
+        # a zip archive is found from its end, so (as for nnabla's zipfile) the position of a
+        # seekable file object does not matter: one just written is read from its start
+        if getattr(source, "seekable", lambda: False)():
+            source.seek(0)
         data = read_bytes(source)
         if not data:
             raise FileFormatError(source, "the file is empty")

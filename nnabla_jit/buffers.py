@@ -25,11 +25,13 @@ class InputNotComputed(NotComputed):
     """A backward kernel needs values that no forward computed (or that clearing freed)."""
 
 
-# nnabla's backward reads zeros where a value it needs was never computed or was freed by
-# clearing (a truncated-BPTT ``backward()`` with no forward, a second ``backward(clear_buffer=
-# True)`` over shared data); NNABLA_JIT_STRICT_GRAD=1 makes that InputNotComputed instead.
-# Read when a plan is made.
-STRICT_READS = os.environ.get("NNABLA_JIT_STRICT_GRAD", "0") == "1"
+# A backward kernel that needs values no forward computed (backward before any forward, or after
+# a clearing forward/backward freed them) raises InputNotComputed naming the op: nnabla reads
+# its fresh or freed buffers there and returns gradients computed from garbage.
+# NNABLA_JIT_UNCOMPUTED_READS=zeros reads zeros instead (nnabla's result with a zeroed pool),
+# for programs that rely on it (truncated BPTT written as backward() with no forward). Read
+# when a plan is made.
+STRICT_READS = os.environ.get("NNABLA_JIT_UNCOMPUTED_READS", "error") != "zeros"
 
 
 def fetch_all(fetches):
@@ -55,8 +57,8 @@ class HostMemory:
 
     @staticmethod
     def read_needed(nd):
-        """Values a kernel needs: zeros when none are held, as nnabla; :class:`NotComputed`
-        instead under :data:`STRICT_READS`."""
+        """Values a kernel needs; :class:`NotComputed` when none are held (zeros instead when
+        :data:`STRICT_READS` is off)."""
         return nd.host_needed if STRICT_READS else nd.host_as
 
     @staticmethod

@@ -75,13 +75,19 @@ def test_a_data_dependent_shape_change_flows_downstream_in_the_same_pass():
 
 
 # ---------------------------------------------------------------------------- backward needs forward
-def test_backward_before_forward_reads_zeros_as_nnabla():
+@pytest.fixture
+def zero_reads(monkeypatch):
+    from nnabla_jit import buffers
+    monkeypatch.setattr(buffers, "STRICT_READS", False)   # NNABLA_JIT_UNCOMPUTED_READS=zeros
+
+
+def test_backward_before_forward_reads_zeros_when_asked(zero_reads):
     z = nn.Variable.from_numpy_array(np.ones((2, 3), np.float32), need_grad=True)
     F.sum(F.tanh(z)).backward()   # tanh's output never computed: 1 - 0**2
     np.testing.assert_array_equal(z.g, 1)
 
 
-def test_backward_over_data_a_clearing_backward_freed_reads_zeros_as_nnabla():
+def test_backward_over_data_a_clearing_backward_freed_reads_zeros_when_asked(zero_reads):
     x = nn.Variable.from_numpy_array(np.ones((2, 3), np.float32), need_grad=True)
     w = nn.Variable.from_numpy_array(np.full((3, 1), 2, np.float32), need_grad=True)
     h = F.tanh(x)
@@ -96,13 +102,7 @@ def test_backward_over_data_a_clearing_backward_freed_reads_zeros_as_nnabla():
     np.testing.assert_array_equal(x.g, 2)
 
 
-@pytest.fixture
-def strict_reads(monkeypatch):
-    from nnabla_jit import buffers
-    monkeypatch.setattr(buffers, "STRICT_READS", True)   # NNABLA_JIT_STRICT_GRAD=1
-
-
-def test_backward_before_forward_is_an_error_naming_the_op_when_strict(strict_reads):
+def test_backward_before_forward_is_an_error_naming_the_op():
     z = nn.Variable.from_numpy_array(np.ones((2, 3), np.float32), need_grad=True)
     loss = F.sum(F.tanh(z))
     with pytest.raises(InputNotComputed, match=r"Tanh needs the data of its output 0.*forward\(\)"):
@@ -112,7 +112,7 @@ def test_backward_before_forward_is_an_error_naming_the_op_when_strict(strict_re
     np.testing.assert_allclose(z.g, 1 - np.tanh(1.0) ** 2, rtol=1e-6)
 
 
-def test_backward_after_forward_cleared_what_it_needs_is_an_error_when_strict(strict_reads):
+def test_backward_after_forward_cleared_what_it_needs_is_an_error():
     z = nn.Variable.from_numpy_array(np.full((2, 3), 0.5, np.float32), need_grad=True)
     loss = F.sum(F.exp(z) * F.sigmoid(z))
     loss.forward(clear_buffer=True)

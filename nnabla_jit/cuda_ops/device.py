@@ -212,7 +212,7 @@ class DeviceMemory:
     @staticmethod
     def read_needed(nd):
         """Values a kernel needs (copied up if the host has the newer); zeros when none are
-        held, or ``NotComputed`` under ``buffers.STRICT_READS``."""
+        held: ``NotComputed``, or zeros when ``buffers.STRICT_READS`` is off."""
         if not buffers.STRICT_READS:
             return functools.partial(read, nd)
 

@@ -125,10 +125,8 @@ def test_mlp_training_steps_match_the_cpu(make_solver):
         np.testing.assert_allclose(params_gpu[k], params_cpu[k], rtol=1e-5, atol=1e-6)
 
 
-def test_backward_before_forward_is_an_error_on_the_device_too_when_strict(monkeypatch):
-    from nnabla_jit import buffers
+def test_backward_before_forward_is_an_error_on_the_device_too():
     from nnabla_jit.buffers import InputNotComputed
-    monkeypatch.setattr(buffers, "STRICT_READS", True)   # NNABLA_JIT_STRICT_GRAD=1
     with nn.context_scope(cuda_context()):
         z = nn.Variable.from_numpy_array(np.ones((2, 3), np.float32), need_grad=True)
         loss = F.sum(F.tanh(z))

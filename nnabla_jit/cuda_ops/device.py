@@ -14,7 +14,7 @@ from . import registry
 from .registry import device_function, kernel
 
 __all__ = ["load", "unavailable_reason", "properties", "HOW_TO_GET_CUDA", "DeviceMirror",
-           "DeviceMemory", "MEMORY", "fresh_on_device", "read", "write", "accumulator", "zeroed",
+           "DeviceMemory", "MEMORY", "fresh_on_device", "written_on_device", "read", "write", "accumulator", "zeroed",
            "upload", "copy_up", "copy_down", "host_counter", "read_counter", "stats",
            "reset_stats", "zeros", "empty", "workspace", "launch", "fill", "copy", "add_into",
            "flat_offset", "contiguous_strides", "broadcast_strides"]
@@ -143,6 +143,15 @@ def _device_copy(nd):
     mirror.device_stale = False
     mirror.host_stale = False
     return mirror.array
+
+
+def written_on_device(nd):
+    """A kernel wrote into ``nd``'s device array in place (an input updated by its op): the
+    device copy is the newest."""
+    mirror = nd.device_mirror
+    if mirror is not None:
+        mirror.host_stale = True
+        mirror.device_stale = False
 
 
 def read(nd, dtype=None):

@@ -406,6 +406,8 @@ class NdArray(Operators):
             if len(bucket) < _POOL_DEPTH:
                 bucket.append(a)
         self._array = None
+        if self._device is not None:
+            self._device.release()   # back to the device pool (cuda_ops.device)
         self._device = None
         self._cleared = True
 

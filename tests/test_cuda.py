@@ -14,15 +14,26 @@ import nnabla_jit.functions as F
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_cuda_graphs_under_the_simulator():
+def _simulated(marks):
+    """Run tests/cuda's tests selected by ``marks`` under the simulator; all must pass."""
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", marks,
          os.path.join("tests", "cuda")],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     summary = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
     assert result.returncode == 0 and "passed" in summary and "skipped" not in summary, \
         result.stdout[-8000:] + result.stderr[-4000:]
+
+
+def test_cuda_graphs_under_the_simulator():
+    _simulated("not slow")
+
+
+@pytest.mark.slow
+def test_slow_cuda_graphs_under_the_simulator():
+    """The digits CNN's training steps (a minute or more in the simulator)."""
+    _simulated("slow")
 
 
 def test_importing_does_not_import_numba_cuda():
@@ -42,7 +53,8 @@ def test_registry_cuda_column_comes_from_the_launchers():
     for name in ("Affine", "BatchMatmul", "Convolution", "DepthwiseConvolution", "Tanh", "Add2",
                  "Sum", "Mean", "Max", "Min", "Softmax", "LogSoftmax", "SoftmaxCrossEntropy"):
         assert status[name], name
-    assert status["Convolution"] and not status["MaxPooling"]
+    assert status["MaxPooling"] and status["BatchNormalization"] and status["Transpose"]
+    assert not status["Unpooling"] and not status["NonZero"]
     assert {n for n, has in status.items() if has} == set(CUDA_OPS)
 
 

@@ -17,7 +17,7 @@ and raises ImportError when numba.cuda sees no GPU and the simulator is off.
 from .. import buffers, graph
 from . import device, registry
 from . import elementwise, reduction, affine, math, activation, loss  # noqa: F401  (register)
-from . import convolution  # noqa: F401  (register)
+from . import convolution, pooling, normalization, array  # noqa: F401  (register)
 from . import solver_steps  # noqa: F401  (its kernels are bound with the others)
 
 __all__ = ["CUDA_OPS", "forward_runner_cuda", "backward_runner_cuda", "run_node_forward_cuda",
@@ -44,7 +44,14 @@ def forward_runner_cuda(node):
     if launch is None:
         return graph._forward_runner(node, on_host=True)
     op = node.op
-    return buffers.forward_runner(node, device.MEMORY, lambda ins, outs: launch(op, ins, outs))
+    updates = registry.UPDATES.get(op.name)
+    finish = None
+    if updates is not None:
+        def finish():
+            for k in updates(op):
+                device.written_on_device(node.inputs[k]._body.data)
+    return buffers.forward_runner(node, device.MEMORY, lambda ins, outs: launch(op, ins, outs),
+                                  finish)
 
 
 def backward_runner_cuda(step, root=None, seed=None):

@@ -6,6 +6,7 @@ down), and ``.data`` on the host, which hands out a writable array, makes the de
 (the next CUDA node reading it copies it up). ``clear()`` drops both.
 """
 import functools
+import sys
 
 import numpy as np
 
@@ -15,9 +16,9 @@ from . import registry
 from .registry import device_function, kernel
 
 __all__ = ["load", "unavailable_reason", "properties", "HOW_TO_GET_CUDA", "DeviceMirror",
-           "DeviceMemory", "MEMORY", "fresh_on_device", "read", "write", "accumulator", "zeroed",
+           "DeviceMemory", "MEMORY", "fresh_on_device", "written_on_device", "read", "write", "accumulator", "zeroed",
            "upload", "copy_up", "copy_down", "host_counter", "read_counter", "stats",
-           "reset_stats", "zeros", "empty", "workspace", "launch", "fill", "copy", "add_into",
+           "reset_stats", "zeros", "empty", "release", "free_pool", "POOL_DEPTH", "workspace", "launch", "fill", "copy", "add_into",
            "flat_offset", "contiguous_strides", "broadcast_strides"]
 
 cuda = None  # numba.cuda, bound by load()
@@ -116,6 +117,11 @@ class DeviceMirror:
         """Whether the device copy holds the newest values."""
         return not self.device_stale
 
+    def release(self):
+        """The NdArray drops this copy (``clear()``): its array goes back to the pool."""
+        array, self.array = self.array, None
+        release(array)
+
 
 def fresh_on_device(nd):
     """Whether ``nd``'s newest values are on the device already (no copy to read them)."""
@@ -138,12 +144,22 @@ def _device_copy(nd):
         nd.attach_device(DeviceMirror(upload(host)))
         mirror = nd.device_mirror
     elif mirror.array.shape != host.shape or mirror.array.dtype != host.dtype:
+        mirror.release()
         mirror.array = upload(host)
     else:
         copy_up(host, mirror.array)
     mirror.device_stale = False
     mirror.host_stale = False
     return mirror.array
+
+
+def written_on_device(nd):
+    """A kernel wrote into ``nd``'s device array in place (an input updated by its op): the
+    device copy is the newest."""
+    mirror = nd.device_mirror
+    if mirror is not None:
+        mirror.host_stale = True
+        mirror.device_stale = False
 
 
 def read(nd, dtype=None):
@@ -164,6 +180,7 @@ def write(nd, dtype):
     if mirror is None:
         mirror = DeviceMirror(empty(nd.shape, dtype))
     elif mirror.array.shape != nd.shape or mirror.array.dtype != dtype:
+        mirror.release()
         mirror.array = empty(nd.shape, dtype)
     nd.attach_device(mirror, dtype)
     mirror.host_stale = True
@@ -253,13 +270,16 @@ MEMORY = DeviceMemory()
 # ---------------------------------------------------------------------------- transfers
 # Every copy between host and device goes through upload / copy_up / copy_down, which count
 # them: a training step that stays on the device shows none but the loss read (stats()).
+# The pool's allocations are counted with them: after the first step, none.
 _STATS = dict.fromkeys(("host_to_device", "host_to_device_bytes", "device_to_host",
-                        "device_to_host_bytes"), 0)
+                        "device_to_host_bytes", "allocations", "allocated_bytes", "reused"), 0)
 
 
 def stats():
     """The host -> device and device -> host copies made so far: a dict of their counts
-    (``host_to_device``, ``device_to_host``) and sizes (``..._bytes``)."""
+    (``host_to_device``, ``device_to_host``) and sizes (``..._bytes``); and the device
+    buffers handed out: new ``allocations`` (``allocated_bytes``) and ``reused`` ones from the
+    pool (:func:`empty`)."""
     return dict(_STATS)
 
 
@@ -275,10 +295,11 @@ def _count(direction, nbytes):
 
 
 def upload(host):
-    """A new device array holding a copy of the NumPy array ``host``."""
+    """A device array (from the pool) holding a copy of the NumPy array ``host``."""
     host = np.ascontiguousarray(host)
-    _count("host_to_device", host.nbytes)
-    return cuda.to_device(host)
+    array = empty(host.shape, host.dtype)
+    copy_up(host, array)
+    return array
 
 
 def copy_up(host, array):
@@ -310,9 +331,44 @@ def read_counter(counter):
 
 # ---------------------------------------------------------------------------- arrays
 
+# The device pool. Buffers an NdArray drops (``clear()``, a retyped or reshaped buffer) come
+# back here, by element count and type, and :func:`empty` hands them out again, so a training
+# step after the first allocates nothing: the activations and gradients cleared in one step
+# are the next step's. Kernels run in order on one stream, so a buffer handed out again is
+# written only after the kernels queued on its previous owner.
+_POOL = {}          # (size, dtype) -> arrays no one holds
+POOL_DEPTH = 64     # most arrays kept per (size, dtype)
+
+
 def empty(shape, dtype):
-    """A new, uninitialised device array."""
-    return cuda.device_array(tuple(shape), dtype)
+    """An uninitialised device array: one from the pool when one of its size and type is
+    there, else a new allocation."""
+    shape, dtype = tuple(int(s) for s in shape), np.dtype(dtype)
+    size = int(np.prod(shape, dtype=np.int64))
+    bucket = _POOL.get((size, dtype))
+    if bucket:
+        _STATS["reused"] += 1
+        array = bucket.pop()
+        return array if array.shape == shape else array.reshape(shape)
+    _STATS["allocations"] += 1
+    _STATS["allocated_bytes"] += size * dtype.itemsize
+    return cuda.device_array(shape, dtype)
+
+
+def release(array):
+    """Give ``array`` back to the pool, when nothing else holds it (a view or a kernel's
+    saved state keeps it out)."""
+    # 3 references: the caller's, this argument and getrefcount's
+    if array is None or sys.getrefcount(array) > 3:
+        return
+    bucket = _POOL.setdefault((int(array.size), np.dtype(array.dtype)), [])
+    if len(bucket) < POOL_DEPTH:
+        bucket.append(array)
+
+
+def free_pool():
+    """Free the pooled buffers (numba returns them to the driver)."""
+    _POOL.clear()
 
 
 _WORKSPACE = {}

@@ -151,6 +151,7 @@ def elementwise_backward(op, inputs, outputs, output_grads, input_grads, propaga
                       accum[k] and full is dx, shape, *strides, *_scalars(op))
         if full is not dx:
             reduction.sum_to_shape(full, dx, accum[k])
+            device.release(full)
 
 
 def _table_ops():

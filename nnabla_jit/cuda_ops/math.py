@@ -39,6 +39,7 @@ def _into_gradient(dx, n, out_batch, accum, left, right, trans_left, trans_right
     full = device.empty((n, rows, cols), dx.dtype)
     blas.matmul(left, right, full, trans_left, trans_right, False, left_map, right_map)
     reduction.sum_to_shape(full.reshape(tuple(out_batch) + (rows, cols)), dx, accum)
+    device.release(full)
 
 
 @backward("BatchMatmul")

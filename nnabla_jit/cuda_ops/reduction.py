@@ -171,7 +171,9 @@ def arg_reduction_forward(op, inputs, outputs):
     x = inputs[0]
     n_out = outputs[0].size
     values = device.empty((n_out,), x.dtype) if op.only_index else outputs[0]
-    index = device.empty((n_out,), np.int64)
+    index = getattr(op, "saved_device_index", None)
+    if index is None or index.size != n_out:
+        index = device.empty((n_out,), np.int64)
     reduce(x, values, op.axes, op.kind, index=index)
     op.saved_device_index = index   # backward routes dy through it
     if op.only_index:

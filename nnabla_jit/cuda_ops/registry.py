@@ -15,24 +15,29 @@ be a module global: numba's simulator swaps module globals to run the kernels.
 """
 import sys
 
-__all__ = ["FORWARD", "BACKWARD", "WHEN", "handles", "forward", "backward", "kernel", "device_function",
+__all__ = ["FORWARD", "BACKWARD", "WHEN", "UPDATES", "handles", "forward", "backward", "kernel", "device_function",
            "bind_kernels"]
 
 FORWARD = {}    # op name -> forward launcher
 BACKWARD = {}   # op name -> backward launcher
 WHEN = {}       # op name -> predicate on the set-up op: whether its launchers handle it
+UPDATES = {}    # op name -> fn(op): the indices of the inputs its forward writes in place
 
 _bound = [False]
 
 
-def forward(*names, when=None):
+def forward(*names, when=None, updates=None):
     """Decorator: ``fn`` launches the forward of the ops ``names``; ``when(op)``, if given,
-    says which set-up ops it handles (the others run their CPU kernels on host copies)."""
+    says which set-up ops it handles (the others run their CPU kernels on host copies);
+    ``updates(op)``, if given, the indices of the inputs ``fn`` writes in place (their device
+    copies become the newest)."""
     def deco(fn):
         for name in names:
             FORWARD[name] = fn
             if when is not None:
                 WHEN[name] = when
+            if updates is not None:
+                UPDATES[name] = updates
         return fn
     return deco
 

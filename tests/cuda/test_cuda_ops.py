@@ -134,3 +134,14 @@ def test_softmax_cross_entropy_rejects_bad_labels_as_on_the_cpu():
     with pytest.raises(ValueError) as gpu:
         run(cuda_context(), F.softmax_cross_entropy, [signed(2, 4), labels], no_grad=(1,))
     assert str(gpu.value) == str(cpu.value)
+
+
+def test_categorical_cross_entropy_and_kl_multinomial():
+    probs = rng.uniform(0.1, 1, (3, 4)).astype(np.float32)
+    labels = np.array([[1], [-1], [3]], np.int32)   # -1: ignored
+    assert_same_on_cuda(F.categorical_cross_entropy, probs, labels, no_grad=(1,))
+    q = rng.uniform(0.1, 1, (3, 4)).astype(np.float32)
+    assert_same_on_cuda(F.kl_multinomial, probs / probs.sum(1, keepdims=True),
+                        q / q.sum(1, keepdims=True), rtol=1e-4)
+    with pytest.raises(ValueError, match="label"):
+        run(cuda_context(), F.categorical_cross_entropy, [probs, labels + 4], no_grad=(1,))

@@ -258,3 +258,4 @@ def test_repr_and_len():
     v = nn.Variable((2, 3), need_grad=True)
     assert repr(v).startswith("<Variable((2, 3), need_grad=True)")
     assert len(v) == 2
+    assert nn.Variable(()) and nn.Variable((0, 3))   # true whatever the shape, as nnabla's

@@ -337,6 +337,7 @@ class _PythonOp(Op):
         super().__init__()
         self.pyfunc = pyfunc
         self.name = pyfunc.name
+        self.args = dict(pyfunc.args)   # the node's info.args, which grad rules are called with
 
     def setup(self, *shapes):
         raise AssertionError("PythonFunction setup runs through PythonFunction.__call__")

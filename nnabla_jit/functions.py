@@ -358,10 +358,11 @@ from .normalization_functions import (fused_batch_normalization, sync_batch_norm
                                       tensor_normalization, weight_standardization)
 
 
-def spectral_norm(w, u, dim=0, itr=1, eps=1e-12, test=False, output_u=False):
+def spectral_norm(w, u, dim=0, itr=1, eps=1e-12, test=False, output_u=False, outputs=None):
     """W / sigma(W), sigma by ``itr`` power iterations from ``u`` (updated in place unless
     ``test``); ``output_u`` also returns u as it was before (what nn.grad needs)."""
-    return _fb.spectral_norm(w, u, dim, itr, eps, test, output_u, n_outputs=2 if output_u else 1)
+    return _fb.spectral_norm(w, u, dim, itr, eps, test, output_u, n_outputs=2 if output_u else 1,
+                             outputs=outputs)
 
 
 def norm_normalization(x, p=None, axes=None, eps=1e-12):

@@ -690,6 +690,25 @@ def spectral_norm(w, dim=0, itr=1, eps=1e-12, test=False, u_init=None, fix_param
     return F.spectral_norm(w, u, dim=dim, itr=itr, eps=eps, test=test)
 
 
+@parametric_function_api("spectral-norm", [
+    ("W_sn", "Spectral Normalized Weight matrix", "w.shape", False),
+    ("u", "singular vector", "(w.shape[dim], )", False),
+])
+def _spectral_norm_v1(w, dim=0, itr=1, eps=1e-12, test=False, u_init=None, fix_parameters=True):
+    """nnabla's earlier spectral norm (its graph of F ops, here the SpectralNorm function): the
+    result also kept in the buffer parameter ``W_sn``, which ``test=True`` returns as it is."""
+    if not 0 <= dim < len(w.shape):
+        raise ValueError("_spectral_norm_v1: dim={} is not an axis of the weight of shape {}"
+                         .format(dim, w.shape))
+    holder = _buffer("W_sn", w.shape, ConstantInitializer(0))
+    u = get_parameter_or_create("u", (w.shape[dim],),
+                                NormalInitializer() if u_init is None else u_init, False, False)
+    if test:
+        return holder
+    return _written_into("W_sn", w.shape, ConstantInitializer(0), lambda outputs: F.spectral_norm(
+        w, u, dim=dim, itr=itr, eps=eps, test=False, outputs=outputs))
+
+
 @parametric_function_api("wn", [
     ("g", "Weight Normalization adaptive scale scalar.", "w.shape[dim]", True),
 ])

@@ -340,6 +340,9 @@ class Variable(Operators):
     def __hash__(self):
         return id(self._body)
 
+    def __bool__(self):
+        return True   # as nnabla's (``if v:`` tests for None), whatever the shape: not len() != 0
+
     def __getitem__(self, key):
         return _F()._getitem(self, key)
 

@@ -130,6 +130,24 @@ def test_recompute_of_a_seeded_generator():
     np.testing.assert_array_equal(y.d, first)
 
 
+def test_recompute_of_spectral_norm_starts_from_the_u_before_the_update():
+    rng = np.random.RandomState(2)
+    w, u = var(rng.randn(5, 3)), var(rng.randn(5))
+    u_before = u.d.copy()
+    y, u_out = F.spectral_norm(w, u, output_u=True)
+    f = y.parent
+    assert f.need_setup_recompute(0)   # as nnabla: the update of u is state
+    f.setup_recompute([w, u], [y, u_out])
+    f.forward([w, u], [y, u_out])
+    first, u_after = y.d.copy(), u.d.copy()
+    assert not np.allclose(u_after, u_before)
+    y.data.clear()
+    f.recompute([w, u], [y, u_out])
+    np.testing.assert_array_equal(y.d, first)
+    np.testing.assert_array_equal(u.d, u_after)   # not updated a second time
+    np.testing.assert_array_equal(u_out.d, u_before)
+
+
 # ------------------------------------------------------------------------------ Variable.recompute
 def test_recompute_variables_are_dropped_in_forward_and_recomputed_in_backward():
     x = var(np.arange(6).reshape(2, 3) * 0.1, need_grad=True)

@@ -401,6 +401,23 @@ def test_spectral_and_weight_normalization():
         PF.spectral_norm(w, dim=2)
 
 
+def test_spectral_norm_v1_keeps_its_result_in_w_sn():
+    w = variable((3, 4, 2), 3)
+    u0 = np.random.RandomState(0).randn(2).astype(np.float32)
+    y = PF._spectral_norm_v1(w, dim=2, itr=2, u_init=u0)
+    assert list(params()) == ["spectral-norm/W_sn", "spectral-norm/u"]
+    y.forward()
+    W = np.moveaxis(w.d, 2, 0).reshape(2, 12).astype(np.float64)
+    u = u0.astype(np.float64)
+    for _ in range(2):
+        v = W.T @ u / np.linalg.norm(W.T @ u)
+        u = W @ v / np.linalg.norm(W @ v)
+    np.testing.assert_allclose(y.d, w.d / (u @ W @ v), rtol=1e-5)
+    np.testing.assert_allclose(nn.get_parameters(grad_only=False)["spectral-norm/u"].d, u, rtol=1e-5)
+    # test=True returns what the last training forward left in W_sn
+    np.testing.assert_array_equal(PF._spectral_norm_v1(w, dim=2, test=True).d, y.d)
+
+
 def test_embed_and_prelu():
     nn.random.seed(3)
     idx = nn.Variable.from_numpy_array(np.array([[0, 4], [2, 2]]))

@@ -259,9 +259,10 @@ def test_repr_and_no_len():
     assert repr(v).startswith("<Variable((2, 3), need_grad=True)")
     # nnabla's Variable has no len(): numpy must not take it for a sequence, so that
     # ``np.float64(2) ** v`` reaches Variable.__rpow__ and gives a Variable
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="len"):
         len(v)
     with nn.auto_forward():
         z = np.float64(2.0) ** nn.Variable.from_numpy_array(np.array([1.0, 3.0], np.float32))
     assert isinstance(z, nn.Variable)
     np.testing.assert_allclose(z.d, [2.0, 8.0])
+    assert nn.Variable(()) and nn.Variable((0, 3))   # true whatever the shape, as nnabla's

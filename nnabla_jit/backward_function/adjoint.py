@@ -1,7 +1,9 @@
-"""The grad rules' one adjoint mechanism: :func:`linear_adjoint` builds ``dx = A^T dy`` of a
-linear op as a LinearAdjoint node (``ops/adjoint.py``), whose own rule builds the op again."""
+"""The grad rules' adjoint mechanisms (``ops/adjoint.py``): :func:`linear_adjoint` builds
+``dx = A^T dy`` of a linear op as a LinearAdjoint node, whose own rule builds the op again;
+:func:`bilinear_adjoint` builds nnabla's ``<Op>DataGrad`` / ``<Op>FilterGrad`` of a bilinear op,
+whose rules build the op and the partner adjoint."""
 from ..function import build
-from ..ops.adjoint import LinearAdjoint
+from ..ops.adjoint import BILINEAR_SOURCES, LinearAdjoint
 from ..ops.registry import REGISTRY, grad_rule
 
 
@@ -32,3 +34,33 @@ def linear_adjoint_grad(grad_inputs, inputs, input_shapes, outputs, output_shape
     """The transpose of A^T is A: the source op again, on the incoming gradient."""
     ys = source_node(source, source_args or {}, grad_inputs[0], inputs[n_dy:], source_inputs)
     return ys[:n_dy] + [None] * (len(inputs) - n_dy)
+
+
+def bilinear_adjoint(type_name, source_args, out_shape, dy, other):
+    """nnabla's ``<Op>DataGrad(dy, w)`` (dx, ``out_shape`` the shape of x) or
+    ``<Op>FilterGrad(dy, x)`` (dw, ``out_shape`` the shape of w) of the bilinear op ``<Op>``
+    with arguments ``source_args``."""
+    cls = REGISTRY[type_name]
+    op = cls(input_names=("dy", "xw"[1 - cls.wrt]), out_shape=tuple(out_shape), **source_args)
+    return build(op, [dy, other])
+
+
+def _bilinear_adjoint_rule(type_name):
+    cls = REGISTRY[type_name]
+    partner = cls.source + ("FilterGrad" if cls.wrt == 0 else "DataGrad")
+
+    def rule(grad_inputs, inputs, input_shapes, outputs, output_shapes, **args):
+        """d dy = the source op with the incoming gradient in place of the input this node is
+        the gradient of; d other = the partner adjoint of dy and the incoming gradient."""
+        g, (dy, other) = grad_inputs[0], inputs
+        slots = [None, None]
+        slots[cls.wrt], slots[1 - cls.wrt] = g, other
+        d_dy = source_node(cls.source, args, slots[0], [slots[1]], ("x", "w"))[0]
+        return [d_dy, bilinear_adjoint(partner, args, input_shapes[1], dy, g)]
+    rule.__name__ = rule.__qualname__ = "{}_grad".format(type_name)
+    return rule
+
+
+for _source in BILINEAR_SOURCES:
+    for _name in (_source + "DataGrad", _source + "FilterGrad"):
+        grad_rule(_name)(_bilinear_adjoint_rule(_name))

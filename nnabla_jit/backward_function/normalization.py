@@ -7,10 +7,14 @@ rebuild the same formulas from F ops, so they can be differentiated again.
 """
 import numpy as np
 
+from .. import function_bases
 from .. import functions as F
-from ..function import PythonFunction
+from ..context import context_scope
+from ..function import PythonFunction, auto_forward
+from ..grad import grad
 from ..ops.normalization import _input_names
 from ..ops.registry import GRAD_RULES, REGISTRY, grad_rule
+from ..variable import Variable
 
 
 def _reduce_to(g, shape):
@@ -159,6 +163,100 @@ for _name in ("BatchNormalization", "SyncBatchNormalization", "FusedBatchNormali
               "TensorNormalization", "LayerNormalization", "InstanceNormalization",
               "GroupNormalization", "WeightStandardization"):
     grad_rule(_name)(_standardization_rule(_name))
+_FUSED_RULE = _standardization_rule("FusedBatchNormalization")
+
+
+class FusedBatchNormalizationBackward(PythonFunction):
+    """nnabla's function whose forward is FusedBatchNormalization's first-order backward:
+    inputs ``(dy, x, beta, gamma, mean, variance, y[, z])`` (``is_add``: with z), outputs
+    ``(dx, dbeta, dgamma[, dz])``; its forward runs the op's own kernels, its backward (and its
+    grad rule) is the second derivative, from the grad rule of the op differentiated again, as in
+    nnabla, with the ReLU mask taken from the given ``y``. Running statistics are never updated."""
+
+    def __init__(self, ctx, axes=[1], decay_rate=0.9, eps=1e-05, batch_stat=True, nonlinearity="relu"):
+        super().__init__(ctx)
+        self._args = dict(axes=list(axes), decay_rate=decay_rate, eps=eps, batch_stat=batch_stat,
+                          nonlinearity=nonlinearity)
+        self.is_add = False
+
+    @property
+    def args(self):
+        return dict(self._args)
+
+    def min_inputs(self):
+        return 7
+
+    def min_outputs(self):
+        return 4 if self.is_add else 3
+
+    def grad_depends_output_data(self, i, o):
+        return False
+
+    def _source(self, inputs):
+        """FusedBatchNormalization on fresh Variables holding the data of ``inputs``' x, beta,
+        gamma, running statistics (copies) and z: (the node's inputs, its output)."""
+        x, beta, gamma, mean, variance = inputs[1:6]
+        z = inputs[7] if self.is_add else None
+        src = [Variable.from_numpy_array(v.d.copy(), need_grad=k not in (3, 4))
+               for k, v in enumerate((x, beta, gamma, mean, variance, z)) if v is not None]
+        with auto_forward(False), context_scope(self.ctx):
+            y = function_bases.fused_batch_normalization(*src[:5], src[5] if self.is_add else None,
+                                                         **self._args)
+        return src, y
+
+    def setup_impl(self, inputs, outputs):
+        if len(inputs) != (8 if self.is_add else 7):
+            raise ValueError("FusedBatchNormalizationBackward: takes (dy, x, beta, gamma, mean, variance, y"
+                             "{}), got {} inputs (is_add={})".format(", z" if self.is_add else "", len(inputs),
+                                                                     self.is_add))
+        _, y = self._source(inputs)   # checks the shapes
+        for v in (inputs[0], inputs[6]):
+            if v.shape != y.shape:
+                raise ValueError("FusedBatchNormalizationBackward: dy and y must have x's shape {}, got {} "
+                                 "and {}".format(y.shape, inputs[0].shape, inputs[6].shape))
+        for out, v in zip(outputs, inputs[1:4] + inputs[7:]):
+            out.reset_shape(v.shape, True)
+
+    def forward_impl(self, inputs, outputs):
+        src, y = self._source(inputs)
+        f = y.parent
+        f.forward(src, [y])
+        y.g = inputs[0].d
+        f.backward(src, [y], [False] * len(src))
+        for out, v in zip(outputs, [src[0], src[1], src[2]] + src[5:]):
+            out.d = v.g
+
+    def backward_impl(self, inputs, outputs, propagate_down, accum):
+        with auto_forward(True), context_scope(self.ctx):
+            leaves = [Variable.from_numpy_array(v.d, need_grad=propagate_down[k]) for k, v in enumerate(inputs)]
+            grads = [Variable.from_numpy_array(o.g) for o in outputs]
+            results = fused_batch_normalization_backward_grad(grads, leaves, None, None, None, **self._args)
+        for k, r in enumerate(results):
+            if r is not None and propagate_down[k]:
+                if accum[k]:
+                    inputs[k].g += r.d
+                else:
+                    inputs[k].g = r.d
+
+
+@grad_rule("FusedBatchNormalizationBackward")
+def fused_batch_normalization_backward_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes,
+                                            axes=(1,), decay_rate=0.9, eps=1e-05, batch_stat=True,
+                                            nonlinearity="relu"):
+    """FusedBatchNormalization's grad rule differentiated again, wrt dy, x and gamma."""
+    dy, x, beta, gamma, mean, variance, y = inputs[:7]
+    src = [x, beta, gamma, mean, variance] + list(inputs[7:])
+    first = _FUSED_RULE([dy], src, [v.shape for v in src], [y], [y.shape], axes=axes, decay_rate=decay_rate,
+                        eps=eps, batch_stat=batch_stat, nonlinearity=nonlinearity)
+    firsts = first[:3] + first[5:]
+    pairs = [(o, g) for o, g in zip(firsts, grad_inputs) if o is not None and g is not None]
+    wrt = [k for k in (0, 1, 3) if inputs[k].need_grad]
+    results = [None] * len(inputs)
+    if pairs and wrt:
+        for k, g in zip(wrt, grad([o for o, _ in pairs], [inputs[k] for k in wrt],
+                                  grad_outputs=[g for _, g in pairs])):
+            results[k] = g
+    return results
 
 
 @grad_rule('WeightNormalization')

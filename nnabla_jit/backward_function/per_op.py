@@ -17,7 +17,8 @@ from ..context import context_scope
 from ..function import auto_forward
 from ..ops.registry import GRAD_RULES, TABLE
 from ..variable import Variable
-from .adjoint import linear_adjoint
+from .adjoint import bilinear_adjoint, linear_adjoint
+from .normalization import FusedBatchNormalizationBackward
 
 PACKAGE = __name__.rpartition(".")[0]
 
@@ -35,29 +36,84 @@ DATA_GRAD_SOURCES = {
 }
 
 
-class UnaryDataGrad:
-    """nnabla's ``<Op>DataGrad(ctx, *args)``: set ``xshape`` (the op's input shape), then
-    ``df(dy)`` gives ``dx = A^T dy`` as a LinearAdjoint node, differentiable to any order."""
-    source_function = None   # the F function of the linear op; set by each subclass
+# The bilinear ops whose input and filter gradients are nnabla's ``<Op>DataGrad(dy, w)`` and
+# ``<Op>FilterGrad(dy, x)`` (LinearDataGrad / LinearFilterGrad there), with the function taking
+# the op's arguments after its inputs (x, w, bias), as nnabla's ``_F.<Op>(ctx, *args)`` does.
+BILINEAR_SOURCES = {
+    "Affine": function_bases.affine,
+    "Convolution": function_bases.convolution,
+    "Deconvolution": function_bases.deconvolution,
+}
+
+
+# nnabla's backward functions of other ops, with the grad rules of their own.
+BACKWARD_FUNCTIONS = {
+    "FusedBatchNormalization": {
+        "FusedBatchNormalizationBackward": FusedBatchNormalizationBackward,
+        "fused_batch_normalization_backward_backward": GRAD_RULES["FusedBatchNormalizationBackward"],
+    },
+}
+
+
+class _GradFunction:
+    """nnabla's ``<Op>DataGrad(ctx, *args)`` and the like: the op's arguments now, the shape
+    of the input the output is the gradient of later (``xshape`` or ``wshape``), then called on
+    Variables it builds the gradient node."""
+    source_function = None   # the function of the op; set by each subclass
+    shape_name = "xshape"
 
     def __init__(self, ctx, *args, **kwargs):
         self.ctx = ctx
         self.args = args
         self.kwargs = kwargs
-        self.xshape = None
+        setattr(self, self.shape_name, None)
+
+    def _out_shape(self):
+        shape = getattr(self, self.shape_name)
+        if shape is None:
+            raise ValueError("{}: set {} (the shape of the op's {}) before calling it".format(
+                type(self).__name__, self.shape_name, "input" if self.shape_name == "xshape" else "weight"))
+        return tuple(shape)
+
+    def _source_info(self, *inputs):
+        """The op's info (type name, arguments as its function resolves them: defaults, None
+        entries) when built, unevaluated, on placeholders of the given shapes and extra inputs."""
+        with auto_forward(False), context_scope(self.ctx):
+            y = type(self).source_function(*[Variable(tuple(s)) if isinstance(s, tuple) else s for s in inputs],
+                                           *self.args, **self.kwargs)
+        return (y[0] if isinstance(y, (list, tuple)) else y).parent.info
+
+
+class UnaryDataGrad(_GradFunction):
+    """nnabla's ``<Op>DataGrad(ctx, *args)`` of a linear op: set ``xshape`` (the op's input
+    shape), then ``df(dy)`` gives ``dx = A^T dy`` as a LinearAdjoint node, differentiable to any order."""
 
     def __call__(self, dy):
-        name = type(self).__name__
-        if self.xshape is None:
-            raise ValueError("{}: set xshape (the shape of the op's input) before calling it"
-                             .format(name))
-        # The op is built once, unevaluated, on a placeholder of the input's shape, for its
-        # type name and its arguments as its function resolves them (defaults, None entries).
-        with auto_forward(False), context_scope(self.ctx):
-            y = type(self).source_function(Variable(tuple(self.xshape)), *self.args, **self.kwargs)
-        info = (y[0] if isinstance(y, (list, tuple)) else y).parent.info
+        xshape = self._out_shape()
+        info = self._source_info(xshape)
         with context_scope(self.ctx):
-            return linear_adjoint(info.type_name, info.args, tuple(self.xshape), [dy])
+            return linear_adjoint(info.type_name, info.args, xshape, [dy])
+
+
+class BilinearGrad(_GradFunction):
+    """nnabla's ``<Op>DataGrad(ctx, *args)`` (set ``xshape``, then ``df(dy, w)`` gives dx) and
+    ``<Op>FilterGrad(ctx, *args)`` (set ``wshape``, then ``df(dy, x)`` gives dw) of a bilinear
+    op: a node of that type name (``ops/adjoint.py``), differentiable to any order."""
+    wrt = 0   # 0: DataGrad, 1: FilterGrad
+
+    def __call__(self, dy, other):
+        shape = self._out_shape()
+        slots = [None, None]
+        slots[self.wrt], slots[1 - self.wrt] = shape, tuple(other.shape)
+        info = self._source_info(slots[0], slots[1], None)
+        with context_scope(self.ctx):
+            return bilinear_adjoint(type(self).__name__, info.args, shape, dy, other)
+
+
+def _grad_class(cls_name, base, source_function, snake_name, **attrs):
+    return type(cls_name, (base,), dict(attrs, source_function=staticmethod(source_function),
+                                        __doc__="nnabla's {}.".format(cls_name),
+                                        __module__=PACKAGE + "." + snake_name))
 
 
 def names_of(type_name, snake_name):
@@ -66,11 +122,14 @@ def names_of(type_name, snake_name):
     if type_name in GRAD_RULES:
         names[snake_name + "_backward"] = GRAD_RULES[type_name]
     if type_name in DATA_GRAD_SOURCES:
-        cls_name = type_name + "DataGrad"
-        names[cls_name] = type(cls_name, (UnaryDataGrad,), {
-            "source_function": staticmethod(DATA_GRAD_SOURCES[type_name]),
-            "__doc__": "nnabla's {}: dx = A^T dy of {}.".format(cls_name, type_name),
-            "__module__": PACKAGE + "." + snake_name})
+        names[type_name + "DataGrad"] = _grad_class(type_name + "DataGrad", UnaryDataGrad,
+                                                    DATA_GRAD_SOURCES[type_name], snake_name)
+    if type_name in BILINEAR_SOURCES:
+        for wrt, kind, shape_name in ((0, "DataGrad", "xshape"), (1, "FilterGrad", "wshape")):
+            names[type_name + kind] = _grad_class(type_name + kind, BilinearGrad, BILINEAR_SOURCES[type_name],
+                                                  snake_name, wrt=wrt, shape_name=shape_name)
+            names["{}_{}_grad_backward".format(snake_name, kind[:-4].lower())] = GRAD_RULES[type_name + kind]
+    names.update(BACKWARD_FUNCTIONS.get(type_name, {}))
     return names
 
 

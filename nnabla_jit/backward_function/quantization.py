@@ -7,9 +7,9 @@ constants they are almost everywhere.
 import numpy as np
 
 from .. import functions as F
-from ..function import build
 from ..ops.quantization import _affine_dims, fixed_point_pass_range, pow2_pass_range
-from ..ops.registry import REGISTRY, grad_rule
+from ..ops.registry import grad_rule
+from .adjoint import bilinear_adjoint
 from .elementwise import reduce_to_shape
 
 
@@ -116,15 +116,10 @@ def _convolution_rule(dy, x, w_for_dx, input_shapes, output_shapes, n_before_bia
     inputs, dx taken through the filter ``w_for_dx``."""
     xs, ys, ws = tuple(input_shapes[0]), tuple(output_shapes[0]), tuple(input_shapes[1])
     base_axis %= len(xs)
-    img_sp, map_sp, kernel = xs[base_axis + 1:], ys[base_axis + 1:], ws[2:]
-    output_padding = tuple(i - ((o - 1) * s - 2 * p + d * (k - 1) + 1) for i, o, k, p, s, d in
-                           zip(img_sp, map_sp, kernel, pad, stride, dilation))
-    dx = F.deconvolution(dy, w_for_dx, None, base_axis, pad, stride, dilation, group, False,
-                         output_padding)
-    filter_grad = REGISTRY["ConvolutionFilterGrad"](
-        input_names=("img", "mp"), w_shape=ws, base_axis=base_axis, pad=pad, stride=stride,
-        dilation=dilation, group=group, channel_last=False)
-    dw = build(filter_grad, [x, dy])
+    args = dict(base_axis=base_axis, pad=pad, stride=stride, dilation=dilation, group=group,
+                channel_last=False)
+    dx = bilinear_adjoint("ConvolutionDataGrad", args, xs, dy, w_for_dx)
+    dw = bilinear_adjoint("ConvolutionFilterGrad", args, ws, dy, x)
     grads = [dx, dw] + [None] * (n_before_bias - 2)
     if len(input_shapes) > n_before_bias:
         grads.append(F.sum(dy, axis=[a for a in range(len(ys)) if a != base_axis]))

@@ -79,3 +79,73 @@ class LinearAdjoint(Op):
 
     def grad_depends_output_data(self, i, o):
         return False
+
+
+class BilinearAdjoint(Op):
+    """The two transposes of a bilinear op ``y = B(x, w)`` (Affine, Convolution, Deconvolution):
+    nnabla's ``<Op>DataGrad(dy, w) = dx`` and ``<Op>FilterGrad(dy, x) = dw``, nodes of their own
+    so that ``nn.grad`` goes to any order. ``wrt`` is the source input the output is the
+    gradient of (0: x, 1: w); input 1 holds the other source input. Everything runs on the
+    source op's own kernels: the forward is its backward for slot ``wrt``; the backward is its
+    forward (d dy = B with ``wrt`` = the incoming gradient) and its backward for the other slot
+    (the partner adjoint). ``args`` are the source's arguments, as in nnabla; the output shape
+    (the shape of ``x`` or ``w``, not derivable from the inputs) is ``out_shape``.
+    """
+    source = ""   # the bilinear op's type name; set with wrt by each registered subclass
+    wrt = 0
+
+    def __init__(self, input_names=(), out_shape=(), **source_args):
+        super().__init__(input_names, **source_args)
+        self.out_shape = tuple(out_shape)
+
+    def setup(self, dy, other):
+        self.op = REGISTRY[self.source](input_names=("x", "w"), **self.args)
+        slots = [None, None]
+        slots[self.wrt], slots[1 - self.wrt] = self.out_shape, tuple(other)
+        self.y_shape = tuple(self.op.setup(*slots)[0])
+        if tuple(dy) != self.y_shape:
+            self.fail("dy of shape {} is not the shape {} of {}'s output for x of shape {} and w of "
+                      "shape {}", tuple(dy), self.y_shape, self.source, slots[0], slots[1])
+        return [self.out_shape]
+
+    def _slot_grad(self, slot, filled, other, dy, out, accum):
+        """out (+)= the source's gradient wrt input ``slot`` for output gradient dy, the other
+        input holding ``other``; the slot itself is not read (bilinear), ``filled`` stands in."""
+        slots = [None, None]
+        slots[slot], slots[1 - slot] = filled, other
+        grads, pd, acc = [None, None], [False, False], [False, False]
+        grads[slot], pd[slot], acc[slot] = out, True, accum
+        self.op.forget_forward()   # no forward of the source came before: keep nothing from one
+        self.op.backward(slots, [dy], [dy], grads, pd, acc)
+
+    def forward(self, inputs, outputs):
+        dy, other = inputs
+        self._slot_grad(self.wrt, outputs[0], other, dy, outputs[0], False)
+
+    def backward(self, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+        dy, other = inputs
+        g = output_grads[0]
+        if propagate_down[1]:   # the partner adjoint: the source's backward for the other slot
+            self._slot_grad(1 - self.wrt, input_grads[1], g, dy, input_grads[1], accum[1])
+        if propagate_down[0]:   # d dy = B(g in slot wrt, other)
+            slots = [None, None]
+            slots[self.wrt], slots[1 - self.wrt] = g, other
+            y = np.empty(self.y_shape, g.dtype) if accum[0] else input_grads[0]
+            self.op.forward(slots, [y])
+            if accum[0]:
+                input_grads[0] += y
+
+    def grad_depends_input_data(self, i, j):
+        return i != j   # d dy reads the other input, d other reads dy
+
+    def grad_depends_output_data(self, i, o):
+        return False
+
+
+BILINEAR_SOURCES = ("Affine", "Convolution", "Deconvolution")
+for _source in BILINEAR_SOURCES:
+    for _wrt, _suffix, _other in ((0, "DataGrad", "w"), (1, "FilterGrad", "x")):
+        register(name=_source + _suffix)(type(_source + _suffix, (BilinearAdjoint,), {
+            "source": _source, "wrt": _wrt, "__module__": __name__,
+            "__doc__": "nnabla's {}{}(dy, {}): d{} of {}.".format(_source, _suffix, _other,
+                                                                  "xw"[_wrt], _source)}))

@@ -1,5 +1,5 @@
-"""Convolutions: Convolution, Deconvolution, DepthwiseConvolution, DepthwiseDeconvolution, the
-internal ConvolutionFilterGrad their grad rules use, and the special ones built on them:
+"""Convolutions: Convolution, Deconvolution, DepthwiseConvolution, DepthwiseDeconvolution (their
+DataGrad and FilterGrad transposes are ``ops/adjoint.py``'s), and the special ones built on them:
 DeformableConvolution, FusedConvolution, AdaptiveSeparableConvolution, PatchCorrelation.
 
 The first four are one computation seen from two sides. A convolution relates an *image*
@@ -90,17 +90,6 @@ def deconvolution_backward(op, inputs, outputs, output_grads, input_grads, propa
         _bias_grad(geo.img2(dy), input_grads[2], accum[2], geo.channel_last)
 
 
-def filter_grad_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
-    """ConvolutionFilterGrad(img, mp) is bilinear: d img = conv^T(mp, g), d mp = conv(img, g)."""
-    geo, g = op.geo, output_grads[0]
-    img, mp = inputs
-    if propagate_down[0]:
-        geo.map_to_image(mp, g, input_grads[0], init=_mode(accum[0]))
-    if propagate_down[1]:
-        geo.image_to_map(img, g, input_grads[1], init=_mode(accum[1]), reuse_col=True)
-
-
-# ------------------------------------------------------------------------------ grad rules
 # ------------------------------------------------------------------------------ extras
 # Upper bound on the elements of one im2col buffer; a batch is processed in chunks below it.
 COL_ELEMENTS = 1 << 22
@@ -506,6 +495,9 @@ class _ImageToMap(Op):
     def grad_depends_input_data(self, i, j):
         return (i == 0 and j == 1) or (i == 1 and j == 0)
 
+    def forget_forward(self):
+        self.geo.col_of = None   # the col its backward would reuse
+
 
 @register
 class Convolution(_ImageToMap):
@@ -609,32 +601,3 @@ class DepthwiseDeconvolution(_MapToImage):
         return [self.geo.img_shape]
 
     backward = deconvolution_backward
-
-
-@register(name="ConvolutionFilterGrad")
-class ConvolutionFilterGrad(Op):
-    """Internal: the filter gradient of a convolution, corr(image, map gradient), as a graph
-    node, so that nn.grad can differentiate it again (its grads are a Deconvolution and a
-    Convolution with the incoming gradient as filter)."""
-
-    def __init__(self, input_names=(), w_shape=(), base_axis=1, pad=(), stride=(), dilation=(), group=1,
-                 channel_last=False):
-        super().__init__(input_names, w_shape=tuple(w_shape), base_axis=base_axis, pad=tuple(pad),
-                         stride=tuple(stride), dilation=tuple(dilation), group=group,
-                         channel_last=channel_last)
-
-    def setup(self, img, mp):
-        self.geo = ConvGeometry(self, img, self.w_shape, self.pad, self.stride, self.dilation, self.group,
-                                self.channel_last, self.base_axis)
-        if tuple(mp) != self.geo.map_shape:
-            self.fail("map gradient of shape {} does not match the convolution output shape {}",
-                      tuple(mp), self.geo.map_shape)
-        return [self.w_shape]
-
-    def forward(self, inputs, outputs):
-        self.geo.filter_grad(inputs[0], inputs[1], outputs[0])
-
-    backward = filter_grad_backward
-
-    def grad_depends_input_data(self, i, j):
-        return i != j

@@ -727,10 +727,15 @@ class SpectralNorm(Op):
 
     def forward(self, inputs, outputs):
         w, u_in = inputs
+        # Run again for recomputation, the forward starts from the u the first run started
+        # from (u_in holds the updated one by then) and updates nothing.
+        if not self.recomputing:
+            self.u_before = u_in.copy()
+        u_start = self.u_before
         if self.output_u:
-            outputs[1][...] = u_in
+            outputs[1][...] = u_start
         W = self.matrix(w).astype(np.float64)
-        u = u_in.astype(np.float64)
+        u = u_start.astype(np.float64)
         for _ in range(self.itr):
             v = W.T @ u
             v /= np.sqrt(v @ v + self.eps)
@@ -739,10 +744,13 @@ class SpectralNorm(Op):
         sigma = u @ (W @ v)
         self.saved = (u, v, sigma)
         outputs[0][...] = w / sigma
-        if not self.test:
+        if not self.test and not self.recomputing:
             u_in[...] = u
 
     backward = spectral_norm_backward
+
+    def need_setup_recompute(self, o):
+        return True   # as nnabla: recomputing needs the u the forward started from
 
     def grad_depends_input_data(self, i, j):
         return j == 0

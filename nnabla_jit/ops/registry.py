@@ -268,6 +268,11 @@ class Op:
     # F.sink(loss, error).backward() trains; other ops without a gradient raise, as there.
     PASSES_NO_GRADIENT = frozenset(("TopNError", "BinaryError", "ConfusionMatrix"))
 
+    def forget_forward(self):
+        """Drop what the last forward kept for the next backward (Convolution's col), before a
+        backward no forward of this op came before (``ops/adjoint.py`` runs its source op's
+        backward alone)."""
+
     # --- nnabla's Function API answers (``Function`` nodes delegate here) ---------------
     def need_setup_recompute(self, o):
         """Whether recomputing output ``o`` needs the state saved by ``setup_recompute``: true

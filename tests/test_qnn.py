@@ -256,7 +256,7 @@ def test_scheduler_default_config_runs_without_a_gpu_and_saves(tmp_path):
     network registered with training=False is saved with its quantization."""
     cfg = config("default")
     cfg.ext_name = "cudnn"
-    x, t = nn.Variable((2, 2, 4, 4)), nn.Variable((2, 1))
+    x = nn.Variable((2, 2, 4, 4))
     pred = tiny_net(x)
     vx = nn.Variable((1, 2, 4, 4))
     vpred = tiny_net(vx)

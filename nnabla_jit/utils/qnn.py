@@ -23,7 +23,6 @@ from enum import Enum
 import numpy as np
 
 from .. import ext_utils
-from .. import functions as F  # noqa: F401  (a name nnabla's module has)
 from ..context import get_current_context
 from ..experimental import graph_converters as GC
 from ..function import PythonFunction

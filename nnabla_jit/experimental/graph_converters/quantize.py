@@ -20,7 +20,8 @@ import numpy as np
 
 from ... import functions as F
 from ...parameter import get_parameter_or_create, parameter_scope
-from .batch_normalization_folding import BatchNormalizationFoldingModifier  # noqa: F401  (nnabla's module has these names)
+# nnabla's module has these names (its scheduler uses them through the package).
+from .batch_normalization_folding import BatchNormalizationFoldingModifier  # noqa: F401
 from .batch_normalization_self_folding import BatchNormalizationSelfFoldingModifier  # noqa: F401
 from .graph_converter import FunctionModifier
 from .remove_function import RemoveFunctionModifier  # noqa: F401

@@ -252,15 +252,15 @@ def test_scheduler_matches_nnabla(scenario):
 
 
 def test_scheduler_default_config_runs_without_a_gpu_and_saves(tmp_path):
-    """QATConfig's ext_name is 'cudnn': with no GPU there is no cache to clear. An evaluation
-    network registered with training=False is saved with its quantization."""
+    """QATConfig's ext_name is 'cudnn': with no GPU there is no cache to clear; no solver is
+    needed. An evaluation network registered with training=False is saved with its quantization."""
     cfg = config("default")
     cfg.ext_name = "cudnn"
     x = nn.Variable((2, 2, 4, 4))
     pred = tiny_net(x)
     vx = nn.Variable((1, 2, 4, 4))
     vpred = tiny_net(vx)
-    scheduler = qnn.QATScheduler(cfg, S.Sgd(0.1))
+    scheduler = qnn.QATScheduler(cfg)   # no solver: nothing to re-register or rescale
     scheduler(pred)
     scheduler(vpred, training=False)
     rng = np.random.RandomState(0)

@@ -385,6 +385,8 @@ class QATScheduler:
             solver.set_parameters(get_parameters(grad_only=True))
 
     def _set_qat_learning_rate(self):
+        if self.solver is None:   # nnabla fails here; with no solver there is no rate to scale
+            return
         self.solver.set_learning_rate(self.solver.learning_rate() * self.config.learning_rate_scale)
 
     def _fold_bn(self, pred):

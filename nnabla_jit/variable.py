@@ -255,8 +255,8 @@ class Variable(Operators):
         return self.get_unlinked_variable(need_grad)
 
     def rewire_on(self, var):
-        """Put the graph that follows this variable on top of ``var``: take its buffers and
-        parent; ``var`` loses its parent."""
+        """Put the graph that follows this variable on top of ``var``: take its buffers,
+        parent and need_grad, as nnabla does; ``var`` loses its parent."""
         if var.shape != self.shape:
             raise ValueError("Variable.rewire_on: shape {} does not match {}".format(var.shape, self.shape))
         parent = var._parent
@@ -266,6 +266,7 @@ class Variable(Operators):
             parent._replace_output(var, self)
         self._parent = parent
         self._rank = var._rank
+        self._need_grad = var._need_grad
         var._parent = None
         var._rank = 0
         graph.graph_changed()

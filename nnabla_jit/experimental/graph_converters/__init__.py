@@ -4,8 +4,8 @@ functions folded, replaced or removed, e.g. for inference::
     import nnabla_jit.experimental.graph_converters as GC
     yy = GC.GraphConverter([GC.BatchNormalizationFoldingModifier()]).convert(y)
 
-nnabla's quantization modifiers (``QuantizeNonQNNToRecordingModifier``,
-``QuantizeRecordingToTrainingModifier``) are not provided.
+The quantization modifiers (``QuantizeNonQNNToRecordingModifier``,
+``QuantizeRecordingToTrainingModifier``) are the steps of ``nnabla_jit.utils.qnn.QATScheduler``.
 """
 from .batch_norm_batchstat import BatchNormBatchStatModifier
 from .batch_normalization_folding import (AddBiasModifier, BatchNormalizationFoldingModifier,
@@ -19,6 +19,7 @@ from .graph_converter import FunctionModifier, GraphConverter
 from .identity import IdentityModifier
 from .no_grad import NoGradModifier
 from .prune import PruningModifier
+from .quantize import QuantizeNonQNNToRecordingModifier, QuantizeRecordingToTrainingModifier
 from .remove_function import RemoveFunctionModifier
 from .test_mode import TestModeModifier
 from .unfused_batch_normalization import UnfusedBatchNormalizationModifier
@@ -27,5 +28,6 @@ __all__ = ["AddBiasModifier", "BatchNormBatchStatModifier", "BatchNormalizationF
            "BatchNormalizationFoldingModifierInner", "BatchNormalizationFoldingOppositeModifierInner",
            "BatchNormalizationSelfFoldingModifier", "ChannelFirstModifier", "ChannelLastModifier",
            "FunctionModifier", "FusedBatchNormalizationModifier", "GraphConverter", "IdentityModifier",
-           "NoGradModifier", "PruningModifier", "RemoveFunctionModifier", "TestModeModifier",
+           "NoGradModifier", "PruningModifier", "QuantizeNonQNNToRecordingModifier",
+           "QuantizeRecordingToTrainingModifier", "RemoveFunctionModifier", "TestModeModifier",
            "UnfusedBatchNormalizationModifier"]

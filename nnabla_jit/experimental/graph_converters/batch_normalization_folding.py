@@ -17,11 +17,12 @@ of that layer.
 """
 import numpy as np
 
+from ... import functions as F
 from ...initializer import ConstantInitializer  # noqa: F401  (names nnabla's module has)
 from ...parameter import get_parameter_or_create  # noqa: F401
 from .graph_converter import FunctionModifier
 
-__all__ = ["AddBiasModifier", "BatchNormalizationFoldingModifier",
+__all__ = ["AddBiasModifier", "BatchNormBase", "BatchNormalizationFoldingModifier",
            "BatchNormalizationFoldingModifierInner", "BatchNormalizationFoldingOppositeModifierInner"]
 
 _LAYERS = ("Affine", "Convolution", "Deconvolution")
@@ -102,6 +103,22 @@ def _per(c, grouped, axis):
     shape[0] = grouped.shape[0]
     shape[axis] = grouped.shape[axis]
     return c.reshape(grouped.shape[0], grouped.shape[axis]).reshape(shape)
+
+
+class BatchNormBase:
+    """nnabla's mixin of its folding modifiers: ``connect(f, x, w, b)`` applies the layer
+    ``f`` (Affine, Convolution or Deconvolution, in ``_fct_set``) with its own arguments to
+    new inputs."""
+
+    def __init__(self):
+        super().__init__()
+        self._fct_set = {"Affine": F.affine, "Convolution": F.convolution, "Deconvolution": F.deconvolution}
+
+    def connect(self, f, x, w, b):
+        kind = f.info.type_name
+        if kind not in self._fct_set:
+            raise ValueError("BatchNormBase.connect: {} is not one of {}".format(kind, sorted(self._fct_set)))
+        return self._fct_set[kind](x, w, b, **f.info.args)
 
 
 class AddBiasModifier(FunctionModifier):

@@ -247,7 +247,7 @@ class Solver:
                 continue
             if pre_hook is not None:
                 pre_hook()
-            action(e, as_array(e.param.grad))
+            action(e, as_array(e.param.grad).reshape(-1))   # flat: one compilation per kernel
             if post_hook is not None:
                 post_hook()
 
@@ -260,7 +260,7 @@ class Solver:
             return
 
         def decay(e, g):
-            w = _float_array(e.param.data)
+            w = _float_array(e.param.data).reshape(-1)
             if w.dtype != g.dtype:   # a float16 parameter
                 w = w.astype(g.dtype)
             K.add_scaled.for_size(g.size)(g, w, rate)
@@ -324,9 +324,11 @@ class Solver:
                 update_pre_hook()
             if e.t < _T_MAX:
                 e.t += 1
-            w = _wide_float_array(e.param.data)
-            self._update_one(e.t, w, _compute_array(_float_array(e.param.grad)),
-                             [s.data.data for s in e.states.values()], decay)
+            # flat views (the kernels loop over elements): a kernel compiles once, not once per
+            # parameter rank
+            w = _wide_float_array(e.param.data).reshape(-1)
+            self._update_one(e.t, w, _compute_array(_float_array(e.param.grad)).reshape(-1),
+                             [s.data.data.reshape(-1) for s in e.states.values()], decay)
             if update_post_hook is not None:
                 update_post_hook()
         self._decay_rate = None

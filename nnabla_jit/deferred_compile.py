@@ -12,7 +12,7 @@ an empty cache a parallel kernel is not compiled by the process that first calls
   calls go straight to the machine code (no wrapper on the hot path).
 * Why a process, not a thread: numba compiles under one global lock, mostly in Python holding
   the GIL, so a compiling thread would stall the foreground's own compilations and its steps. A
-  process runs on another core (at a lower priority) and shares its work through the on-disk
+  process runs on another core and shares its work through the on-disk
   cache, which numba writes atomically: a killed worker leaves whole entries or none, and the
   process that asked keeps running the fallback. The worker is stopped when the process exits.
 * Compiling in parallel: the foreground still compiles the serial kernels of its first step,
@@ -57,7 +57,7 @@ _MAX_WORKERS = 3                # workers started per process (a killed one is r
 MANIFEST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tables", "kernel_manifest.json")
 ELEMENTWISE = "<elementwise>"   # the manifest's name of the generated elementwise module
 _PREFETCH_ID = 0                # the worker's answers to prefetches are not waited for
-_NICE = int(os.environ.get("NNABLA_JIT_WORKER_NICE", "10"))
+_REQUESTS_FIRST = -1            # tells the worker that requests now go before prefetches
 
 _lock = threading.RLock()
 _registry = {}                  # (module, qualname) -> deferred dispatcher, for the worker
@@ -142,6 +142,9 @@ class _Deferred:
         with _lock:
             request = self.requests.get(sig)
             if request is not None and request.state == "pending":
+                # a kernel runs again: the first step is over, the parallel variants now matter
+                # more than the rest of the manifest
+                _worker.requests_first()
                 return self.fallback
         entry = _load_cached(disp, sig)   # a later run, or the worker has written it
         if entry is not None:
@@ -181,6 +184,7 @@ class _Worker:
         self.next_id = 0
         self.waiting = {}        # id -> _Request
         self.reader = None
+        self.told_requests_first = False
 
     def _start(self):
         if self.started >= _MAX_WORKERS:
@@ -199,6 +203,7 @@ class _Worker:
             self.started = _MAX_WORKERS
             return False
         self.started += 1
+        self.told_requests_first = False
         self.pid = os.getpid()
         self.reader = threading.Thread(target=self._read, args=(self.proc,), daemon=True,
                                        name="nnabla_jit compile worker")
@@ -222,6 +227,13 @@ class _Worker:
             except (OSError, ValueError):
                 return False
             return True
+
+    def requests_first(self):
+        if self.told_requests_first or self.proc is None:
+            return
+        self.told_requests_first = True
+        with contextlib.suppress(OSError, ValueError):
+            self.send(_REQUESTS_FIRST, "", "", "")
 
     def request(self, request):
         """Send ``request`` (starting a worker if needed); False when no worker can take it."""
@@ -389,21 +401,51 @@ def _find(module, qualname):
     return _registry[(module, qualname)]
 
 
-def _serve(requests, replies):
-    for line in requests:
-        ident, module, qualname, sig = json.loads(line)
-        try:
-            _find(module, qualname).compile(pickle.loads(base64.b64decode(sig)))
-            reply = "{} ok".format(ident)
-        except Exception as e:   # any compile error is the caller's to see
-            reply = "{} error {}: {}".format(ident, type(e).__name__, str(e).replace("\n", " ")[:500])
+def _compile(line):
+    ident, module, qualname, sig = line
+    try:
+        _find(module, qualname).compile(pickle.loads(base64.b64decode(sig)))
+        return "{} ok".format(ident)
+    except Exception as e:   # any compile error is the caller's to see
+        return "{} error {}: {}".format(ident, type(e).__name__, str(e).replace("\n", " ")[:500])
+
+
+def _serve(lines, replies):
+    """Compile what ``lines`` ask, answering on ``replies``: the manifest's prefetches first
+    (what a first step needs) until told that requests come first (the first step is over)."""
+    prefetches, requests, state = [], [], {"requests first": False, "ended": False}
+    ready = threading.Condition()
+
+    def read():
+        for text in lines:
+            line = json.loads(text)
+            with ready:
+                if line[0] == _REQUESTS_FIRST:
+                    state["requests first"] = True
+                else:
+                    (prefetches if line[0] == _PREFETCH_ID else requests).append(line)
+                ready.notify()
+        with ready:
+            state["ended"] = True
+            ready.notify()
+
+    threading.Thread(target=read, daemon=True).start()
+    while True:
+        with ready:
+            while not (prefetches or requests or state["ended"]):
+                ready.wait()
+            if requests and (state["requests first"] or not prefetches):
+                line = requests.pop(0)
+            elif prefetches:
+                line = prefetches.pop(0)
+            else:
+                return
+        reply = _compile(line)
         replies.write(reply + "\n")
         replies.flush()
 
 
 def _main():
-    with contextlib.suppress(OSError, AttributeError):
-        os.nice(_NICE)   # the foreground's training comes first
     replies = os.fdopen(os.dup(1), "w")
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)   # nothing else the worker prints can garble the replies

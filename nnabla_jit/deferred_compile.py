@@ -12,8 +12,8 @@ an empty cache a parallel kernel is not compiled by the process that first calls
   calls go straight to the machine code (no wrapper on the hot path).
 * Why a process, not a thread: numba compiles under one global lock, mostly in Python holding
   the GIL, so a compiling thread would stall the foreground's own compilations and its steps. A
-  process runs on another core and shares its work through the on-disk
-  cache, which numba writes atomically: a killed worker leaves whole entries or none, and the
+  process runs on another core and shares its work through the on-disk cache, which numba
+  writes atomically: a killed worker leaves whole entries or none, and the
   process that asked keeps running the fallback. The worker is stopped when the process exits.
 * Compiling in parallel: the foreground still compiles the serial kernels of its first step,
   one core's work. The same worker meanwhile compiles the serial kernels of the common networks
@@ -23,14 +23,16 @@ an empty cache a parallel kernel is not compiled by the process that first calls
   the rest from the cache. On an empty cache it starts at ``import nnabla_jit``
   (:func:`start_if_cold`: its own import overlaps the foreground's, and a notebook that imports
   and waits gets a warm cache); otherwise when the first kernel compiled in the process is one of
-  the manifest's (a network it knows). Deferred requests queue behind it.
+  the manifest's (a network it knows). Deferred requests queue behind the manifest until the
+  first solver update (:func:`step_done`: a training step is over, what it needs is compiled);
+  then they go first.
 * Not deferred (compiled on first call as numba does): when the kernel has no on-disk cache
   (nothing could reach us from the worker), with ``NNABLA_JIT_DEFER_PARALLEL=0``, inside
   :func:`eager` (``nnabla_jit cache warm``), and in the worker itself.
 
-:func:`_main` is the worker: it reads requests on stdin (one JSON
-line each: id, module, kernel, pickled signature) and answers ``<id> ok`` or ``<id> error
-...`` on stdout.
+:func:`_main` is the worker (``python -c``, with the package on its path): it reads one JSON
+line per kernel on stdin (id, module, name, pickled signature; id 0 a prefetch, -1 "requests
+first") and answers ``<id> ok`` or ``<id> error <why>`` on stdout.
 """
 import atexit
 import base64
@@ -49,7 +51,7 @@ from numba.core.compiler_lock import global_compiler_lock
 from . import kernel_cache
 
 __all__ = ["ENV_VAR", "defer", "load_generated", "eager", "deferring", "pending", "wait",
-           "stop_worker", "start_if_cold"]
+           "step_done", "stop_worker", "start_if_cold"]
 
 ENV_VAR = "NNABLA_JIT_DEFER_PARALLEL"
 PARALLEL_SUFFIX = "_parallel"   # a generated module's parallel kernel X_parallel has the serial X
@@ -142,9 +144,6 @@ class _Deferred:
         with _lock:
             request = self.requests.get(sig)
             if request is not None and request.state == "pending":
-                # a kernel runs again: the first step is over, the parallel variants now matter
-                # more than the rest of the manifest
-                _worker.requests_first()
                 return self.fallback
         entry = _load_cached(disp, sig)   # a later run, or the worker has written it
         if entry is not None:
@@ -231,9 +230,10 @@ class _Worker:
     def requests_first(self):
         if self.told_requests_first or self.proc is None:
             return
-        self.told_requests_first = True
-        with contextlib.suppress(OSError, ValueError):
-            self.send(_REQUESTS_FIRST, "", "", "")
+        with _lock:
+            self.told_requests_first = True
+            with contextlib.suppress(OSError, ValueError):
+                self.send(_REQUESTS_FIRST, "", "", "")
 
     def request(self, request):
         """Send ``request`` (starting a worker if needed); False when no worker can take it."""
@@ -355,6 +355,13 @@ def start_if_cold():
     return True
 
 
+def step_done():
+    """A training step is over (``Solver.update`` calls it): from now on the worker compiles
+    the parallel variants asked for before the rest of the manifest."""
+    if not _worker.told_requests_first:
+        _worker.requests_first()
+
+
 def stop_worker():
     """Stop the background worker now (what it finished stays in the cache)."""
     _worker.stop()
@@ -434,12 +441,12 @@ def _serve(lines, replies):
         with ready:
             while not (prefetches or requests or state["ended"]):
                 ready.wait()
+            if state["ended"]:   # the process that asked has stopped us, or is gone
+                return
             if requests and (state["requests first"] or not prefetches):
                 line = requests.pop(0)
-            elif prefetches:
-                line = prefetches.pop(0)
             else:
-                return
+                line = prefetches.pop(0)
         reply = _compile(line)
         replies.write(reply + "\n")
         replies.flush()

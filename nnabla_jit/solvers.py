@@ -37,7 +37,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from . import callback
+from . import callback, deferred_compile
 from . import solver_kernels as K
 from .context import get_current_context
 from .ndarray import NdArray
@@ -332,6 +332,7 @@ class Solver:
             if update_post_hook is not None:
                 update_post_hook()
         self._decay_rate = None
+        deferred_compile.step_done()
 
     # ------------------------------------------------------------------ states
     def get_states(self):

@@ -5,12 +5,16 @@ is picked up, later processes load it, and killing the worker loses nothing.
 The scenarios run in fresh processes on a fresh cache directory: numba keeps compiled code in
 the process, which would hide what a later run finds on disk.
 """
+import base64
+import inspect
 import os
+import pickle
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+from numba.core.dispatcher import Dispatcher
 
 from nnabla_jit import deferred_compile
 from nnabla_jit.ops import blas, reduction
@@ -156,3 +160,15 @@ def test_gemm_stand_in_computes_what_the_blocks_do(trans_a, trans_b, beta):
 def test_sum_stand_in():
     x = np.arange(10, dtype=np.float32)
     assert reduction._sum_in_one_block(x, 4) == 45.0
+
+
+def test_every_manifest_entry_names_a_serial_kernel_and_a_signature_of_it():
+    # A renamed kernel or a changed signature makes the manifest stale (the worker would skip
+    # the entry): re-record it with nnabla_jit.utils.kernel_warmup.write_manifest().
+    entries = deferred_compile._manifest()
+    assert len(entries) > 10
+    for module, name, sig in entries:
+        kernel = deferred_compile._find(module, name)
+        assert isinstance(kernel, Dispatcher) and not kernel.targetoptions.get("parallel"), (module, name)
+        args = pickle.loads(base64.b64decode(sig))
+        assert len(args) == len(inspect.signature(kernel.py_func).parameters), (module, name)

@@ -122,12 +122,21 @@ def warm(names=None, jobs=None, verbose=True):
         return time.perf_counter() - start
     # spawn, not fork: the parent already runs numba's threads
     context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
-        futures = {pool.submit(warm_one, name): name for name in names}
-        for future in concurrent.futures.as_completed(futures):
-            seconds = future.result()
-            if verbose:
-                print("  {:8} {:.1f} s".format(futures[future], seconds), flush=True)
+    # the pool's processes compile everything themselves: no compile worker of their own at import
+    previous = os.environ.get(deferred_compile.ENV_VAR)
+    os.environ[deferred_compile.ENV_VAR] = "0"
+    try:
+        with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
+            futures = {pool.submit(warm_one, name): name for name in names}
+            for future in concurrent.futures.as_completed(futures):
+                seconds = future.result()
+                if verbose:
+                    print("  {:8} {:.1f} s".format(futures[future], seconds), flush=True)
+    finally:
+        if previous is None:
+            del os.environ[deferred_compile.ENV_VAR]
+        else:
+            os.environ[deferred_compile.ENV_VAR] = previous
     return time.perf_counter() - start
 
 

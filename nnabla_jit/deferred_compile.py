@@ -60,6 +60,7 @@ MANIFEST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tables", "k
 ELEMENTWISE = "<elementwise>"   # the manifest's name of the generated elementwise module
 _PREFETCH_ID = 0                # the worker's answers to prefetches are not waited for
 _REQUESTS_FIRST = -1            # tells the worker that requests now go before prefetches
+_PIPE_BYTES = 48 * 1024         # prefetch lines sent at once (Linux pipes buffer 64 KiB)
 
 _lock = threading.RLock()
 _registry = {}                  # (module, qualname) -> deferred dispatcher, for the worker
@@ -220,8 +221,12 @@ class _Worker:
             alive = self.proc is not None and self.pid == os.getpid() and self.proc.poll() is None
             if not alive and not self._start():
                 return False
+            sent = 0
             try:
                 for module, qualname, sig_text in entries:
+                    sent += len(module) + len(qualname) + len(sig_text) + 16
+                    if sent > _PIPE_BYTES:   # a full pipe would block us until the worker reads
+                        break
                     self.send(_PREFETCH_ID, module, qualname, sig_text)
             except (OSError, ValueError):
                 return False

@@ -7,15 +7,20 @@ the process, which would hide what a later run finds on disk.
 """
 import base64
 import inspect
+import io
+import json
 import os
 import pickle
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
 from numba.core.dispatcher import Dispatcher
 
+import nnabla_jit as nn
+import nnabla_jit.solvers as S
 from nnabla_jit import deferred_compile
 from nnabla_jit.ops import blas, reduction
 import nnabla_jit.solver_kernels as K
@@ -172,3 +177,46 @@ def test_every_manifest_entry_names_a_serial_kernel_and_a_signature_of_it():
         assert isinstance(kernel, Dispatcher) and not kernel.targetoptions.get("parallel"), (module, name)
         args = pickle.loads(base64.b64decode(sig))
         assert len(args) == len(inspect.signature(kernel.py_func).parameters), (module, name)
+
+
+@pytest.mark.parametrize("requests_first", [False, True])
+def test_worker_serves_the_manifest_first_until_told_requests_first(monkeypatch, requests_first):
+    all_read, finished, order = threading.Event(), threading.Event(), []
+
+    def lines():
+        if requests_first:   # what the first solver update sends (deferred_compile.step_done)
+            yield json.dumps([deferred_compile._REQUESTS_FIRST, "", "", ""])
+        yield json.dumps([deferred_compile._PREFETCH_ID, "m", "prefetch1", ""])
+        yield json.dumps([deferred_compile._PREFETCH_ID, "m", "prefetch2", ""])
+        yield json.dumps([7, "m", "request", ""])
+        all_read.set()
+        finished.wait(60)   # then stdin closes: the worker stops
+
+    def compile_stub(line):
+        all_read.wait(60)   # everything is queued before the worker picks its second line
+        order.append(line[2])
+        if len(order) == 3:
+            finished.set()
+        return "{} ok".format(line[0])
+
+    monkeypatch.setattr(deferred_compile, "_compile", compile_stub)
+    replies = io.StringIO()
+    deferred_compile._serve(lines(), replies)
+    if requests_first:   # ahead of the prefetches still queued (the first may be under way)
+        assert order.index("request") < order.index("prefetch2")
+    else:
+        assert order == ["prefetch1", "prefetch2", "request"]
+    assert "7 ok" in replies.getvalue().splitlines()
+
+
+def test_a_solver_update_tells_the_worker_that_the_first_step_is_over(monkeypatch):
+    told = []
+    monkeypatch.setattr(deferred_compile._worker, "told_requests_first", False)
+    monkeypatch.setattr(deferred_compile._worker, "requests_first", lambda: told.append(True))
+    w = nn.Variable.from_numpy_array(np.ones(4, np.float32), need_grad=True)
+    w.grad.fill(1.0)
+    solver = S.Sgd(0.5)
+    solver.set_parameters({"w": w})
+    solver.update()
+    assert told == [True]
+    np.testing.assert_allclose(w.d, 0.5)

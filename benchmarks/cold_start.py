@@ -1,20 +1,25 @@
 """Cold start: how long a fresh process takes on a fresh machine (empty kernel caches), and
 again once the cache is warm. Nothing here is asserted; see README.md for the numbers.
 
-    python benchmarks/cold_start.py              # LeNet first step + the digits main job
-    python benchmarks/cold_start.py lenet        # one of them
+    python benchmarks/cold_start.py                  # LeNet first step + the digits main job
+    python benchmarks/cold_start.py lenet -n 3       # one of them, three times
+    python benchmarks/cold_start.py --warm-command   # also: an empty cache filled by `cache warm`
 
 Each measurement runs a new Python process with ``NNABLA_JIT_CACHE_DIR`` and ``NUMBA_CACHE_DIR``
 pointed at a new empty directory (numba's default cache, ``__pycache__`` beside the sources,
-would otherwise serve compiled code from earlier runs). Three states per workload:
+would otherwise serve compiled code from earlier runs). States per workload:
 
 * ``empty``: nothing cached (the first run on a fresh machine);
 * ``warm``: the same directory after that run (every later run);
-* ``after cache warm``: an empty directory filled by ``nnabla_jit cache warm`` first (its own
-  time is reported apart).
+* ``after cache warm`` (``--warm-command``): an empty directory filled by ``nnabla_jit cache
+  warm`` first (its own time is reported apart).
 
-Wall time depends on what else the machine runs; the CPU seconds of the child process (user +
-system) are reported beside it, with the load average, so runs on a busy machine can be read.
+Columns: wall seconds of the whole process (start to exit); the wall seconds from the process's
+first line to the end of the work (LeNet: its first step; digits: the job), and the CPU seconds
+(user + system) of the process itself up to then; the CPU seconds of the process and everything
+it started and waited for -- the background compile worker included (deferred_compile.py),
+which the process stops at exit. The machine this runs on may be shared: the CPU seconds say what the work cost, the load
+average what else ran.
 """
 import argparse
 import os
@@ -30,61 +35,94 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The same LeNet as run.py's workload (workloads.py), built and stepped once in a fresh process;
 # the time includes importing nnabla_jit, which workloads.py does on the first build.
 LENET_FIRST_STEP = r'''
-import sys, time
+import resource, sys, time
 t0 = time.perf_counter()
 sys.path.insert(0, {here!r})
 from workloads import lenet_nnabla_jit
 lenet_nnabla_jit()()
-print(time.perf_counter() - t0)
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print("done", time.perf_counter() - t0, usage.ru_utime + usage.ru_stime)
 '''.format(here=os.path.dirname(os.path.abspath(__file__)))
+
+# A script run as __main__, then the same report (before the process stops its compile worker).
+SCRIPT = r'''
+import resource, runpy, sys, time
+t0 = time.perf_counter()
+script, sys.argv = sys.argv[1], sys.argv[1:]
+try:
+    runpy.run_path(script, run_name="__main__")
+except SystemExit as e:
+    if e.code:
+        raise
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print("done", time.perf_counter() - t0, usage.ru_utime + usage.ru_stime)
+'''
 
 WORKLOADS = {
     "lenet": ("LeNet: import, build, first training step", [sys.executable, "-c", LENET_FIRST_STEP]),
     "digits": ("digits main job (examples/digits/train.py, 15 epochs)",
-               [sys.executable, os.path.join(REPO, "examples", "digits", "train.py"), "--out", "{out}"]),
+               [sys.executable, "-c", SCRIPT, os.path.join(REPO, "examples", "digits", "train.py"),
+                "--out", "{out}"]),
 }
 
 
 def run(command, cache):
-    """(wall seconds, child CPU seconds) of one fresh process using ``cache``."""
+    """(wall seconds, CPU seconds of the process tree, in-process wall, process CPU) of one
+    fresh process using ``cache``."""
     env = dict(os.environ, NNABLA_JIT_CACHE_DIR=cache, NUMBA_CACHE_DIR=os.path.join(cache, "numba"),
                PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     command = [c.format(out=os.path.join(cache, "out.h5")) for c in command]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    done = subprocess.run(command, env=env, check=True, stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, text=True)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    first = [line.split()[1:] for line in done.stdout.splitlines() if line.startswith("done ")]
+    step_wall, step_cpu = (float(first[0][0]), float(first[0][1])) if first else (None, None)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), step_wall, step_cpu
 
 
-def measure(command):
-    results = {}
+def measure(command, warm_command):
+    results = []
     cache = tempfile.mkdtemp(prefix="nnabla_jit_cold_")
     try:
-        results["empty"] = run(command, cache)
-        results["warm"] = run(command, cache)
+        results.append(("empty", run(command, cache)))
+        results.append(("warm", run(command, cache)))
     finally:
         shutil.rmtree(cache, ignore_errors=True)
-    cache = tempfile.mkdtemp(prefix="nnabla_jit_cold_")
-    try:
-        results["cache warm command"] = run([sys.executable, "-m", "nnabla_jit", "cache", "warm", "-q"], cache)
-        results["after cache warm"] = run(command, cache)
-    finally:
-        shutil.rmtree(cache, ignore_errors=True)
+    if warm_command:
+        cache = tempfile.mkdtemp(prefix="nnabla_jit_cold_")
+        try:
+            results.append(("`cache warm` command",
+                            run([sys.executable, "-m", "nnabla_jit", "cache", "warm", "-q"], cache)))
+            results.append(("after `cache warm`", run(command, cache)))
+        finally:
+            shutil.rmtree(cache, ignore_errors=True)
     return results
+
+
+def _seconds(value):
+    return "" if value is None else "{:.1f}".format(value)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("names", nargs="*", help="workloads: {} (default: all)".format(", ".join(WORKLOADS)))
+    parser.add_argument("-n", "--repeat", type=int, default=1, help="measure each this many times")
+    parser.add_argument("--warm-command", action="store_true",
+                        help="also time `nnabla_jit cache warm` and a run after it")
     args = parser.parse_args()
     print("load average before: {:.1f} {:.1f} {:.1f} on {} CPUs".format(*os.getloadavg(), os.cpu_count()))
-    print("| workload | cache | wall s | CPU s |\n|---|---|---:|---:|")
+    print("| workload | cache | wall s | in-process wall s | process CPU s | CPU s, with worker | load |")
+    print("|---|---|---:|---:|---:|---:|---:|")
     for name in args.names or list(WORKLOADS):
         title, command = WORKLOADS[name]
-        for state, (wall, cpu) in measure(command).items():
-            print("| {} | {} | {:.1f} | {:.1f} |".format(title, state, wall, cpu), flush=True)
+        for _ in range(args.repeat):
+            for state, (wall, cpu, step_wall, step_cpu) in measure(command, args.warm_command):
+                print("| {} | {} | {:.1f} | {} | {} | {:.1f} | {:.1f} |".format(
+                    title, state, wall, _seconds(step_wall), _seconds(step_cpu), cpu, os.getloadavg()[0]),
+                    flush=True)
     print("load average after: {:.1f} {:.1f} {:.1f}".format(*os.getloadavg()))
 
 

@@ -60,6 +60,11 @@ def install_as_nnabla(force=False):
     as_nnabla.install_as_nnabla(force=force)
 
 
+# On an empty kernel cache a background process starts compiling the kernels of the common
+# networks now, while this process goes on (deferred_compile.py).
+from . import deferred_compile as _deferred_compile
+_deferred_compile.start_if_cold()
+
 # nnabla's top-level names from modules that pull in PF and the file formats: imported on
 # first use (keeps `import nnabla_jit` fast).
 _LAZY_NAMES = {"Module": ("core.module", "Module"), "Sequential": ("core.sequential", "Sequential"),

@@ -11,11 +11,11 @@ that appears twice — is decided here, once. Where the arrays live is a *memory
 gives each kind of slot its getter.
 """
 import functools
-import os
 
 import numpy as np
 
 from .ndarray import NdArray, NotComputed
+from .ops import common
 
 __all__ = ["HostMemory", "HOST", "forward_runner", "backward_runner", "fetch_all",
            "InputNotComputed"]
@@ -23,15 +23,6 @@ __all__ = ["HostMemory", "HOST", "forward_runner", "backward_runner", "fetch_all
 
 class InputNotComputed(NotComputed):
     """A backward kernel needs values that no forward computed (or that clearing freed)."""
-
-
-# A backward kernel that needs values no forward computed (backward before any forward, or after
-# a clearing forward/backward freed them) raises InputNotComputed naming the op: nnabla reads
-# its fresh or freed buffers there and returns gradients computed from garbage.
-# NNABLA_JIT_UNCOMPUTED_READS=zeros reads zeros instead (nnabla's result with a zeroed pool),
-# for programs that rely on it (truncated BPTT written as backward() with no forward). Read
-# when a plan is made.
-STRICT_READS = os.environ.get("NNABLA_JIT_UNCOMPUTED_READS", "error") != "zeros"
 
 
 def fetch_all(fetches):
@@ -58,8 +49,8 @@ class HostMemory:
     @staticmethod
     def read_needed(nd):
         """Values a kernel needs; :class:`NotComputed` when none are held (zeros instead when
-        :data:`STRICT_READS` is off)."""
-        return nd.host_needed if STRICT_READS else nd.host_as
+        ``ops.common.STRICT_READS`` is off)."""
+        return nd.host_needed if common.STRICT_READS else nd.host_as
 
     @staticmethod
     def read_or_absent(nd):

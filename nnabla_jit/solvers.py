@@ -40,7 +40,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from . import callback
+from . import callback, deferred_compile
 from . import solver_kernels as K
 from .context import get_current_context
 from .cuda_ops import device as cuda_device
@@ -151,8 +151,8 @@ class _HostKernels:
 
     @staticmethod
     def param_values(param, dtype):
-        """The parameter's values as ``dtype`` (converted when a float16 parameter)."""
-        w = _float_array(param.data)
+        """The parameter's values as ``dtype``, flat (converted when a float16 parameter)."""
+        w = _float_array(param.data).reshape(-1)
         return w if w.dtype == dtype else w.astype(dtype)
 
     def clip_by_norm(self, g, bound):
@@ -295,7 +295,7 @@ class Solver:
             if _on_device(e.param):
                 action(e, cuda_device.accumulator(e.param.grad, e.param.grad.dtype), cuda_kernels)
             else:
-                g = as_array(e.param.grad)
+                g = as_array(e.param.grad).reshape(-1)   # flat: one compilation per kernel
                 action(e, g, _HostKernels(g.size))
             if post_hook is not None:
                 post_hook()
@@ -376,13 +376,16 @@ class Solver:
                                  [cuda_device.accumulator(s.data, w.dtype)
                                   for s in e.states.values()], decay)
             else:
-                w = _wide_float_array(e.param.data)
+                # flat views (the kernels loop over elements): a kernel compiles once, not once
+                # per parameter rank
+                w = _wide_float_array(e.param.data).reshape(-1)
                 self._update_one(_HostKernels(w.size), e.t, w,
-                                 _compute_array(_float_array(e.param.grad)),
-                                 [s.data.data for s in e.states.values()], decay)
+                                 _compute_array(_float_array(e.param.grad)).reshape(-1),
+                                 [s.data.data.reshape(-1) for s in e.states.values()], decay)
             if update_post_hook is not None:
                 update_post_hook()
         self._decay_rate = None
+        deferred_compile.step_done()
 
     # ------------------------------------------------------------------ states
     def get_states(self):

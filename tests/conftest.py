@@ -2,9 +2,14 @@
 hypothesis profile that keeps the suite inside CI's time budget."""
 import os
 
-import numpy as np
-import pytest
-from hypothesis import HealthCheck, settings
+# The suite compiles the kernels it meets in its own process, as numba does: a background compile
+# worker per test process (and per Python process a test starts) would compete for CI's cores.
+# tests/test_deferred_compile.py switches deferral on for its scenarios.
+os.environ.setdefault("NNABLA_JIT_DEFER_PARALLEL", "0")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
 
 settings.register_profile("ci", max_examples=int(os.environ.get("NNABLA_JIT_HYPOTHESIS_EXAMPLES", "6")),
                           deadline=None, derandomize=True,

@@ -117,9 +117,19 @@ def test_an_in_place_reshape_shares_its_input_buffer():
     assert np.all(r.d == 2) and np.all(r2.d == 3)   # inplace=False: a copy
 
 
-def test_softmax_cross_entropy_backward_before_any_forward():
+def test_softmax_cross_entropy_backward_before_any_forward_is_an_error():
+    # nnabla reads its never-written softmax buffer there: a gradient from garbage
     x = nn.Variable((2, 3), need_grad=True)
     t = nn.Variable.from_numpy_array(np.array([[1], [2]]))
-    # no error, as in nnabla (which reads its never-written softmax buffer); here it is zeros
+    loss = F.mean(F.softmax_cross_entropy(x, t))
+    with pytest.raises(RuntimeError, match="SoftmaxCrossEntropy needs the softmax its forward"):
+        loss.backward()
+
+
+def test_softmax_cross_entropy_backward_before_any_forward_reads_zeros_when_asked(monkeypatch):
+    from nnabla_jit.ops import common
+    monkeypatch.setattr(common, "STRICT_READS", False)   # NNABLA_JIT_UNCOMPUTED_READS=zeros
+    x = nn.Variable((2, 3), need_grad=True)
+    t = nn.Variable.from_numpy_array(np.array([[1], [2]]))
     F.mean(F.softmax_cross_entropy(x, t)).backward()
     np.testing.assert_allclose(x.g, [[0, -0.5, 0], [0, 0, -0.5]])

@@ -77,8 +77,8 @@ def test_a_data_dependent_shape_change_flows_downstream_in_the_same_pass():
 # ---------------------------------------------------------------------------- backward needs forward
 @pytest.fixture
 def zero_reads(monkeypatch):
-    from nnabla_jit import buffers
-    monkeypatch.setattr(buffers, "STRICT_READS", False)   # NNABLA_JIT_UNCOMPUTED_READS=zeros
+    from nnabla_jit.ops import common
+    monkeypatch.setattr(common, "STRICT_READS", False)   # NNABLA_JIT_UNCOMPUTED_READS=zeros
 
 
 def test_backward_before_forward_reads_zeros_when_asked(zero_reads):

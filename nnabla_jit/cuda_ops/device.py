@@ -10,8 +10,8 @@ import sys
 
 import numpy as np
 
-from .. import buffers
 from ..ndarray import NotComputed
+from ..ops import common
 from . import registry
 from .registry import device_function, kernel
 
@@ -229,8 +229,8 @@ class DeviceMemory:
     @staticmethod
     def read_needed(nd):
         """Values a kernel needs (copied up if the host has the newer); zeros when none are
-        held: ``NotComputed``, or zeros when ``buffers.STRICT_READS`` is off."""
-        if not buffers.STRICT_READS:
+        held: ``NotComputed``, or zeros when ``ops.common.STRICT_READS`` is off."""
+        if not common.STRICT_READS:
             return functools.partial(read, nd)
 
         def get(dtype):

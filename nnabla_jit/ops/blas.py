@@ -19,6 +19,7 @@ from numba import njit, prange, types
 from numba.extending import get_cython_function_address, intrinsic
 from scipy.linalg import blas
 
+from ..deferred_compile import defer
 from .kernels import parallel_kernel
 
 _GEMM = {np.dtype(np.float32): blas.sgemm, np.dtype(np.float64): blas.dgemm}
@@ -108,6 +109,16 @@ def _gemm_blocks(a, b, out, trans_a, trans_b, beta, n_blocks, address):
         i4, s8 = 4, out.itemsize
         _call_gemm(address, f, f + 1, d, d + i4, d + 2 * i4, sc, pa, d + 3 * i4, pb, d + 4 * i4,
                    sc + s8, pc, d + 5 * i4)
+
+
+def _gemm_one_call(a, b, out, trans_a, trans_b, beta, n_blocks, address):
+    """What _gemm_blocks computes, in one BLAS call: runs until its parallel compilation is in
+    the cache (deferred_compile.py)."""
+    _GEMM[out.dtype](1.0, b.T, a.T, beta=beta, c=out.T, overwrite_c=True, trans_a=trans_b,
+                     trans_b=trans_a)
+
+
+defer(_gemm_blocks, _gemm_one_call)
 
 
 def gemm(a, b, out, trans_a=False, trans_b=False, accumulate=False):

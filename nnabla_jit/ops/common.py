@@ -2,8 +2,17 @@
 
 They sit below every family module so that no family imports another for a helper.
 """
+import os
+
 import numpy as np
 from numba import njit
+
+# A backward kernel that needs values no forward computed (backward before any forward, or after
+# a clearing forward/backward freed them) raises naming the op: nnabla reads its fresh or freed
+# buffers there and returns gradients computed from garbage. NNABLA_JIT_UNCOMPUTED_READS=zeros
+# reads zeros instead (nnabla's result with a zeroed pool), for programs that rely on it
+# (truncated BPTT written as backward() with no forward). Read when a plan is made.
+STRICT_READS = os.environ.get("NNABLA_JIT_UNCOMPUTED_READS", "error") != "zeros"
 
 
 def normalize_axis(op, axis, ndim, arg="axis"):

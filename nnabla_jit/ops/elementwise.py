@@ -25,7 +25,7 @@ import ast
 
 import numpy as np
 
-from ..kernel_cache import load_generated
+from ..deferred_compile import load_generated
 from . import scalar_math
 from .common import sum_to_shape
 from .kernels import PARALLEL_THRESHOLD
@@ -281,8 +281,8 @@ class ElementwiseOp(Op):
     def forward(self, inputs, outputs):
         y = outputs[0]
         scalars = self._scalars(y.dtype)
-        if self.same_shape:
-            self._forward(*inputs, y, *scalars)
+        if self.same_shape:   # flat views: one compilation whatever the rank
+            self._forward(*[x.reshape(-1) for x in inputs], y.reshape(-1), *scalars)
         else:
             views, shape4 = _strided_views(inputs, y.shape)
             self._forward(*views, y.reshape(shape4), *scalars)
@@ -300,7 +300,8 @@ class ElementwiseOp(Op):
             if not propagate_down[k] or kernel is None:
                 continue
             if self.same_shape:
-                kernel(*ins, y, dy, dx, accum[k], *scalars)
+                kernel(*[x.reshape(-1) for x in ins], y.reshape(-1), dy.reshape(-1), dx.reshape(-1),
+                       accum[k], *scalars)
             else:
                 if not accum[k]:
                     dx.fill(0)

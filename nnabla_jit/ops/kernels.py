@@ -9,6 +9,8 @@ import types
 
 from numba import njit
 
+from ..deferred_compile import defer
+
 PARALLEL_THRESHOLD = 1 << 15   # elements of work below which the serial variant is faster
 
 
@@ -30,7 +32,10 @@ class ParallelKernel:
         options.setdefault("error_model", "numpy")
         self.py_func = func
         self.serial = njit(cache=True, **options)(func)
-        self.parallel = njit(cache=True, parallel=True, **options)(_twin(func, "_parallel"))
+        # compiled on an empty cache by a background process, the serial one standing in
+        # until then (deferred_compile.py)
+        self.parallel = defer(njit(cache=True, parallel=True, **options)(_twin(func, "_parallel")),
+                              self.serial)
         self.__doc__ = func.__doc__
         self.__name__ = func.__name__
 

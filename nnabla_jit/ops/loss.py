@@ -9,6 +9,7 @@ is an error.
 import numpy as np
 from numba import njit, prange
 
+from . import common
 from .common import label_of, normalize_axis, outer_axis_inner
 from .elementwise import elementwise
 from .kernels import parallel_kernel
@@ -27,18 +28,25 @@ def first_bad_label(t3, n_classes):
     return -1
 
 
+# The kernels of one sample per row (I == 1: the class axis last, the common case) are apart from
+# the general ones: a network compiles only the kind it runs (each costs about a second).
+@parallel_kernel
+def softmax_cross_entropy_backward_rows(prob3, t3, dy, dx3, accum):
+    """softmax_cross_entropy_backward_kernel for I == 1."""
+    O, C, _ = prob3.shape
+    for o in prange(O):
+        k = label_of(t3, o, 0, C)
+        g = dy[o] if k >= 0 else 0.0
+        for c in range(C):
+            v = g * (prob3[o, c, 0] - (1.0 if c == k else 0.0))
+            dx3[o, c, 0] = dx3[o, c, 0] + v if accum else v
+
+
 @parallel_kernel
 def softmax_cross_entropy_backward_kernel(prob3, t3, dy, dx3, accum):
     """dx (+)= dy (softmax - onehot(label)); 0 for ignored samples. Laid out as the forward."""
     O, C, I = prob3.shape
     for o in prange(O):
-        if I == 1:   # one sample per row: scalars
-            k = label_of(t3, o, 0, C)
-            g = dy[o] if k >= 0 else 0.0
-            for c in range(C):
-                v = g * (prob3[o, c, 0] - (1.0 if c == k else 0.0))
-                dx3[o, c, 0] = dx3[o, c, 0] + v if accum else v
-            continue
         labels = np.empty(I, np.int64)
         g = np.empty(I)
         for i in range(I):
@@ -53,9 +61,14 @@ def softmax_cross_entropy_backward_kernel(prob3, t3, dy, dx3, accum):
 def softmax_cross_entropy_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0]:
         t3 = inputs[1].reshape(op.shape3[0], 1, op.shape3[2])
-        if op.saved_prob is None:   # backward before any forward: nnabla's fresh buffer, zeros
+        if op.saved_prob is None:   # backward before any forward
+            if common.STRICT_READS:
+                raise RuntimeError("backward: SoftmaxCrossEntropy needs the softmax its forward "
+                                   "computes, and no forward() has run; call forward() first "
+                                   "(NNABLA_JIT_UNCOMPUTED_READS=zeros reads zeros as nnabla does)")
             op.saved_prob = np.zeros(op.shape3, input_grads[0].dtype)
-        softmax_cross_entropy_backward_kernel.for_size(t3.size * op.shape3[1])(
+        kernel = softmax_cross_entropy_backward_rows if op.shape3[2] == 1 else softmax_cross_entropy_backward_kernel
+        kernel.for_size(t3.size * op.shape3[1])(
             op.saved_prob, t3, output_grads[0].reshape(-1), input_grads[0].reshape(op.shape3), accum[0])
 
 
@@ -131,6 +144,29 @@ elementwise("EpsilonInsensitiveLoss", "maximum(abs(x0 - x1) - epsilon, 0.0)",
 
 
 @parallel_kernel
+def softmax_cross_entropy_rows(x3, t3, prob3, y):
+    """softmax_cross_entropy_kernel for I == 1 (one sample per row: scalars)."""
+    O, C, _ = x3.shape
+    bad = 0
+    for o in prange(O):
+        m = x3[o, 0, 0]
+        for c in range(1, C):
+            m = max(m, x3[o, c, 0])
+        total = 0.0
+        for c in range(C):
+            e = np.exp(x3[o, c, 0] - m)
+            prob3[o, c, 0] = e
+            total += e
+        inv = 1.0 / total
+        for c in range(C):
+            prob3[o, c, 0] *= inv
+        k = label_of(t3, o, 0, C)
+        bad += 1 if k == -2 else 0
+        y[o] = m + np.log(total) - x3[o, k, 0] if k >= 0 else 0.0
+    return bad
+
+
+@parallel_kernel
 def softmax_cross_entropy_kernel(x3, t3, prob3, y):
     """y = logsumexp(x) - x[label] per (o, i), and the softmax into prob3 (what backward needs).
     Returns the number of invalid labels. Rows o run in parallel; with the class axis not last
@@ -138,22 +174,6 @@ def softmax_cross_entropy_kernel(x3, t3, prob3, y):
     O, C, I = x3.shape
     bad = 0
     for o in prange(O):
-        if I == 1:   # one sample per row: scalars
-            m = x3[o, 0, 0]
-            for c in range(1, C):
-                m = max(m, x3[o, c, 0])
-            total = 0.0
-            for c in range(C):
-                e = np.exp(x3[o, c, 0] - m)
-                prob3[o, c, 0] = e
-                total += e
-            inv = 1.0 / total
-            for c in range(C):
-                prob3[o, c, 0] *= inv
-            k = label_of(t3, o, 0, C)
-            bad += 1 if k == -2 else 0
-            y[o] = m + np.log(total) - x3[o, k, 0] if k >= 0 else 0.0
-            continue
         m = x3[o, 0, :].copy()
         for c in range(1, C):
             for i in range(I):
@@ -233,7 +253,8 @@ class SoftmaxCrossEntropy(LabelOp):
         x3, t3 = self.views(inputs)
         if self.saved_prob is None or self.saved_prob.shape != x3.shape or self.saved_prob.dtype != x3.dtype:
             self.saved_prob = np.empty(x3.shape, x3.dtype)
-        kernel = softmax_cross_entropy_kernel.for_size(x3.size)
+        kernel = (softmax_cross_entropy_rows if self.shape3[2] == 1
+                  else softmax_cross_entropy_kernel).for_size(x3.size)
         self.check_labels(t3, kernel(x3, t3, self.saved_prob, outputs[0].reshape(-1)))
 
     backward = softmax_cross_entropy_backward

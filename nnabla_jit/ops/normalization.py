@@ -237,8 +237,9 @@ def channel_sums(x3, d3, center, power, sum_d, sum_e):
                 for c in range(hi - lo):
                     acc_d[c] += d3[o, lo + c, 0]
                     acc_e[c] += _term(x3[o, lo + c, 0], d3[o, lo + c, 0], m[c], power)
-            sum_d[lo:hi] = acc_d
-            sum_e[lo:hi] = acc_e
+            for c in range(hi - lo):   # a loop: slice assignment compiles numba's shape-error path (2 s)
+                sum_d[lo + c] = acc_d[c]
+                sum_e[lo + c] = acc_e[c]
         return
     for c in prange(C):
         m = center[c]

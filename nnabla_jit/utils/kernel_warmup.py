@@ -8,19 +8,28 @@ or a ``prange`` variant by size, so the warm-up runs these networks at their usu
 toy ones. The networks run in ``jobs`` worker processes at once: compilation is CPU-bound, and
 one process compiles on one core.
 """
+import base64
 import concurrent.futures
+import contextlib
+import json
 import multiprocessing
 import os
+import pickle
+import subprocess
+import sys
+import tempfile
 import time
 
 import numpy as np
+from numba.core import event
 
 import nnabla_jit as nn
 import nnabla_jit.functions as F
 import nnabla_jit.parametric_functions as PF
 import nnabla_jit.solvers as S
+from .. import deferred_compile
 
-__all__ = ["NETWORKS", "warm", "warm_one"]
+__all__ = ["NETWORKS", "warm", "warm_one", "write_manifest"]
 
 
 def _lenet(rng):
@@ -69,12 +78,14 @@ def _small(rng):
 NETWORKS = {"lenet": _lenet, "digits": _digits, "mlp": _mlp, "small": _small}
 
 
-def warm_one(name):
-    """Run network ``name``'s steps (compiling or loading their kernels); returns the seconds."""
+def warm_one(name, eager=True):
+    """Run network ``name``'s steps (compiling or loading their kernels; ``eager``: parallel
+    variants too, not deferred to a background worker); returns the seconds."""
     start = time.perf_counter()
     saved = nn.get_parameters(grad_only=False)
     try:
-        with nn.parameter_scope("__nnabla_jit_warmup__/" + name):
+        with nn.parameter_scope("__nnabla_jit_warmup__/" + name), \
+                (deferred_compile.eager() if eager else contextlib.nullcontext()):
             steps = NETWORKS[name](np.random.RandomState(0))
             for root, solver, fused in steps:
                 if solver is not None:
@@ -111,10 +122,80 @@ def warm(names=None, jobs=None, verbose=True):
         return time.perf_counter() - start
     # spawn, not fork: the parent already runs numba's threads
     context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
-        futures = {pool.submit(warm_one, name): name for name in names}
-        for future in concurrent.futures.as_completed(futures):
-            seconds = future.result()
-            if verbose:
-                print("  {:8} {:.1f} s".format(futures[future], seconds), flush=True)
+    # the pool's processes compile everything themselves: no compile worker of their own at import
+    previous = os.environ.get(deferred_compile.ENV_VAR)
+    os.environ[deferred_compile.ENV_VAR] = "0"
+    try:
+        with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
+            futures = {pool.submit(warm_one, name): name for name in names}
+            for future in concurrent.futures.as_completed(futures):
+                seconds = future.result()
+                if verbose:
+                    print("  {:8} {:.1f} s".format(futures[future], seconds), flush=True)
+    finally:
+        if previous is None:
+            del os.environ[deferred_compile.ENV_VAR]
+        else:
+            os.environ[deferred_compile.ENV_VAR] = previous
     return time.perf_counter() - start
+
+
+# ------------------------------------------------------------------------------ the manifest
+def _record(name):
+    """Print, as JSON, the serial kernels network ``name``'s steps compile on an empty cache,
+    in order (run in a fresh process on an empty cache by :func:`write_manifest`)."""
+    # parallel kernels stay deferred for good and no worker starts: only what the foreground
+    # of a first step compiles is recorded
+    deferred_compile._worker.request = lambda request: True
+    deferred_compile._worker.prefetch = lambda entries: False
+    found, depth = [], [0]
+
+    class Recorder(event.Listener):
+        def on_start(self, ev):
+            depth[0] += 1
+            disp = ev.data["dispatcher"]
+            if depth[0] > 1 or disp.targetoptions.get("parallel"):
+                return
+            module, qualname = deferred_compile._manifest_name(disp)
+            if (module.startswith("nnabla_jit.") or module == deferred_compile.ELEMENTWISE) \
+                    and "." not in qualname:
+                sig = base64.b64encode(pickle.dumps(tuple(ev.data["args"]))).decode()
+                found.append([module, qualname, sig])
+
+        def on_end(self, ev):
+            depth[0] -= 1
+
+    with event.install_listener("numba:compile", Recorder()):
+        warm_one(name, eager=False)
+    print(json.dumps(found))
+
+
+def write_manifest(path=None, names=None):
+    """Record the serial kernels of the :data:`NETWORKS` (each on an empty cache, in a fresh
+    process) into ``deferred_compile.MANIFEST``: each network's kernels in the reverse order of
+    their first use, the first network's first. Returns the number of entries."""
+    package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    entries, seen = [], set()
+    for name in names or NETWORKS:
+        with tempfile.TemporaryDirectory() as cache:
+            env = dict(os.environ, NNABLA_JIT_CACHE_DIR=cache, PYTHONPATH=package_root)
+            env.pop("NUMBA_CACHE_DIR", None)
+            env[deferred_compile.ENV_VAR] = "1"
+            done = subprocess.run([sys.executable, "-c", "from nnabla_jit.utils.kernel_warmup import "
+                                   "_record; _record({!r})".format(name)], env=env, check=True,
+                                  capture_output=True, text=True)
+        for entry in reversed(json.loads(done.stdout.splitlines()[-1])):
+            if tuple(entry) not in seen:
+                seen.add(tuple(entry))
+                entries.append(entry)
+    about = ("The serial kernels (module, name, pickled numba signature) the first steps of "
+             "nnabla_jit.utils.kernel_warmup's networks compile, in the order a background "
+             "worker compiles them on an empty cache (deferred_compile.py). Generated by "
+             "nnabla_jit.utils.kernel_warmup.write_manifest(); a stale entry is skipped.")
+    text = json.dumps({"about": about, "kernels": entries}, indent=0) + "\n"
+    path = path or deferred_compile.MANIFEST
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+    return len(entries)

@@ -4,7 +4,7 @@
     nnabla_jit cache clear    remove the generated kernels and numba's machine code of nnabla_jit
     nnabla_jit cache warm     compile the kernels of common training steps ahead of time
 """
-from ... import kernel_cache
+from ... import deferred_compile, kernel_cache
 from ...kernel_cache import ENV_VAR
 
 __all__ = ["add_cache_command"]
@@ -19,6 +19,7 @@ def _size(n):
 
 
 def cache_info_command(args):
+    deferred_compile.stop_worker()   # a background compile of an empty cache: not now
     info = kernel_cache.info()
     print("kernel cache: {}{}".format(info["directory"], "" if info["usable"] else
                                       "  (unusable: kernels are compiled in memory)"))
@@ -34,12 +35,14 @@ def cache_info_command(args):
 
 
 def cache_clear_command(args):
+    deferred_compile.stop_worker()   # a background compile of an empty cache: not now
     removed = kernel_cache.clear()
     print("removed {} files from the kernel cache ({})".format(removed, kernel_cache.configured_cache_dir()))
     return True
 
 
 def cache_warm_command(args):
+    deferred_compile.stop_worker()   # a background compile of an empty cache: not now
     # Imported here: the warm-up builds networks (F, PF, solvers), which `info` and `clear` do
     # not need.
     from ..kernel_warmup import NETWORKS, warm

@@ -1,0 +1,468 @@
+"""Deferred parallel kernels: a fresh machine's first training step without the ``prange`` compiles.
+
+numba takes 3-5 times longer to compile a ``prange`` kernel than its serial twin (the parallel
+variant of pooling alone costs seconds), and a first training step meets a dozen of them. So on
+an empty cache a parallel kernel is not compiled by the process that first calls it:
+
+* :func:`defer` hooks the kernel's compile-on-call. A call with a signature the kernel has not
+  compiled first looks in the on-disk kernel cache (a later run: loaded in milliseconds, used
+  from then on). When it is not there, the call runs the *fallback* instead -- the serial twin,
+  same loop and same result -- and a background **process** is asked to compile the parallel
+  variant into the cache. When it reports the variant written, the next call loads it; later
+  calls go straight to the machine code (no wrapper on the hot path).
+* Why a process, not a thread: numba compiles under one global lock, mostly in Python holding
+  the GIL, so a compiling thread would stall the foreground's own compilations and its steps. A
+  process runs on another core and shares its work through the on-disk cache, which numba
+  writes atomically: a killed worker leaves whole entries or none, and the
+  process that asked keeps running the fallback. The worker is stopped when the process exits.
+* Compiling in parallel: the foreground still compiles the serial kernels of its first step,
+  one core's work. The same worker meanwhile compiles the serial kernels of the common networks
+  (the manifest ``tables/kernel_manifest.json``, recorded by ``nnabla_jit.utils.kernel_warmup``)
+  in the *reverse* order of their first use -- the solver's and the backward kernels while the
+  foreground compiles the forward ones -- so the two meet in the middle and the foreground loads
+  the rest from the cache. On an empty cache it starts at ``import nnabla_jit``
+  (:func:`start_if_cold`: its own import overlaps the foreground's, and a notebook that imports
+  and waits gets a warm cache); otherwise when the first kernel compiled in the process is one of
+  the manifest's (a network it knows). Deferred requests queue behind the manifest until the
+  first solver update (:func:`step_done`: a training step is over, what it needs is compiled);
+  then they go first.
+* Not deferred (compiled on first call as numba does): when the kernel has no on-disk cache
+  (nothing could reach us from the worker), with ``NNABLA_JIT_DEFER_PARALLEL=0``, inside
+  :func:`eager` (``nnabla_jit cache warm``), and in the worker itself.
+
+:func:`_main` is the worker (``python -c``, with the package on its path): it reads one JSON
+line per kernel on stdin (id, module, name, pickled signature; id 0 a prefetch, -1 "requests
+first") and answers ``<id> ok`` or ``<id> error <why>`` on stdout.
+"""
+import atexit
+import base64
+import contextlib
+import importlib
+import json
+import os
+import pickle
+import subprocess
+import sys
+import threading
+
+from numba.core import caching, dispatcher, event
+from numba.core.compiler_lock import global_compiler_lock
+
+from . import kernel_cache
+
+__all__ = ["ENV_VAR", "defer", "load_generated", "eager", "deferring", "pending", "wait",
+           "step_done", "stop_worker", "start_if_cold"]
+
+ENV_VAR = "NNABLA_JIT_DEFER_PARALLEL"
+PARALLEL_SUFFIX = "_parallel"   # a generated module's parallel kernel X_parallel has the serial X
+_MAX_WORKERS = 3                # workers started per process (a killed one is replaced twice)
+MANIFEST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tables", "kernel_manifest.json")
+ELEMENTWISE = "<elementwise>"   # the manifest's name of the generated elementwise module
+_PREFETCH_ID = 0                # the worker's answers to prefetches are not waited for
+_REQUESTS_FIRST = -1            # tells the worker that requests now go before prefetches
+_PIPE_BYTES = 48 * 1024         # prefetch lines sent at once (Linux pipes buffer 64 KiB)
+
+_lock = threading.RLock()
+_registry = {}                  # (module, qualname) -> deferred dispatcher, for the worker
+_eager = [0]
+
+
+def _key(disp):
+    return disp.py_func.__module__, disp.py_func.__qualname__
+
+
+def deferring():
+    """Whether parallel kernels missing from the cache are deferred in this process now."""
+    return _eager[0] == 0 and os.environ.get(ENV_VAR, "1") != "0"
+
+
+@contextlib.contextmanager
+def eager():
+    """Inside the block, parallel kernels compile on first call (to fill the cache)."""
+    with _lock:
+        _eager[0] += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _eager[0] -= 1
+
+
+def defer(parallel, fallback):
+    """Defer the compilation of dispatcher ``parallel``: calls it cannot serve from memory or
+    the disk cache run ``fallback`` (same arguments, same results) until a background worker has
+    compiled it. Returns ``parallel``."""
+    if not isinstance(parallel.__dict__.get("_compile_for_args"), _Deferred):
+        # numba's C dispatcher calls self._compile_for_args(*args) on a signature it has not
+        # compiled and calls what that returns; the instance attribute takes precedence
+        parallel._compile_for_args = _Deferred(parallel, fallback)
+        _registry[_key(parallel)] = parallel
+    return parallel
+
+
+def load_generated(prefix, text):
+    """:func:`kernel_cache.load_generated`, deferring every kernel ``X_parallel`` of the module
+    that has a serial twin ``X``."""
+    module = kernel_cache.load_generated(prefix, text)
+    for name, value in list(vars(module).items()):
+        if name.endswith(PARALLEL_SUFFIX) and isinstance(value, dispatcher.Dispatcher):
+            serial = getattr(module, name[:-len(PARALLEL_SUFFIX)], None)
+            if serial is not None:
+                defer(value, serial)
+    return module
+
+
+def _load_cached(disp, sig):
+    """Load ``sig`` of ``disp`` from the on-disk cache (no compilation); its entry point or None.
+    The lines of numba's ``Dispatcher.compile`` before it compiles."""
+    with global_compiler_lock, disp._compiling_counter:
+        existing = disp.overloads.get(sig)
+        if existing is not None:
+            return existing.entry_point
+        cres = disp._cache.load_overload(sig, disp.targetctx)
+        if cres is None:
+            return None
+        disp._cache_hits[sig] += 1
+        if not cres.objectmode:
+            disp.targetctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
+        disp.add_overload(cres)
+        return cres.entry_point
+
+
+class _Deferred:
+    """The compile-on-call hook of one deferred dispatcher."""
+
+    def __init__(self, disp, fallback):
+        self.dispatcher = disp
+        self.fallback = fallback
+        self.requests = {}   # signature -> _Request
+
+    def __call__(self, *args, **kws):
+        disp = self.dispatcher
+        if kws or not deferring() or isinstance(disp._cache, caching.NullCache):
+            return self._compile_now(args, kws)
+        sig = tuple(disp.typeof_pyval(a) for a in args)
+        with _lock:
+            request = self.requests.get(sig)
+            if request is not None and request.state == "pending":
+                return self.fallback
+        entry = _load_cached(disp, sig)   # a later run, or the worker has written it
+        if entry is not None:
+            return entry
+        if request is not None and request.state in ("ok", "error"):
+            # the worker failed (compiling here raises the error where it belongs) or its
+            # result could not be loaded (an unwritable cache): numba's way, here and now
+            return self._compile_now(args, kws)
+        with _lock:   # first call, or the worker was lost: (re)start the background compile
+            request = self.requests[sig] = _Request(disp, sig)
+            if not _worker.request(request):
+                return self._compile_now(args, kws)   # no worker can be started
+        return self.fallback
+
+    def _compile_now(self, args, kws):
+        return dispatcher.Dispatcher._compile_for_args(self.dispatcher, *args, **kws)
+
+
+class _Request:
+    def __init__(self, disp, sig):
+        self.module, self.qualname = _key(disp)
+        self.sig = sig
+        self.state = "pending"   # -> "ok", "error" (compile failed), "lost" (worker gone)
+        self.message = ""
+
+
+_WORKER = "from nnabla_jit.deferred_compile import _main; _main()"
+
+
+class _Worker:
+    """The background compile process of this process (started on the first request)."""
+
+    def __init__(self):
+        self.proc = None
+        self.pid = None          # the process that started it (a forked child starts its own)
+        self.started = 0
+        self.next_id = 0
+        self.waiting = {}        # id -> _Request
+        self.reader = None
+        self.told_requests_first = False
+
+    def _start(self):
+        if self.started >= _MAX_WORKERS:
+            return False
+        package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            p for p in (package_root, os.environ.get("PYTHONPATH")) if p), **{ENV_VAR: "0"})
+        root = kernel_cache.cache_dir()
+        if root is not None:
+            env[kernel_cache.ENV_VAR] = root
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-c", _WORKER], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                         env=env, text=True, bufsize=1)
+        except OSError:
+            self.started = _MAX_WORKERS
+            return False
+        self.started += 1
+        self.told_requests_first = False
+        self.pid = os.getpid()
+        self.reader = threading.Thread(target=self._read, args=(self.proc,), daemon=True,
+                                       name="nnabla_jit compile worker")
+        self.reader.start()
+        return True
+
+    def send(self, ident, module, qualname, sig_text):
+        self.proc.stdin.write(json.dumps([ident, module, qualname, sig_text]) + "\n")
+        self.proc.stdin.flush()
+
+    def prefetch(self, entries):
+        """Start the worker (if needed) and queue ``entries`` (module, qualname, pickled
+        signature) ahead of any request."""
+        with _lock:
+            alive = self.proc is not None and self.pid == os.getpid() and self.proc.poll() is None
+            if not alive and not self._start():
+                return False
+            sent = 0
+            try:
+                for module, qualname, sig_text in entries:
+                    sent += len(module) + len(qualname) + len(sig_text) + 16
+                    if sent > _PIPE_BYTES:   # a full pipe would block us until the worker reads
+                        break
+                    self.send(_PREFETCH_ID, module, qualname, sig_text)
+            except (OSError, ValueError):
+                return False
+            return True
+
+    def requests_first(self):
+        if self.told_requests_first or self.proc is None:
+            return
+        with _lock:
+            self.told_requests_first = True
+            with contextlib.suppress(OSError, ValueError):
+                self.send(_REQUESTS_FIRST, "", "", "")
+
+    def request(self, request):
+        """Send ``request`` (starting a worker if needed); False when no worker can take it."""
+        with _lock:
+            alive = self.proc is not None and self.pid == os.getpid() and self.proc.poll() is None
+            if not alive and not self._start():
+                return False
+            self.next_id += 1
+            try:
+                self.send(self.next_id, request.module, request.qualname,
+                          base64.b64encode(pickle.dumps(request.sig)).decode())
+            except (OSError, ValueError):
+                return False
+            request.state = "pending"
+            self.waiting[self.next_id] = request
+            return True
+
+    def _read(self, proc):
+        for line in proc.stdout:
+            ident, _, rest = line.rstrip("\n").partition(" ")
+            with _lock:
+                request = self.waiting.pop(int(ident), None)
+            if request is not None:
+                status, _, message = rest.partition(" ")
+                request.message = message
+                request.state = "ok" if status == "ok" else "error"
+        with _lock:   # the worker ended: what it had not done is lost (the callers fall back)
+            if self.proc is proc:
+                for request in self.waiting.values():
+                    request.state = "lost"
+                self.waiting.clear()
+
+    def stop(self):
+        with _lock:
+            proc, self.proc = self.proc, None
+        if proc is None or self.pid != os.getpid():
+            return
+        with contextlib.suppress(OSError, ValueError):
+            proc.stdin.close()
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+_worker = _Worker()
+atexit.register(_worker.stop)
+
+
+def _manifest():
+    """The manifest's entries in the order the worker compiles them: [module, qualname,
+    pickled signature], a generated elementwise kernel under the module name ELEMENTWISE."""
+    try:
+        with open(MANIFEST) as f:
+            return json.load(f)["kernels"]
+    except (OSError, ValueError, KeyError):
+        return []
+
+
+def _manifest_name(disp):
+    module, qualname = _key(disp)
+    if module.startswith("nnabla_jit_elementwise_"):
+        module = ELEMENTWISE
+    return module, qualname
+
+
+class _PrefetchTrigger(event.Listener):
+    """On the process's first compilation: when it is a kernel of the manifest and kernels
+    are deferred to a disk cache, the worker starts on the manifest."""
+
+    WITHIN = 20   # compilations (nested ones too): later, the first step is long past
+
+    def __init__(self):
+        self.seen = 0
+        self.names = None
+
+    def on_start(self, ev):
+        if self.seen >= self.WITHIN:
+            return
+        self.seen += 1
+        disp = ev.data.get("dispatcher")
+        if (not deferring() or not hasattr(disp, "py_func")
+                or isinstance(getattr(disp, "_cache", None), caching.NullCache)):
+            return
+        if self.names is None:
+            entries = _manifest()
+            self.names = {tuple(entry[:2]) for entry in entries}
+        if _manifest_name(disp) in self.names:
+            self.seen = self.WITHIN
+            _worker.prefetch(_manifest())
+
+    def on_end(self, ev):
+        pass
+
+
+_trigger = _PrefetchTrigger()
+event.register("numba:compile", _trigger)
+
+
+def _cache_is_empty(directory):
+    for _, _, names in os.walk(directory):
+        if any(n.endswith(".nbi") for n in names):
+            return False
+    return True
+
+
+def start_if_cold():
+    """On an empty kernel cache (a fresh machine, or a cleared cache), start the worker on
+    the manifest now; True if started. ``import nnabla_jit`` calls it."""
+    directory = kernel_cache.numba_dir()
+    if not deferring() or directory is None or not _cache_is_empty(directory):
+        return False
+    entries = _manifest()
+    if not entries or not _worker.prefetch(entries):
+        return False
+    _trigger.seen = _trigger.WITHIN
+    return True
+
+
+def step_done():
+    """A training step is over (``Solver.update`` calls it): from now on the worker compiles
+    the parallel variants asked for before the rest of the manifest."""
+    if not _worker.told_requests_first:
+        _worker.requests_first()
+
+
+def stop_worker():
+    """Stop the background worker now (what it finished stays in the cache)."""
+    _worker.stop()
+
+
+def pending():
+    """How many deferred compilations this process is waiting for."""
+    with _lock:
+        return len(_worker.waiting)
+
+
+def wait(timeout=None):
+    """Wait until the worker has answered every request (or ``timeout`` seconds); True if so."""
+    import time   # only this helper sleeps (tests, benchmarks)
+    end = None if timeout is None else time.monotonic() + timeout
+    while pending():
+        if end is not None and time.monotonic() > end:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+# ------------------------------------------------------------------------------ the worker
+def _find(module, qualname):
+    disp = _registry.get((module, qualname))
+    if disp is not None:
+        return disp
+    if module == ELEMENTWISE:
+        return getattr(importlib.import_module("nnabla_jit.ops.elementwise").kernel_module(), qualname)
+    try:
+        found = getattr(importlib.import_module(module), qualname, None)
+        if found is not None:   # a serial kernel: an njit function, or a ParallelKernel's twin
+            return getattr(found, "serial", found)
+    except ImportError:   # a generated module: read it from the kernel directory, verified
+        directory = kernel_cache.kernel_dir()
+        if directory is None:
+            raise
+        with open(os.path.join(directory, module + ".py")) as f:
+            text = f.read()
+        prefix = module[:-32]
+        if kernel_cache.module_name(prefix, text) != module:
+            raise ValueError("{}.py does not match its hash".format(module))
+        load_generated(prefix, text)
+    return _registry[(module, qualname)]
+
+
+def _compile(line):
+    ident, module, qualname, sig = line
+    try:
+        _find(module, qualname).compile(pickle.loads(base64.b64decode(sig)))
+        return "{} ok".format(ident)
+    except Exception as e:   # any compile error is the caller's to see
+        return "{} error {}: {}".format(ident, type(e).__name__, str(e).replace("\n", " ")[:500])
+
+
+def _serve(lines, replies):
+    """Compile what ``lines`` ask, answering on ``replies``: the manifest's prefetches first
+    (what a first step needs) until told that requests come first (the first step is over)."""
+    prefetches, requests, state = [], [], {"requests first": False, "ended": False}
+    ready = threading.Condition()
+
+    def read():
+        for text in lines:
+            line = json.loads(text)
+            with ready:
+                if line[0] == _REQUESTS_FIRST:
+                    state["requests first"] = True
+                else:
+                    (prefetches if line[0] == _PREFETCH_ID else requests).append(line)
+                ready.notify()
+        with ready:
+            state["ended"] = True
+            ready.notify()
+
+    threading.Thread(target=read, daemon=True).start()
+    while True:
+        with ready:
+            while not (prefetches or requests or state["ended"]):
+                ready.wait()
+            if state["ended"]:   # the process that asked has stopped us, or is gone
+                return
+            if requests and (state["requests first"] or not prefetches):
+                line = requests.pop(0)
+            else:
+                line = prefetches.pop(0)
+        reply = _compile(line)
+        replies.write(reply + "\n")
+        replies.flush()
+
+
+def _main():
+    replies = os.fdopen(os.dup(1), "w")
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)   # nothing else the worker prints can garble the replies
+    _eager[0] = 1
+    # the package is imported (it is this module's parent): the kernel cache routing is
+    # installed; the modules of the requested kernels are imported by _find
+    _serve(sys.stdin, replies)
+

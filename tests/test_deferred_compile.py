@@ -1,0 +1,222 @@
+"""Deferred parallel kernels (nnabla_jit/deferred_compile.py): on an empty cache the serial twin
+stands in while a background process compiles the parallel variant into the cache; the result
+is picked up, later processes load it, and killing the worker loses nothing.
+
+The scenarios run in fresh processes on a fresh cache directory: numba keeps compiled code in
+the process, which would hide what a later run finds on disk.
+"""
+import base64
+import inspect
+import io
+import json
+import os
+import pickle
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+from numba.core.dispatcher import Dispatcher
+
+import nnabla_jit as nn
+import nnabla_jit.solvers as S
+from nnabla_jit import deferred_compile
+from nnabla_jit.ops import blas, reduction
+import nnabla_jit.solver_kernels as K
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# A generated module with a serial kernel and its parallel twin (deferred by load_generated).
+SOURCE = '''
+from numba import njit, prange
+
+
+@njit(cache=True)
+def double(x, out):
+    for i in range(x.size):
+        out[i] = 2 * x[i]
+
+
+@njit(cache=True, parallel=True)
+def double_parallel(x, out):
+    for i in prange(x.size):
+        out[i] = 2 * x[i]
+'''
+PRELUDE = '''
+import numpy as np
+from nnabla_jit import deferred_compile as dc
+m = dc.load_generated("nnabla_jit_defertest_", {source!r})
+x = np.arange(6.0)
+
+
+def call(label):
+    out = np.zeros(6)
+    m.double_parallel(x, out)
+    print(label, out.tolist() == (2 * x).tolist(), len(m.double.signatures),
+          len(m.double_parallel.signatures), dc.pending(), dc._worker.started, flush=True)
+'''.format(source=SOURCE)
+
+
+def _run(cache, body, cold=False, **env):
+    """Run PRELUDE + ``body`` in a fresh process on ``cache``. Unless ``cold``, the cache is
+    not empty (a file of no kernel in numba's part), so the worker does not start on the
+    manifest at import and answers these scenarios' requests at once."""
+    if not cold and not os.path.isfile(str(cache)):
+        os.makedirs(os.path.join(str(cache), "numba"), exist_ok=True)
+        open(os.path.join(str(cache), "numba", "unrelated.nbi"), "w").close()
+    full_env = dict(os.environ, NNABLA_JIT_CACHE_DIR=str(cache))
+    full_env[deferred_compile.ENV_VAR] = "1"
+    full_env.update(env)
+    full_env.pop("NUMBA_CACHE_DIR", None)
+    full_env["PYTHONPATH"] = REPO + os.pathsep + os.environ.get("PYTHONPATH", "")
+    done = subprocess.run([sys.executable, "-c", PRELUDE + body], env=full_env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    # label -> (result right, serial signatures, parallel signatures, pending, workers started)
+    return {line.split()[0]: tuple(line.split()[1:]) for line in done.stdout.splitlines()}
+
+
+def test_serial_stands_in_then_the_background_result_is_used_and_kept(tmp_path):
+    out = _run(tmp_path, 'call("first")\nassert dc.wait(300)\ncall("later")\n')
+    # first call: the serial twin computed it, the parallel variant is being compiled elsewhere
+    assert out["first"] == ("True", "1", "0", "1", "1")
+    # once the worker has written it, the next call loads it (nothing compiled here)
+    assert out["later"] == ("True", "1", "1", "0", "1")
+    # a later process finds it in the cache: parallel from the first call, no worker, no serial
+    out = _run(tmp_path, 'call("again")\n')
+    assert out["again"] == ("True", "0", "1", "0", "0")
+
+
+def test_a_killed_worker_loses_nothing(tmp_path):
+    body = '''
+call("first")
+dc._worker.proc.kill()
+import time
+deadline = time.monotonic() + 300
+while dc.pending() and time.monotonic() < deadline:   # marked lost when the pipe closes
+    time.sleep(0.01)
+call("after_kill")      # still right (serial); asks a new worker
+assert dc.wait(300)
+call("later")
+'''
+    out = _run(tmp_path, body)
+    assert out["first"] == ("True", "1", "0", "1", "1")
+    assert out["after_kill"] == ("True", "1", "0", "1", "2")
+    assert out["later"] == ("True", "1", "1", "0", "2")
+
+
+def test_not_deferred_when_switched_off(tmp_path):
+    out = _run(tmp_path, 'call("first")\n', **{deferred_compile.ENV_VAR: "0"})
+    assert out["first"] == ("True", "0", "1", "0", "0")
+
+
+def test_not_deferred_without_a_disk_cache(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    out = _run(blocker, 'call("first")\n')   # the cache is unusable: in-memory, compiled here
+    assert out["first"] == ("True", "0", "1", "0", "0")
+
+
+def test_an_empty_cache_starts_the_worker_on_the_manifest_at_import(tmp_path):
+    body = """
+import base64, pickle, time
+from nnabla_jit import kernel_cache
+import nnabla_jit.solver_kernels as K
+print("started", dc._worker.started, dc.pending())
+module, name, sig = dc._manifest()[0]   # the first kernel the worker compiles
+assert (module, name) == ("nnabla_jit.solver_kernels", "adam_update")
+sig = pickle.loads(base64.b64decode(sig))
+deadline = time.monotonic() + 300
+while dc._load_cached(K.adam_update.serial, sig) is None and time.monotonic() < deadline:
+    time.sleep(0.05)
+print("loaded", len(K.adam_update.serial.signatures), kernel_cache.compile_count())
+"""
+    out = _run(tmp_path / "cache", body, cold=True)
+    assert out["started"] == ("1", "0")   # prefetches are not waited for
+    # the foreground loaded the worker's compilation and compiled nothing itself
+    assert out["loaded"] == ("1", "0")
+
+
+def test_eager_block_compiles_in_process():
+    with deferred_compile.eager():
+        assert not deferred_compile.deferring()
+    assert deferred_compile.deferring() == (os.environ.get(deferred_compile.ENV_VAR, "1") != "0")
+
+
+def test_package_parallel_kernels_are_deferred_with_their_serial_twin():
+    hook = K.adam_update.parallel.__dict__["_compile_for_args"]
+    assert hook.fallback is K.adam_update.serial
+    assert blas._gemm_blocks.__dict__["_compile_for_args"].fallback is blas._gemm_one_call
+    assert reduction.sum_all.__dict__["_compile_for_args"].fallback is reduction._sum_in_one_block
+
+
+@pytest.mark.parametrize("trans_a, trans_b, beta", [(False, False, 0.0), (True, False, 1.0),
+                                                    (False, True, 0.0), (True, True, 1.0)])
+def test_gemm_stand_in_computes_what_the_blocks_do(trans_a, trans_b, beta):
+    rng = np.random.RandomState(0)
+    a = rng.randn(*((5, 3) if trans_a else (3, 5))).astype(np.float32)
+    b = rng.randn(*((4, 5) if trans_b else (5, 4))).astype(np.float32)
+    out = rng.randn(3, 4).astype(np.float32)
+    expected = (a.T if trans_a else a) @ (b.T if trans_b else b) + beta * out
+    blas._gemm_one_call(a, b, out, trans_a, trans_b, beta, 2, 0)
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_sum_stand_in():
+    x = np.arange(10, dtype=np.float32)
+    assert reduction._sum_in_one_block(x, 4) == 45.0
+
+
+def test_every_manifest_entry_names_a_serial_kernel_and_a_signature_of_it():
+    # A renamed kernel or a changed signature makes the manifest stale (the worker would skip
+    # the entry): re-record it with nnabla_jit.utils.kernel_warmup.write_manifest().
+    entries = deferred_compile._manifest()
+    assert len(entries) > 10
+    for module, name, sig in entries:
+        kernel = deferred_compile._find(module, name)
+        assert isinstance(kernel, Dispatcher) and not kernel.targetoptions.get("parallel"), (module, name)
+        args = pickle.loads(base64.b64decode(sig))
+        assert len(args) == len(inspect.signature(kernel.py_func).parameters), (module, name)
+
+
+@pytest.mark.parametrize("requests_first", [False, True])
+def test_worker_serves_the_manifest_first_until_told_requests_first(monkeypatch, requests_first):
+    all_read, finished, order = threading.Event(), threading.Event(), []
+
+    def lines():
+        if requests_first:   # what the first solver update sends (deferred_compile.step_done)
+            yield json.dumps([deferred_compile._REQUESTS_FIRST, "", "", ""])
+        yield json.dumps([deferred_compile._PREFETCH_ID, "m", "prefetch1", ""])
+        yield json.dumps([deferred_compile._PREFETCH_ID, "m", "prefetch2", ""])
+        yield json.dumps([7, "m", "request", ""])
+        all_read.set()
+        finished.wait(60)   # then stdin closes: the worker stops
+
+    def compile_stub(line):
+        all_read.wait(60)   # everything is queued before the worker picks its second line
+        order.append(line[2])
+        if len(order) == 3:
+            finished.set()
+        return "{} ok".format(line[0])
+
+    monkeypatch.setattr(deferred_compile, "_compile", compile_stub)
+    replies = io.StringIO()
+    deferred_compile._serve(lines(), replies)
+    if requests_first:   # ahead of the prefetches still queued (the first may be under way)
+        assert order.index("request") < order.index("prefetch2")
+    else:
+        assert order == ["prefetch1", "prefetch2", "request"]
+    assert "7 ok" in replies.getvalue().splitlines()
+
+
+def test_a_solver_update_tells_the_worker_that_the_first_step_is_over(monkeypatch):
+    told = []
+    monkeypatch.setattr(deferred_compile._worker, "told_requests_first", False)
+    monkeypatch.setattr(deferred_compile._worker, "requests_first", lambda: told.append(True))
+    w = nn.Variable.from_numpy_array(np.ones(4, np.float32), need_grad=True)
+    w.grad.fill(1.0)
+    solver = S.Sgd(0.5)
+    solver.set_parameters({"w": w})
+    solver.update()
+    assert told == [True]
+    np.testing.assert_allclose(w.d, 0.5)

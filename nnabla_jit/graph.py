@@ -572,6 +572,11 @@ def backward(root, grad=1, clear_buffer=False, communicator_callbacks=None,
     elif isinstance(grad, NdArray):
         grad = grad.data
     if np.isscalar(grad):
+        if seed.device_mirror is None and root._parent is not None and root._parent.ctx.device == "cuda":
+            # a seed freed by the last clearing backward: fill it on the device again, not
+            # on the host (which would cost a copy up every step)
+            from .cuda_ops import device as cuda_device   # as in _forward_runner
+            cuda_device.zeroed(seed, seed.dtype)
         seed.fill(grad)
     else:
         grad = np.asarray(grad)

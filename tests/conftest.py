@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
-settings.register_profile("ci", max_examples=int(os.environ.get("NNABLA_JIT_HYPOTHESIS_EXAMPLES", "6")),
+settings.register_profile("ci", max_examples=int(os.environ.get("NNABLA_JIT_HYPOTHESIS_EXAMPLES", "25")),
                           deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                                  HealthCheck.function_scoped_fixture])

@@ -8,7 +8,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from .kernels import PARALLEL_THRESHOLD, parallel_kernel
+from .kernels import parallel_kernel, uses_parallel
 from .registry import Op, register
 
 
@@ -188,7 +188,7 @@ def sum_all(x, n_blocks):
 def sum_of_everything(x):
     """Sum of all elements of a contiguous array (the whole-array reduction fast path)."""
     flat = x.reshape(-1)
-    if flat.size < PARALLEL_THRESHOLD:
+    if not uses_parallel(flat.size):
         return flat.sum(dtype=np.float64) if flat.dtype == np.float64 else float(
             reduce_whole_serial(flat))
     return sum_all(flat, 4 * numba.get_num_threads())

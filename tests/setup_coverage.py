@@ -49,7 +49,8 @@ def main(data_file=".coverage"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         analysis = cov._analyze(str(path))   # coverage's per-file analysis (no public equivalent)
         missing = set(analysis.missing)
-        inside = lambda n: any(a <= n <= b for a, b in setup_ranges(tree))
+        ranges = setup_ranges(tree)
+        inside = lambda n: any(a <= n <= b for a, b in ranges)
         for n in analysis.statements:
             if inside(n):
                 lines[1] += 1

@@ -2,7 +2,7 @@
 
 ``check_backward``       backward kernels vs float64 central differences
 ``check_grad_rule``      ``nn.grad`` (grad rules built from F) vs the backward kernels
-``check_double_backward`` ``nn.grad`` values, then their derivatives, vs central differences
+``check_double_backward`` ``nn.grad`` values vs the backward kernels, their derivatives vs differences
 ``check_forward``        forward vs a reference function (e.g. NumPy)
 ``check_function``       all of the above in one call
 

@@ -19,7 +19,7 @@ import numpy as np
 from .buffers import HOST, InputNotComputed, fetch_all
 from .ndarray import NotComputed
 from .ops.elementwise import ElementwiseOp, _prelude, load_generated, typed_scalars
-from .ops.kernels import PARALLEL_THRESHOLD
+from .ops.kernels import uses_parallel
 
 ZERO_REF = "__zero_ref__"   # placeholder for the value zeros are typed like
 MIN_REGION = 2    # a single op gains nothing from fusion
@@ -135,7 +135,7 @@ class FusedForward:
         params = out_arrays + in_arrays + ["p{}_{}".format(k, a) for k, _, a in scalars]
         serial, parallel = _kernel_pair(loads + lines + stores, params, out_arrays + in_arrays)
         size = int(np.prod(region_nodes[0]._outputs[0]().shape, dtype=np.int64))
-        self.kernel = parallel if size >= PARALLEL_THRESHOLD else serial
+        self.kernel = parallel if uses_parallel(size) else serial
         self.dtype = region_nodes[0].compute_dtype
         # the outputs (overwritten), then the inputs, all as the compute type
         self.fetches = ([(HOST.write(v._body.data), self.dtype) for v, _ in stored]
@@ -251,7 +251,7 @@ class FusedBackward:
                   + ["{}_a".format(values[id(v)]) for v in value_arrays])
         serial, parallel = _kernel_pair(loads + lines + stores, arrays + params_scalar, arrays)
         shape = nodes[0]._outputs[0]().shape
-        self.kernel = parallel if int(np.prod(shape)) >= PARALLEL_THRESHOLD else serial
+        self.kernel = parallel if uses_parallel(int(np.prod(shape))) else serial
         self.dtype = nodes[0].compute_dtype
         dt = self.dtype
         # the region inputs' gradients (accumulated or overwritten), the region outputs'

@@ -11,7 +11,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
-settings.register_profile("ci", max_examples=int(os.environ.get("NNABLA_JIT_HYPOTHESIS_EXAMPLES", "6")),
+settings.register_profile("ci", max_examples=int(os.environ.get("NNABLA_JIT_HYPOTHESIS_EXAMPLES", "25")),
                           deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                                  HealthCheck.function_scoped_fixture])

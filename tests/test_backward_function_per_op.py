@@ -24,7 +24,7 @@ def test_a_family_module_of_the_same_name_wins():
 
 
 def test_an_unknown_op_is_not_importable():
-    with pytest.raises(ImportError):
+    with pytest.raises(ImportError, match="no_such_op"):
         importlib.import_module("nnabla_jit.backward_function.no_such_op")
 
 

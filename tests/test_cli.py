@@ -47,7 +47,7 @@ def test_version_and_help(capsys):
     assert status == 0 and out.startswith("Version:1.39.0")
     for command in ("train", "infer", "forward", "convert", "dump", "function_info",
                     "plot_series", "plot_timer", "draw_graph", "version"):
-        with pytest.raises(SystemExit) as e:
+        with pytest.raises(SystemExit, match="0") as e:
             main([command, "--help"])
         assert e.value.code == 0
         assert "usage: nnabla_jit {}".format(command) in capsys.readouterr().out

@@ -30,5 +30,5 @@ def test_half_stores_float16_computes_float32():
 
 def test_context_repr_and_errors():
     assert repr(Context()) == "Context(backend=['cpu:float'], array_class='', device_id='0')"
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="set_default_context: expected a Context, got str"):
         nn.set_default_context("cpu")

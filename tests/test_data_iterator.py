@@ -103,7 +103,7 @@ def test_stop_exhausted(use_thread, size):
         batches = [x[:, 0].tolist() for x, _ in di]
         assert batches == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]   # an incomplete batch is dropped
         assert di.epoch == 0
-        with pytest.raises(StopIteration):
+        with pytest.raises(StopIteration, match="^$"):
             di.next()
 
 

@@ -61,11 +61,11 @@ def test_grad_outputs_errors():
     y = x * 2
     with pytest.raises(ValueError, match="shape"):
         nn.grad([y], [x], grad_outputs=[np.ones(3)])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"grad_outputs\[0\] must be None, a number, an array"):
         nn.grad([y], [x], grad_outputs=["bad"])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="1 grad_outputs for 2 outputs"):
         nn.grad([y, y], [x], grad_outputs=[None])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="every input must be a Variable"):
         nn.grad([y], [np.ones(2)])
 
 
@@ -93,7 +93,7 @@ def test_persistent_outputs():
     y2 = x * 3
     nn.grad([y2], [x], persistent_outputs=[False])
     assert not y2.persistent
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="persistent_outputs must be empty or one flag per output"):
         nn.grad([y2], [x], persistent_outputs=[True, False])
 
 

@@ -117,7 +117,7 @@ def test_default_kernel_is_1x1():
 
 
 def test_base_and_repr():
-    with pytest.raises(NotImplementedError):
+    with pytest.raises(NotImplementedError, match="BaseInitializer does not implement"):
         I.BaseInitializer()((2,))
     assert repr(I.NormalInitializer()) == "NormalInitializer(1.0)"
     assert repr(I.UniformInitializer()) == "UniformInitializer((-1, 1))"

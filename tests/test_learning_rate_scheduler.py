@@ -83,7 +83,7 @@ def test_user_scheduler_and_errors():
             return 1.0 / 2 ** iter
 
     assert L.LinearWarmupScheduler(Halving(), 2).get_learning_rate(0) == 0.5
-    with pytest.raises(NotImplementedError):
+    with pytest.raises(NotImplementedError, match="does not define get_learning_rate"):
         L.BaseLearningRateScheduler().get_learning_rate(0)
     with pytest.raises(TypeError, match="LinearWarmupScheduler"):
         L.LinearWarmupScheduler(0.1, 10)

@@ -57,7 +57,7 @@ def test_copy_from_cast_clear():
     assert out.dtype == np.float64 and b.dtype == np.float64
     b.clear()
     assert b.clear_called
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"NdArray.copy_from: shape \(3,\) does not match \(2, 2\)"):
         b.copy_from(nn.NdArray((3,)))
 
 

@@ -139,7 +139,7 @@ def test_solver_module_is_the_solvers_module():
 
 def test_assert_allclose_has_numpy_allclose_tolerances():
     assert_allclose([1.0, np.nan], [1.0 + 5e-7, np.nan])
-    with pytest.raises(AssertionError):
+    with pytest.raises(AssertionError, match="Not equal to tolerance"):
         assert_allclose([1.0], [1.001])
 
 

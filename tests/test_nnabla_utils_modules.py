@@ -136,7 +136,7 @@ def test_signature_utils():
     assert sig.format_return_annotation() == " -> int"
     added = sig.drop_arg("y").add_arg("z", inspect.Parameter.POSITIONAL_OR_KEYWORD)
     assert list(added.parameters) == ["x", "z", "args", "k", "kw"]
-    with pytest.raises(KeyError):
+    with pytest.raises(KeyError, match="'nope' not found"):
         sig.drop_arg("nope", raise_if_not_found=True)
 
 
@@ -167,9 +167,9 @@ def test_lms_scheduler_checks_arguments_and_scopes():
         y = F.relu(x)
         y.forward(function_pre_hook=s.function_pre_hook, function_post_hook=s.function_post_hook)
     assert y.d.tolist() == [1, 1, 1]
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match=r"end_scheduling\(\) without start_scheduling"):
         s.end_scheduling()
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="h_ctx must be a Context, got str"):
         SwapInOutScheduler("cpu", ctx, 10)
 
 
@@ -211,7 +211,7 @@ def test_get_file_handle_opens_by_format(tmp_path):
     with get_file_handle_save(text, ".nntxt") as f:
         f.write("network {}")
     assert text.read() == "network {}"          # rewound
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="ext == .bin is not support"):
         with get_file_handle_save(str(tmp_path / "x.bin"), ".bin"):
             pass
     assert get_buf_type("optimizer_x_state_0.h5") == "h5"

@@ -311,7 +311,7 @@ def test_bad_model_files(tmp_path):
         load([str(p)])
     with pytest.raises(FileFormatError, match="bad.nntxt"):
         load([_nntxt(tmp_path, "network { name: ")])
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(FileNotFoundError, match="missing.nnp: no such file"):
         NnpLoader(str(tmp_path / "missing.nnp"))
 
 

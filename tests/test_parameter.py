@@ -55,7 +55,7 @@ def test_grad_only_and_need_grad_flags():
 def test_initializers_callable_and_array():
     v = get_parameter_or_create("c", (2, 2), lambda shape: np.full(shape, 7.0))
     assert v.d.dtype == np.float32 and np.all(v.d == 7)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"initializer array of shape \(3,\) for shape \(2,\)"):
         get_parameter_or_create("d", (2,), np.zeros(3))
     set_parameter("e/f", nn.Variable((1,)))
     assert "e/f" in nn.get_parameters(grad_only=False)

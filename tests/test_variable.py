@@ -160,7 +160,7 @@ def test_reshape_and_reset_shape():
     assert x.d[0] == 100
     x.reset_shape((3, 2), force=False)
     assert x.shape == (3, 2)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="has a different size than"):
         x.reset_shape((7,))
     x.reset_shape((7,), force=True)
     assert x.shape == (7,)
@@ -250,7 +250,7 @@ def test_getitem():
         y = x[key]
         y.forward()
         np.testing.assert_array_equal(y.d, x.d[key])
-    with pytest.raises(IndexError):
+    with pytest.raises(IndexError, match="index 5 is out of bounds"):
         x[5]
 
 

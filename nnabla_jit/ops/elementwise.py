@@ -28,7 +28,7 @@ import numpy as np
 from ..deferred_compile import load_generated
 from . import scalar_math
 from .common import sum_to_shape
-from .kernels import PARALLEL_THRESHOLD
+from .kernels import uses_parallel
 from .registry import TABLE, Op, register
 
 __all__ = ["elementwise", "SCALAR_FUNCTIONS", "kernel_module"]
@@ -260,7 +260,7 @@ class ElementwiseOp(Op):
         # prange by size. They take any-dimensional C-contiguous arrays.
         kernels = kernel_module()
         self.same_shape = all(tuple(s) == out for s in shapes)
-        parallel = int(np.prod(out, dtype=np.int64)) >= PARALLEL_THRESHOLD
+        parallel = uses_parallel(int(np.prod(out, dtype=np.int64)))
         ident = self.line.ident
         suffix = "" if not self.same_shape else ("_parallel" if parallel else "")
         self._forward = getattr(kernels, ident + ("_forward" + suffix if self.same_shape else "_forward_nd"))

@@ -4,7 +4,12 @@ A ``prange`` loop pays a thread start-up of a few microseconds, which dominates 
 arrays (a 600-op graph of 4-element tensors). ``@parallel_kernel`` compiles the same Python
 function twice -- as written (``prange`` runs as ``range``) and with ``parallel=True`` -- and
 ``kernel.for_size(n)`` picks one; ops pick once, in ``setup``, from the sizes they will see.
+
+Tests run both variants on small arrays: inside ``with parallel_threshold(0):`` every op set up
+(and every fused region planned) takes the parallel variant; ``parallel_threshold(None)`` forces
+the serial one. The override is process-wide and meant for tests only.
 """
+import contextlib
 import types
 
 from numba import njit
@@ -12,6 +17,24 @@ from numba import njit
 from ..deferred_compile import defer
 
 PARALLEL_THRESHOLD = 1 << 15   # elements of work below which the serial variant is faster
+_threshold = [PARALLEL_THRESHOLD]   # what uses_parallel compares with (parallel_threshold sets it)
+
+
+def uses_parallel(n):
+    """Whether ``n`` elements of work take the parallel variant."""
+    return _threshold[0] is not None and n >= _threshold[0]
+
+
+@contextlib.contextmanager
+def parallel_threshold(n):
+    """Test-only: ops set up inside take the parallel variant from ``n`` elements of work
+    (0: always, None: never), so small test inputs reach both variants."""
+    old = _threshold[0]
+    _threshold[0] = n
+    try:
+        yield
+    finally:
+        _threshold[0] = old
 
 
 def _twin(func, suffix):
@@ -41,7 +64,7 @@ class ParallelKernel:
 
     def for_size(self, n):
         """The variant to call for ``n`` elements of work."""
-        return self.parallel if n >= PARALLEL_THRESHOLD else self.serial
+        return self.parallel if uses_parallel(n) else self.serial
 
     def __call__(self, *args):
         """Call the serial variant (callers that know the size should use ``for_size``)."""

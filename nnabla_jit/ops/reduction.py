@@ -9,7 +9,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..deferred_compile import defer
-from .kernels import PARALLEL_THRESHOLD, parallel_kernel
+from .kernels import parallel_kernel, uses_parallel
 from .registry import Op, register
 
 
@@ -198,7 +198,7 @@ defer(sum_all, _sum_in_one_block)
 def sum_of_everything(x):
     """Sum of all elements of a contiguous array (the whole-array reduction fast path)."""
     flat = x.reshape(-1)
-    if flat.size < PARALLEL_THRESHOLD:
+    if not uses_parallel(flat.size):
         return flat.sum(dtype=np.float64) if flat.dtype == np.float64 else float(
             reduce_whole_serial(flat))
     return sum_all(flat, 4 * numba.get_num_threads())

@@ -2,13 +2,16 @@
 
 ``check_backward``       backward kernels vs float64 central differences
 ``check_grad_rule``      ``nn.grad`` (grad rules built from F) vs the backward kernels
-``check_double_backward`` second derivatives through ``nn.grad`` vs differences of the first
+``check_double_backward`` ``nn.grad`` values vs the backward kernels, their derivatives vs differences
 ``check_forward``        forward vs a reference function (e.g. NumPy)
 ``check_function``       all of the above in one call
 
 Every checker takes a function of Variables (``lambda x, w: F.affine(x, w)``) and NumPy inputs,
-runs in float64 (``type_config='double'``) and raises ``AssertionError`` naming the input, the
-worst element and both values when they disagree. ``nnabla_jit.testing.strategies`` has
+runs in float64 (``type_config='double'``) with the serial kernels and raises ``AssertionError``
+naming the input, the worst element and both values when they disagree. ``check_forward`` and
+``check_backward`` then run what users run -- float32, with the serial and with the parallel
+kernel variants (forced on small inputs) -- against the float64 results within float32
+tolerances (``atol32``/``rtol32``; ``variants=False`` skips this). ``nnabla_jit.testing.strategies`` has
 hypothesis strategies for shapes, arrays and op arguments.
 """
 import numpy as np

@@ -129,9 +129,9 @@ def test_softmax_cross_entropy():
 
 def test_softmax_cross_entropy_rejects_bad_labels_as_on_the_cpu():
     labels = np.array([[0], [7]], np.int32)
-    with pytest.raises(ValueError) as cpu:
+    with pytest.raises(ValueError, match="label") as cpu:
         run(nn.Context(), F.softmax_cross_entropy, [signed(2, 4), labels], no_grad=(1,))
-    with pytest.raises(ValueError) as gpu:
+    with pytest.raises(ValueError, match="label") as gpu:
         run(cuda_context(), F.softmax_cross_entropy, [signed(2, 4), labels], no_grad=(1,))
     assert str(gpu.value) == str(cpu.value)
 

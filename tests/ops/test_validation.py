@@ -98,6 +98,6 @@ def test_validation_ops_raise_under_strict_grad(monkeypatch):
     x = var(np.random.RandomState(0).randn(2, 3), True)
     y = F.top_n_error(x, var([[0.0], [2.0]]))
     y.forward()
-    with pytest.raises(NoGradient):
+    with pytest.raises(NoGradient, match="TopNError: this function has no backward"):
         F.sink(F.sum(x * x), y).backward()
 

@@ -6,6 +6,7 @@ A loader given a bad file raises an error of the documented kinds (``FileFormatE
 it never raises anything else and never changes the current parameters.
 """
 import os
+import re
 import shutil
 import zipfile
 
@@ -90,7 +91,7 @@ def expect_clear_failure(loader, path):
     keep = nn.Variable.from_numpy_array(np.full((2,), 5.0, np.float32))
     set_parameter("kept", keep)
     before = list(nn.get_parameters(grad_only=False))
-    with pytest.raises((ValueError, OSError)) as err:
+    with pytest.raises((ValueError, OSError), match=re.escape(os.path.basename(path))) as err:
         LOADERS[loader][0](path)
     assert os.path.basename(path) in str(err.value), str(err.value)
     assert list(nn.get_parameters(grad_only=False)) == before

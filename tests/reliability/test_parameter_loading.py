@@ -64,7 +64,7 @@ def test_load_failing_while_building_undoes_every_change(tmp_path):
     before_ctx = nn.get_current_context()
     bad = rewrite_nnp(tmp_path / "unbuildable.nnp",
                       network=lambda t: t.replace("base_axis: 1", "base_axis: 5", 1))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="Affine: base_axis 5 is out of range"):
         load(bad)
     assert sorted(nn.get_parameters(grad_only=False)) == ["fc1/affine/W", "other"]
     assert np.all(param("fc1/affine/W").d == 7.0)
@@ -203,7 +203,7 @@ def test_a_permission_error_names_the_target_not_the_temporary_file(tmp_path):
     target = str(directory / "params.h5")
     set_parameter("w", nn.Variable.from_numpy_array(np.ones(2, np.float32)))
     try:
-        with pytest.raises(PermissionError) as err:
+        with pytest.raises(PermissionError, match="cannot write") as err:
             nn.save_parameters(target)
     finally:
         directory.chmod(0o700)

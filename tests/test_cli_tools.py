@@ -261,5 +261,5 @@ def test_train_accepts_nnablas_out_of_core_options(capsys):
     from nnabla_jit.utils.cli import build_parser
     args = build_parser().parse_args(["train", "-c", "a.nnp", "-o", "out", "-O", "-m", "1G", "-w", "3"])
     assert args.enable_ooc and args.ooc_gpu_memory_size == 10 ** 9 and args.ooc_window_length == 3
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit, match="2"):   # argparse's usage error
         build_parser().parse_args(["train", "-c", "a.nnp", "-o", "out", "-m", "lots"])

@@ -72,7 +72,7 @@ def test_cuda_without_a_gpu_raises_one_error_saying_how_to_get_either(monkeypatc
     monkeypatch.setattr(cuda, "is_available", lambda: False)
     assert list_extensions() == ["cpu"]
     for name in ("cuda", "cudnn", "cuda.cudnn"):
-        with pytest.raises(ImportError) as info:
+        with pytest.raises(ImportError, match="finds no GPU") as info:
             get_extension_context(name)
         message = str(info.value)
         assert "finds no GPU" in message

@@ -81,7 +81,7 @@ def test_a_failed_check_leaves_no_files(tmp_path, monkeypatch):
     def refuse(model, full_check=False):
         raise onnx.checker.ValidationError("refused")
     monkeypatch.setattr(onnx.checker, "check_model", refuse)
-    with pytest.raises(onnx.checker.ValidationError):
+    with pytest.raises(onnx.checker.ValidationError, match="refused"):
         nnabla_onnx.export(str(tmp_path / "m.onnx"), outputs, inputs, external_data_threshold=0)
     assert os.listdir(str(tmp_path)) == []
 

@@ -27,3 +27,24 @@ class ImageNetBase(ModelBase):
             raise ValueError('The key "{}" is not present in {}. Available keys are {}.'.format(
                 key, type(self).__name__, list(self._KEY_VARIABLE.keys())))
         callback.use_up_to(self._KEY_VARIABLE[key].format(**variable_format_dict))
+
+
+class AuxTowerModel(ImageNetBase):
+    """An ImageNet model with auxiliary classifiers (GoogLeNet, InceptionV3): ``with_aux_tower``
+    also builds them (for training) and returns the list of outputs, the main classifier's
+    first."""
+    _with_aux = False
+
+    def __call__(self, input_var=None, use_from=None, use_up_to="classifier", training=False,
+                 force_global_pooling=False, check_global_pooling=True, returns_net=False, verbose=0,
+                 with_aux_tower=False):
+        if use_up_to.startswith("_"):
+            raise ValueError("{}: '{}' is internal; use 'classifier', 'pool' or 'prepool'"
+                             .format(type(self).__name__, use_up_to))
+        self._with_aux = with_aux_tower
+        net = super().__call__(input_var, use_from, use_up_to, training, force_global_pooling,
+                               check_global_pooling, True, verbose)
+        if returns_net:
+            return net
+        outputs = list(net.outputs.values())
+        return outputs if with_aux_tower else outputs[0]

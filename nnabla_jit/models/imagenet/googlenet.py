@@ -3,7 +3,7 @@ https://arxiv.org/abs/1409.4842): nine inception modules, two auxiliary classifi
 training; weights: ``GoogLeNet.nnp``."""
 from ... import functions as F
 from ...parameter import parameter_scope
-from .base import ImageNetBase
+from .base import AuxTowerModel, ImageNetBase  # noqa: F401  (nnabla's module exposes ImageNetBase)
 from ...utils.nnp_graph import NnpNetworkPass  # noqa: F401  (nnabla's module exposes it)
 
 __all__ = ["GoogLeNet"]
@@ -38,7 +38,7 @@ def auxiliary_classifier(layers, h):
     return layers.affine(h, 1000, name="fc2")
 
 
-class GoogLeNet(ImageNetBase):
+class GoogLeNet(AuxTowerModel):
     """GoogLeNet (Inception v1).
 
     ``use_up_to``: ``'classifier'`` (default), ``'pool'``, ``'prepool'`` (the last inception
@@ -68,22 +68,6 @@ class GoogLeNet(ImageNetBase):
                    "Affine_2", "SoftmaxCrossEntropy", "MulScalarLoss1",
                    "AveragePooling_2", "Convolution_41", "ReLU_42", "Affine_3", "ReLU_43",
                    "Dropout_2", "Affine_4", "SoftmaxCrossEntropy_2", "MulScalarLoss2")
-    _with_aux = False
-
-    def __call__(self, input_var=None, use_from=None, use_up_to="classifier", training=False,
-                 force_global_pooling=False, check_global_pooling=True, returns_net=False, verbose=0,
-                 with_aux_tower=False):
-        """As ``ImageNetBase``'s; ``with_aux_tower`` also builds the two auxiliary classifiers
-        (for training) and returns the list of the outputs (the main classifier's first)."""
-        if use_up_to.startswith("_"):
-            raise ValueError("GoogLeNet: '{}' is internal; use 'classifier', 'pool' or 'prepool'"
-                             .format(use_up_to))
-        self._with_aux = with_aux_tower
-        net = super().__call__(input_var, use_from, use_up_to, training, force_global_pooling,
-                               check_global_pooling, True, verbose)
-        if returns_net:
-            return net
-        return list(net.outputs.values()) if with_aux_tower else list(net.outputs.values())[0]
 
     def _network_from_nnp(self, x, use_up_to, training, force_global_pooling, check_global_pooling, verbose):
         if self._with_aux:

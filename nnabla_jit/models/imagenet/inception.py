@@ -2,7 +2,7 @@
 https://arxiv.org/abs/1512.00567); weights: ``Inception-v3.nnp``."""
 from ... import functions as F
 from ...parameter import parameter_scope
-from .base import ImageNetBase
+from .base import AuxTowerModel, ImageNetBase  # noqa: F401  (nnabla's module exposes ImageNetBase)
 from ...utils.nnp_graph import NnpNetworkPass  # noqa: F401  (nnabla's module exposes it)
 
 __all__ = ["InceptionV3"]
@@ -69,7 +69,7 @@ def auxiliary_classifier(layers, h):
     return layers.affine(h, 1000, name="fc")
 
 
-class InceptionV3(ImageNetBase):
+class InceptionV3(AuxTowerModel):
     """Inception-v3.
 
     ``use_up_to``: ``'classifier'`` (default), ``'pool'``, ``'prepool'`` (the last module's
@@ -91,7 +91,6 @@ class InceptionV3(ImageNetBase):
     _AUX_LOSS = ("Affine_2", "SoftmaxCrossEntropy_2", "MulScalar_2")
     _AUX_TOWER = ("Conv_6/Convolution", "Conv_6/BatchNormalization", "Conv_6/ReLU", "AveragePooling",
                   "Conv_7/Convolution", "Conv_7/BatchNormalization", "Conv_7/ReLU") + _AUX_LOSS
-    _with_aux = False
 
     def __init__(self):
         self._load_nnp("Inception-v3.nnp", "Inception-v3/Inception-v3.nnp")
@@ -105,15 +104,8 @@ class InceptionV3(ImageNetBase):
         if with_aux_tower and not training:
             raise ValueError("InceptionV3: the auxiliary tower is for training: with_aux_tower=True "
                              "needs training=True")
-        if use_up_to.startswith("_"):
-            raise ValueError("InceptionV3: '{}' is internal; use 'classifier', 'pool' or 'prepool'"
-                             .format(use_up_to))
-        self._with_aux = with_aux_tower
-        net = super().__call__(input_var, use_from, use_up_to, training, force_global_pooling,
-                               check_global_pooling, True, verbose)
-        if returns_net:
-            return net
-        return list(net.outputs.values()) if with_aux_tower else list(net.outputs.values())[0]
+        return super().__call__(input_var, use_from, use_up_to, training, force_global_pooling,
+                                check_global_pooling, returns_net, verbose, with_aux_tower)
 
     def _network_from_nnp(self, x, use_up_to, training, force_global_pooling, check_global_pooling, verbose):
         cuts, drops = (("_aux_classifier",), self._AUX_LOSS) if self._with_aux else \

@@ -1,37 +1,50 @@
-"""CUDA kernels of the standardizations with per-channel gamma / beta over adjacent channel
-axes: BatchNormalization (with its running statistics), FusedBatchNormalization (+ z, ReLU),
-SyncBatchNormalization in one process, TensorNormalization and WeightStandardization. The
-others (per-element gamma / beta, or statistics over non-adjacent axes) run their CPU kernels.
+"""CUDA kernels of the normalizations: the standardizations (BatchNormalization with its
+running statistics, FusedBatchNormalization (+ z, ReLU), SyncBatchNormalization in one process,
+TensorNormalization, WeightStandardization, LayerNormalization, InstanceNormalization,
+GroupNormalization) and the norms (WeightNormalization, NormNormalization).
 
-The input is the CPU's (O, C, I) view (``ops/normalization.py``'s ``StatLayout``) and the
-algorithm is the CPU's, in three kinds of kernel:
+The kernels see the input as the CPU's (O, C, I) array (``ops/normalization.py``'s
+``StatLayout``); when the axes that keep their own statistics are not adjacent, the input is
+first transposed into a pooled buffer (``array.move``) and the results transposed back, as the
+CPU does. The algorithm is the CPU's, in a few kinds of kernel:
 
 * per-channel sums, one block per channel reducing in shared memory (float64): the batch
-  statistics shifted by the channel's first element, and backward's sum(dy) and
-  sum(dy (x - mean));
+  statistics shifted by the channel's first element, backward's sum(dy) and sum(dy (x - mean)),
+  and the norms' sum |x|^p (the per-element term is the CPU's ``_term``);
 * one thread per channel turning them into the statistics, the running averages, the affine
   map's scale and shift, and backward's dgamma, dbeta and the coefficients p, q, r;
-* one thread per element: y = x scale + shift (+ z, ReLU), and dx (+)= p dy + q (x - mean) + r.
+* one thread per element: y = x scale + shift (+ z, ReLU), and dx (+)= p dy + q h(x - mean) + r
+  (h is the CPU's ``_odd_power``: x - mean for the standardizations).
 
-Statistics stay in float64 on the device (``op.saved_device_stats``) between forward and
-backward; the running mean and variance are updated in place on the device.
+gamma and beta shaped like the input (layer, instance and group normalization) are applied
+after the standardization, read through broadcast strides (``broadcast_product_kernel``), and
+their gradients are the reduction kernel's sums. Statistics stay in float64 on the device
+(``op.saved_device_stats``) between forward and backward; the running mean and variance are
+updated in place on the device.
 """
 import numpy as np
 from numba import float64
 
-from . import device
-from .registry import backward, forward, kernel
+from ..ops.normalization import _odd_power, _term
+from . import device, reduction
+from .array import ADD, WRITE, move
+from .device import broadcast_strides, contiguous_strides, flat_offset
+from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
 
 BLOCK = 128   # most threads reducing one channel (a power of two: the combine halves it)
 
+odd_power = device_function(_odd_power.py_func)   # the CPU's per-element formulas
+term = device_function(_term.py_func)
+
 
 @kernel
 def channel_sums_kernel(x, d, y, center, power, first_as_center, relu, sum_d, sum_e, O, C, I):
-    """Per channel c: sum_d[c] = sum of g, sum_e[c] = sum of g (x - m) (power 0) or of
-    (x - m)^2 (power 2), where g = d (0 where y <= 0 with ``relu``) and m = center[c] or, with
-    ``first_as_center``, the channel's first element."""
+    """Per channel c: sum_d[c] = sum of g and sum_e[c] = sum of ``term(x, g, m, power)``:
+    g (x - m) for power 0, (x - m)^2 for 2, |x - m|^power otherwise, where g = d (0 where
+    y <= 0 with ``relu``) and m = center[c] or, with ``first_as_center``, the channel's first
+    element."""
     acc_d = cuda.shared.array(BLOCK, float64)
     acc_e = cuda.shared.array(BLOCK, float64)
     c = cuda.blockIdx.x
@@ -44,12 +57,11 @@ def channel_sums_kernel(x, d, y, center, power, first_as_center, relu, sum_d, su
     while q < O * I:
         o = q // I
         j = (o * C + c) * I + q - o * I
-        xc = x[j] - m
         g = d[j]
         if relu and y[j] <= 0:
             g = 0.0
         sd += g
-        se += xc * xc if power == 2 else g * xc
+        se += term(x[j], g, m, power)
         q += n_threads
     acc_d[t] = sd
     acc_e[t] = se
@@ -106,6 +118,19 @@ def statistics_kernel(x, s, ss, n, I, batch_stat, running_mean, running_var, upd
 
 
 @kernel
+def norm_statistics_kernel(s, eps, inv_power, gain, has_gain, stats):
+    """Per channel of a norm: stats[0..3, c] = 0 (the centre), 1 / n with
+    n = (s + eps)^(1 / power), and the scale gain[c] / n (shift 0)."""
+    c = cuda.grid(1)
+    if c < stats.shape[1]:
+        inv_norm = (s[c] + eps) ** -inv_power
+        stats[0, c] = 0.0
+        stats[1, c] = inv_norm
+        stats[2, c] = inv_norm * gain[c] if has_gain else inv_norm
+        stats[3, c] = 0.0
+
+
+@kernel
 def channel_affine_kernel(x, stats, z, add_z, relu, y, C, I):
     """y = x scale[c] + shift[c] (+ z), through a ReLU when ``relu``."""
     i = cuda.grid(1)
@@ -117,6 +142,19 @@ def channel_affine_kernel(x, stats, z, add_z, relu, y, C, I):
         if relu and v < 0:
             v = 0.0
         y[i] = v
+
+
+@kernel
+def broadcast_product_kernel(a, g, has_g, g_strides, b, has_b, b_strides, shape, out):
+    """out[i] = a[i] g[.] + b[.], g and b (each optional) read through broadcast strides."""
+    i = cuda.grid(1)
+    if i < out.size:
+        v = a[i]
+        if has_g:
+            v *= g[flat_offset(i, shape, g_strides)]
+        if has_b:
+            v += b[flat_offset(i, shape, b_strides)]
+        out[i] = v
 
 
 @kernel
@@ -149,15 +187,33 @@ def gradient_coefficients_kernel(stats, sum_d, sum_dxc, count, gamma, has_gamma,
 
 
 @kernel
-def linear_grad_kernel(x, dy, y, relu, stats, coef, dx, accum, C, I):
-    """dx (+)= p[c] g + q[c] (x - mean[c]) + r[c], g = dy (0 where y <= 0 with ``relu``)."""
+def norm_coefficients_kernel(stats, sum_dx, power, gain, has_gain, dgain, want_gain,
+                             accum_gain, coef):
+    """Per channel of a norm y = gain x / n: dgain (+)= sum(dy x) / n, and dx = p dy + q h(x)
+    with p = gain / n, q = -gain sum(dy x) / n^(1 + power)."""
+    c = cuda.grid(1)
+    if c < coef.shape[1]:
+        inv_norm = stats[1, c]
+        if want_gain:
+            v = sum_dx[c] * inv_norm
+            dgain[c] = dgain[c] + v if accum_gain else v
+        factor = gain[c] if has_gain else 1.0
+        coef[0, c] = factor * inv_norm
+        coef[1, c] = -factor * sum_dx[c] * inv_norm ** (1.0 + power)
+        coef[2, c] = 0.0
+
+
+@kernel
+def linear_grad_kernel(x, dy, y, relu, stats, coef, power, dx, accum, C, I):
+    """dx (+)= p[c] g + q[c] h(x - mean[c]) + r[c], g = dy (0 where y <= 0 with ``relu``),
+    h = ``odd_power`` (the identity for power 2)."""
     i = cuda.grid(1)
     if i < dx.size:
         c = (i // I) % C
         g = dy[i]
         if relu and y[i] <= 0:
             g = 0.0
-        v = coef[0, c] * g + coef[1, c] * (x[i] - stats[0, c]) + coef[2, c]
+        v = coef[0, c] * g + coef[1, c] * odd_power(x[i] - stats[0, c], power) + coef[2, c]
         if accum:
             dx[i] += v
         else:
@@ -176,10 +232,6 @@ def masked_copy_kernel(dy, y, dz, accum):
             dz[i] = v
 
 
-def _channel_params(op):
-    return op.channel_params and op.layout.perm is None
-
-
 def _flat(a):
     return a.reshape(a.size)
 
@@ -190,6 +242,50 @@ def _slot(op, arrays, name):
     return None if k is None or arrays[k] is None else _flat(arrays[k])
 
 
+# ------------------------------------------------------------------ the (O, C, I) view
+def _permuted(lay):
+    """(box shape, the input's strides over it) of the transposed work shape."""
+    strides = contiguous_strides(lay.work_shape)
+    return (tuple(lay.work_shape[p] for p in lay.perm), tuple(strides[p] for p in lay.perm))
+
+
+def _view(lay, a, owned):
+    """Device array ``a`` (shaped like the input) as the kernels' contiguous (O, C, I) data,
+    flat: ``a`` itself, or a transposed copy from the pool (listed in ``owned``)."""
+    if lay.perm is None:
+        return _flat(a)
+    box, strides = _permuted(lay)
+    t = _temporary(a.shape, a.dtype, owned).reshape(a.size)
+    move(a, t, box, strides, contiguous_strides(box))
+    return t
+
+
+def _target(lay, a, owned):
+    """Where a kernel writes an (O, C, I) result destined for ``a``; ``_store`` puts it there."""
+    return _flat(a) if lay.perm is None else _temporary((a.size,), a.dtype, owned)
+
+
+def _store(lay, t, a, accum=False):
+    """Transpose the (O, C, I) result ``t`` back into ``a`` (nothing to do without a perm)."""
+    if lay.perm is not None:
+        box, strides = _permuted(lay)
+        move(t, a, box, contiguous_strides(box), strides, mode=ADD if accum else WRITE)
+
+
+def _temporary(shape, dtype, owned):
+    """A pooled device array that ``_release_all(owned)`` gives back."""
+    t = device.empty(shape, dtype)
+    owned.append(t)
+    return t
+
+
+def _release_all(owned):
+    """Give the temporaries back to the pool, once the launcher that made them has returned
+    (``device.release`` keeps an array another reference still holds)."""
+    while owned:
+        device.release(owned.pop())
+
+
 def _channel_sums(op, x, d, y, center, power, first_as_center, relu=False):
     """(sum_d, sum_e) per channel (``channel_sums_kernel``), in a float64 workspace."""
     O, C, I = op.layout.shape3
@@ -197,10 +293,23 @@ def _channel_sums(op, x, d, y, center, power, first_as_center, relu=False):
     stand_in = center if center is not None else sums[0]
     threads = min(BLOCK, 1 << max(O * I - 1, 0).bit_length())
     channel_sums_kernel[C, threads](x, d, y, stand_in, power, first_as_center, relu, sums[0],
-                                  sums[1], O, C, I)
+                                    sums[1], O, C, I)
     return sums[0], sums[1]
 
 
+def _broadcast_product(a, out, g=None, b=None):
+    """out = a g + b over out's shape, g and b broadcast (NumPy rules); a contiguous like out."""
+    shape = tuple(out.shape) or (1,)
+    stand_in = _flat(a)
+    device.launch(broadcast_product_kernel, out.size, stand_in,
+                  _flat(g) if g is not None else stand_in, g is not None,
+                  broadcast_strides(g.shape, shape) if g is not None else (0,) * len(shape),
+                  _flat(b) if b is not None else stand_in, b is not None,
+                  broadcast_strides(b.shape, shape) if b is not None else (0,) * len(shape),
+                  shape, _flat(out))
+
+
+# ------------------------------------------------------------------ standardizations
 def running_statistics(op):
     """The inputs the forward updates in place (BatchNormalization's running mean and variance
     in training)."""
@@ -209,12 +318,31 @@ def running_statistics(op):
     return tuple(op.slot[name] for name in ("mean", "variance") if name in op.slot)
 
 
+def _one_process(op):
+    """SyncBatchNormalization with a communicator merges statistics on the host."""
+    return getattr(op, "comm", None) is None
+
+
+def _param(op, arrays, name):
+    """Input ``name`` (unflattened) or None."""
+    k = op.slot.get(name)
+    return None if k is None else arrays[k]
+
+
 @forward("BatchNormalization", "FusedBatchNormalization", "SyncBatchNormalization",
-         "TensorNormalization", "WeightStandardization", when=_channel_params,
+         "TensorNormalization", "WeightStandardization", "LayerNormalization",
+         "InstanceNormalization", "GroupNormalization", when=_one_process,
          updates=running_statistics)
 def standardization_forward(op, inputs, outputs):
-    O, C, I = op.layout.shape3
-    x, y = _flat(inputs[0]), _flat(outputs[0])
+    owned = []
+    _standardize(op, inputs, outputs, owned)
+    _release_all(owned)
+
+
+def _standardize(op, inputs, outputs, owned):
+    lay = op.layout
+    O, C, I = lay.shape3
+    x, y = _view(lay, inputs[0], owned), _target(lay, outputs[0], owned)
     stats = getattr(op, "saved_device_stats", None)
     if stats is None or stats.shape[1] != C:
         stats = op.saved_device_stats = device.empty((4, C), np.float64)
@@ -222,8 +350,10 @@ def standardization_forward(op, inputs, outputs):
              else (stats[0], stats[1]))   # stand-ins, not read
     rm, rv = _slot(op, inputs, "mean"), _slot(op, inputs, "variance")
     update = op.batch_stat and rm is not None and not op.recomputing
-    n = op.layout.count
-    gamma, beta = _slot(op, inputs, "gamma"), _slot(op, inputs, "beta")
+    n = lay.count
+    per_channel = op.channel_params
+    gamma = _slot(op, inputs, "gamma") if per_channel else None
+    beta = _slot(op, inputs, "beta") if per_channel else None
     mean_out = _flat(outputs[1]) if op.with_stats else stats[0]
     var_out = _flat(outputs[2]) if op.with_stats else stats[0]
     device.launch(statistics_kernel, C, x if x.size else stats[0], s, ss, n, I, op.batch_stat,
@@ -232,45 +362,148 @@ def standardization_forward(op, inputs, outputs):
                   float(op.eps), gamma if gamma is not None else stats[0], gamma is not None,
                   beta if beta is not None else stats[0], beta is not None, stats, mean_out,
                   var_out, op.with_stats)
-    z = _slot(op, inputs, "z")
+    z = _view(lay, inputs[op.slot["z"]], owned) if "z" in op.slot else None
     device.launch(channel_affine_kernel, y.size, x, stats, z if z is not None else x,
                   z is not None, op.relu, y, C, I)
+    _store(lay, y, outputs[0])
+    gamma, beta = _param(op, inputs, "gamma"), _param(op, inputs, "beta")
+    if not per_channel and (gamma is not None or beta is not None):
+        _broadcast_product(outputs[0], outputs[0], gamma, beta)
+
+
+def _elementwise_params_grads(op, inputs, dy, input_grads, wanted, accum, owned):
+    """dbeta and dgamma of per-element gamma / beta: sums of dy and dy xhat to their shapes."""
+    slot, lay = op.slot, op.layout
+    if wanted("beta"):
+        reduction.sum_to_shape(dy, input_grads[slot["beta"]], accum[slot["beta"]])
+    if wanted("gamma"):
+        x = _view(lay, inputs[0], owned)
+        xhat = _temporary(dy.shape, dy.dtype, owned)
+        xhat_view = _target(lay, xhat, owned)
+        device.launch(channel_affine_kernel, x.size, x, op.saved_device_stats, x, False, False,
+                      xhat_view, *lay.shape3[1:])   # stats' scale and shift: 1 / std, -mean / std
+        _store(lay, xhat_view, xhat)
+        _broadcast_product(xhat, xhat, dy)
+        reduction.sum_to_shape(xhat, input_grads[slot["gamma"]], accum[slot["gamma"]])
 
 
 @backward("BatchNormalization", "FusedBatchNormalization", "SyncBatchNormalization",
-          "TensorNormalization", "WeightStandardization")
+          "TensorNormalization", "WeightStandardization", "LayerNormalization",
+          "InstanceNormalization", "GroupNormalization")
 def standardization_backward(op, inputs, outputs, output_grads, input_grads, propagate_down,
                              accum):
-    O, C, I = op.layout.shape3
-    slot = op.slot
+    owned = []
+    _standardization_grads(op, inputs, outputs, output_grads, input_grads, propagate_down, accum,
+                           owned)
+    _release_all(owned)
+
+
+def _standardization_grads(op, inputs, outputs, output_grads, input_grads, propagate_down, accum,
+                           owned):
+    lay, slot = op.layout, op.slot
+    C = lay.channels
 
     def wanted(name):
         return name in slot and propagate_down[slot[name]]
 
-    dy = _flat(output_grads[0])
-    y = _flat(outputs[0]) if op.relu else dy
-    if wanted("z"):
-        k = slot["z"]
-        device.launch(masked_copy_kernel, dy.size, dy, y, _flat(input_grads[k]), accum[k])
+    dy_full = output_grads[0]
     stats = op.saved_device_stats
-    x = _flat(inputs[0]) if inputs[0] is not None else dy   # x is not read for dbeta alone
-    need_sums = wanted("beta") or wanted("gamma") or (propagate_down[0] and op.batch_stat)
+    gamma_full = _param(op, inputs, "gamma")
+    if op.channel_params:
+        gamma = _flat(gamma_full) if gamma_full is not None else None
+        params_wanted = wanted("beta") or wanted("gamma")
+    else:   # per-element gamma / beta: their gradients here, dx from dy gamma
+        _elementwise_params_grads(op, inputs, dy_full, input_grads, wanted, accum, owned)
+        gamma, params_wanted = None, False
+        if gamma_full is not None and propagate_down[0]:
+            scaled = _temporary(dy_full.shape, dy_full.dtype, owned)
+            _broadcast_product(dy_full, scaled, gamma_full)
+            dy_full = scaled
+    dy = _view(lay, dy_full, owned)
+    y = _view(lay, outputs[0], owned) if op.relu else dy
+    if op.relu and wanted("z"):   # the fused ReLU's: dz (+)= dy where y > 0
+        k = slot["z"]
+        dz = _target(lay, input_grads[k], owned)
+        device.launch(masked_copy_kernel, dy.size, dy, y, dz, accum[k] and lay.perm is None)
+        _store(lay, dz, input_grads[k], accum[k])
+    need_sums = params_wanted or (propagate_down[0] and op.batch_stat)
     if not (need_sums or propagate_down[0]):
         return
+    x = _view(lay, inputs[0], owned) if inputs[0] is not None else dy   # unread for dbeta alone
     if need_sums:
         sum_d, sum_dxc = _channel_sums(op, x, dy, y, stats[0], 0, False, op.relu)
     else:
         sum_d = sum_dxc = stats[0]   # stand-ins, not read
     coef = device.workspace("standardization coefficients", 3 * C, np.float64).reshape(3, C)
-    gamma = _slot(op, inputs, "gamma")
-    grad = (lambda name: _flat(input_grads[slot[name]]) if wanted(name) else stats[0])
+    grad = (lambda name: _flat(input_grads[slot[name]]) if params_wanted and wanted(name)
+            else stats[0])
     acc = (lambda name: bool(accum[slot[name]]) if wanted(name) else False)
     dmean = _flat(output_grads[1]) if op.with_stats else stats[0]
     dvar = _flat(output_grads[2]) if op.with_stats else stats[0]
-    device.launch(gradient_coefficients_kernel, C, stats, sum_d, sum_dxc, max(op.layout.count, 1),
+    device.launch(gradient_coefficients_kernel, C, stats, sum_d, sum_dxc, max(lay.count, 1),
                   gamma if gamma is not None else stats[0], gamma is not None, op.batch_stat,
-                  dmean, dvar, op.with_stats, grad("beta"), wanted("beta"), acc("beta"),
-                  grad("gamma"), wanted("gamma"), acc("gamma"), coef)
+                  dmean, dvar, op.with_stats, grad("beta"), params_wanted and wanted("beta"),
+                  acc("beta"), grad("gamma"), params_wanted and wanted("gamma"), acc("gamma"),
+                  coef)
     if propagate_down[0]:
-        device.launch(linear_grad_kernel, dy.size, x, dy, y, op.relu, stats, coef,
-                      _flat(input_grads[0]), accum[0], C, I)
+        dx = _target(lay, input_grads[0], owned)
+        device.launch(linear_grad_kernel, dy.size, x, dy, y, op.relu, stats, coef, 2, dx,
+                      accum[0] and lay.perm is None, C, lay.shape3[2])
+        _store(lay, dx, input_grads[0], accum[0])
+
+
+# ------------------------------------------------------------------ norms
+def _norm_power(op):
+    return 2 if op.name == "WeightNormalization" else float(op.p)
+
+
+@forward("WeightNormalization", "NormNormalization")
+def norm_forward(op, inputs, outputs):
+    """y = gain x / (sum |x|^p + eps)^(1/p) per channel (WeightNormalization: p = 2, the gain
+    g; NormNormalization: no gain)."""
+    owned = []
+    lay = op.layout
+    O, C, I = lay.shape3
+    power = _norm_power(op)
+    x, y = _view(lay, inputs[0], owned), _target(lay, outputs[0], owned)
+    zeros = device.workspace("norm centre", C, np.float64)
+    device.fill(zeros, 0)
+    _, s = _channel_sums(op, x, x, x, zeros, power, False)
+    stats = getattr(op, "saved_device_stats", None)
+    if stats is None or stats.shape[1] != C:
+        stats = op.saved_device_stats = device.empty((4, C), np.float64)
+    gain = _flat(inputs[1]) if len(inputs) > 1 else stats[0]
+    device.launch(norm_statistics_kernel, C, s, float(op.eps), 1.0 / power, gain,
+                  len(inputs) > 1, stats)
+    device.launch(channel_affine_kernel, y.size, x, stats, x, False, False, y, C, I)
+    _store(lay, y, outputs[0])
+    del x, y
+    _release_all(owned)
+
+
+@backward("WeightNormalization", "NormNormalization")
+def norm_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    has_gain = len(inputs) > 1
+    want_gain = has_gain and propagate_down[1]
+    if not (propagate_down[0] or want_gain):
+        return
+    owned = []
+    lay = op.layout
+    O, C, I = lay.shape3
+    power = _norm_power(op)
+    stats = op.saved_device_stats
+    x, dy = _view(lay, inputs[0], owned), _view(lay, output_grads[0], owned)
+    _, s = _channel_sums(op, x, dy, dy, stats[0], 0, False)   # stats[0]: the zero centre
+    coef = device.workspace("standardization coefficients", 3 * C, np.float64).reshape(3, C)
+    device.launch(norm_coefficients_kernel, C, stats, s, power,
+                  _flat(inputs[1]) if has_gain else stats[0], has_gain,
+                  _flat(input_grads[1]) if want_gain else stats[0], want_gain,
+                  bool(accum[1]) if want_gain else False, coef)
+    if propagate_down[0]:
+        dx = _target(lay, input_grads[0], owned)
+        device.launch(linear_grad_kernel, dy.size, x, dy, dy, False, stats, coef, power, dx,
+                      accum[0] and lay.perm is None, C, I)
+        _store(lay, dx, input_grads[0], accum[0])
+        del dx
+    del x, dy
+    _release_all(owned)

@@ -64,10 +64,63 @@ def test_running_statistics_are_updated_on_the_device():
         assert not np.allclose(gpu[k].d, arrays[k])
 
 
-def test_per_element_parameters_run_the_cpu_kernels():
-    x = signed(2, 3, 2)
-    y, _ = run(cuda_context(), lambda x: F.layer_normalization(x, None, None), [x])
-    assert not written_on_device(y.data)
+def per_sample(shape, kept):
+    return tuple(1 if a in kept else s for a, s in enumerate(shape))
+
+
+PER_ELEMENT_CASES = [
+    ("layer", lambda x, b, g: F.layer_normalization(x, b, g),
+     [signed(2, 3, 2), signed(1, 3, 2), positive(1, 3, 2)]),
+    ("layer, batch axes apart", lambda x, b, g: F.layer_normalization(x, b, g, batch_axis=[0, 2]),
+     [signed(2, 3, 2), signed(*per_sample((2, 3, 2), [0, 2])),
+      positive(*per_sample((2, 3, 2), [0, 2]))]),
+    ("instance, channel last", lambda x, b, g: F.instance_normalization(x, b, g, channel_axis=2),
+     [signed(2, 2, 3), signed(1, 1, 3), positive(1, 1, 3)]),
+    ("instance, per-sample gamma", lambda x, b, g: F.instance_normalization(x, b, g),
+     [signed(2, 3, 2), signed(1, 3, 1), positive(2, 3, 1)]),
+    ("group", lambda x, b, g: F.group_normalization(x, b, g, 2),
+     [signed(2, 4, 2), signed(1, 4, 1), positive(1, 4, 1)]),
+    ("group, channel last, output stats",
+     lambda x, b, g: sum(F.group_normalization(x, b, g, 2, channel_axis=2, output_stat=True)),
+     [signed(2, 2, 4), signed(1, 1, 4), positive(1, 1, 4)]),
+    ("batch over axes apart", lambda x, b, g, m, v: F.batch_normalization(x, b, g, m, v, axes=[0, 2]),
+     [signed(2, 3, 2), signed(2, 1, 2), positive(2, 1, 2), signed(2, 1, 2), positive(2, 1, 2)]),
+    ("gradients accumulate", lambda x, b, g: F.layer_normalization(x, None, None) * 2.0
+     + F.instance_normalization(x, b, g) + F.instance_normalization(x, None, g * 0.5),
+     [signed(2, 3, 2), signed(1, 3, 1), positive(1, 3, 1)]),
+]
+
+
+@pytest.mark.parametrize("name, build, arrays", PER_ELEMENT_CASES,
+                         ids=[c[0] for c in PER_ELEMENT_CASES])
+def test_per_element_parameters_and_axes_apart(name, build, arrays):
+    no_grad = (3, 4) if len(arrays) >= 5 else ()
+    assert_same_on_cuda(build, *arrays, no_grad=no_grad, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("without", [(0,), (1,), (2,), (1, 2)])
+def test_some_gradients_not_propagated(without):
+    arrays = [signed(2, 4, 2), signed(1, 4, 1), positive(1, 4, 1)]
+    assert_same_on_cuda(lambda x, b, g: F.group_normalization(x, b, g, 2, channel_axis=1,
+                                                              batch_axis=[0]),
+                        *arrays, no_grad=without, rtol=1e-4, atol=1e-5)
+
+
+NORM_CASES = [
+    ("weight normalization", lambda w, g: F.weight_normalization(w, g, dim=1),
+     [signed(2, 3, 2), positive(3)]),
+    ("weight normalization, gain only", lambda w, g: F.weight_normalization(w, g, dim=0),
+     [signed(3, 2), positive(3)]),
+    ("norm normalization, p=3 axes apart", lambda x: F.norm_normalization(x, p=3, axes=[1]),
+     [signed(2, 3, 2)]),
+    ("norm normalization, p=2", lambda x: F.norm_normalization(x, axes=[0, 1]), [signed(2, 3)]),
+]
+
+
+@pytest.mark.parametrize("name, build, arrays", NORM_CASES, ids=[c[0] for c in NORM_CASES])
+def test_norms(name, build, arrays):
+    no_grad = (0,) if name.endswith("gain only") else ()
+    assert_same_on_cuda(build, *arrays, no_grad=no_grad, rtol=1e-4, atol=1e-5)
 
 
 @settings(max_examples=2, deadline=None, database=None)   # the simulator is slow

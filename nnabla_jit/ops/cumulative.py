@@ -5,7 +5,7 @@ accumulated by one parametrised kernel; CumSum's backward is the same kernel run
 way, CumProd's is a zero-safe recurrence (``cumprod_backward_kernel``).
 """
 import numpy as np
-from numba import prange
+from numba import njit, prange
 
 from .common import normalize_axis, outer_axis_inner
 from .kernels import parallel_kernel
@@ -62,24 +62,29 @@ def cumprod_backward(op, inputs, outputs, output_grads, input_grads, propagate_d
             op.exclusive, op.reverse, accum[0])
 
 
+@njit(inline="always")
+def cumulate_line(x3, y3, a, c, multiply, exclusive, reverse, accum):
+    """One line of :func:`cumulate` (also the CUDA kernel's, ``cuda_ops/cumulative.py``)."""
+    n = x3.shape[1]
+    acc = 1.0 if multiply else 0.0
+    for t in range(n):
+        k = n - 1 - t if reverse else t
+        previous = acc
+        acc = acc * x3[a, k, c] if multiply else acc + x3[a, k, c]
+        value = previous if exclusive else acc
+        if accum:
+            y3[a, k, c] += value
+        else:
+            y3[a, k, c] = value
+
+
 @parallel_kernel
 def cumulate(x3, y3, multiply, exclusive, reverse, accum):
     """y3[a, k, c] (+)= sum (or product) of x3[a, k', c] for k' up to k (before k if
     exclusive; from the end if reverse), line by line."""
     outer, n, inner = x3.shape
     for line in prange(outer * inner):
-        a = line // inner
-        c = line % inner
-        acc = 1.0 if multiply else 0.0
-        for t in range(n):
-            k = n - 1 - t if reverse else t
-            previous = acc
-            acc = acc * x3[a, k, c] if multiply else acc + x3[a, k, c]
-            value = previous if exclusive else acc
-            if accum:
-                y3[a, k, c] += value
-            else:
-                y3[a, k, c] = value
+        cumulate_line(x3, y3, line // inner, line % inner, multiply, exclusive, reverse, accum)
 
 
 class _Cumulative(Op):

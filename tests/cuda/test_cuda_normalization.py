@@ -131,3 +131,15 @@ def test_drawn_batch_normalizations(batch, channels, size, without):
     no_grad = (3, 4) + ({"x": (0,), "beta": (1,), "gamma": (2,), "none": ()}[without])
     assert_same_on_cuda(lambda x, b, g, m, v: F.batch_normalization(x, b, g, m, v), *arrays,
                         no_grad=no_grad, rtol=1e-4, atol=1e-5)
+
+
+@settings(max_examples=2, deadline=None, database=None)   # the simulator is slow
+@given(shape=st.lists(st.integers(1, 3), min_size=2, max_size=3), data=st.data())
+def test_drawn_instance_normalizations(shape, data):
+    channel_axis = data.draw(st.integers(0, len(shape) - 1))
+    batch_axis = [a for a in range(len(shape)) if a != channel_axis][:1]
+    param = tuple(s if a == channel_axis else 1 for a, s in enumerate(shape))
+    without = data.draw(st.sampled_from([(), (0,), (1,), (2,)]))
+    assert_same_on_cuda(lambda x, b, g: F.instance_normalization(x, b, g, channel_axis, batch_axis),
+                        signed(*shape), signed(*param), positive(*param), no_grad=without,
+                        rtol=1e-4, atol=1e-5)

@@ -15,7 +15,8 @@ with atomic adds, since overlapping windows may share one.
 import numpy as np
 
 from ..ops.pooling import AVERAGE, MAX
-from . import device, reduction
+from . import array, device, reduction
+from .device import contiguous_strides
 from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
@@ -144,6 +145,20 @@ def scatter_to_max_kernel(dy, index, dx, out_per_sample, in_per_sample, C):
         cuda.atomic.add(dx, n * in_per_sample + index[i] * C + c, dy[i])
 
 
+@kernel
+def gather_at_max_kernel(g, index, out, out_per_sample, in_per_sample, C, accum):
+    """out[n, o, c] (+)= g[n, index[n, o, c], c]: g read at the winners."""
+    i = cuda.grid(1)
+    if i < out.size:
+        n = i // out_per_sample
+        c = (i - n * out_per_sample) % C
+        v = g[n * in_per_sample + index[i] * C + c]
+        if accum:
+            out[i] += v
+        else:
+            out[i] = v
+
+
 def _dims(op):
     """(sizes, out_sizes, kernel, stride, pad, C) of the pooled dims, padded to three in front
     as the CPU geometry pads them."""
@@ -163,18 +178,54 @@ def _flat(a):
     return a.reshape(a.size)
 
 
+def _winners(op, x, y=None):
+    """Pool ``x`` by max into ``y`` (a workspace when None), keeping the winners' positions on
+    the op (``saved_device_index``), which the backward of MaxPooling and the double backward
+    ops read."""
+    n_out = op.geo.y2[0] * op.geo.y2[1]
+    index = getattr(op, "saved_device_index", None)
+    if index is None or index.size != n_out:
+        index = op.saved_device_index = device.empty((n_out,), np.int64)
+    if y is None:
+        y = device.workspace("pool max", n_out, x.dtype)
+    device.launch(pool_kernel, n_out, _flat(x), _flat(y), index, *_dims(op), MAX, True)
+    return index
+
+
+def _kept_winners(op, x):
+    """The winners a device forward kept, or found again in ``x``."""
+    index = getattr(op, "saved_device_index", None)
+    if index is None or index.size != op.geo.y2[0] * op.geo.y2[1]:
+        index = _winners(op, x)
+    return index
+
+
+def _scatter_to_winners(op, dy, index, dx, accum):
+    """dx (+)= dy scattered to the winners ``index`` (dx shaped like the pooled input)."""
+    if not accum:
+        device.fill(dx, 0)
+    geo = op.geo
+    device.launch(scatter_to_max_kernel, dy.size, _flat(dy), index, _flat(dx), geo.y2[1],
+                  geo.x2[1], geo.C)
+
+
+def _gather_at_winners(op, g, index, out, accum):
+    """out (+)= g (shaped like the pooled input) read at the winners ``index``."""
+    geo = op.geo
+    device.launch(gather_at_max_kernel, out.size, _flat(g), index, _flat(out), geo.y2[1],
+                  geo.x2[1], geo.C, accum)
+
+
 @forward("MaxPooling", "AveragePooling", "SumPooling")
 def pooling_forward(op, inputs, outputs):
     x, y = inputs[0], outputs[0]
     if y.size == 0:
         return
     if _mode(op) == MAX:
-        index = getattr(op, "saved_device_index", None)
-        if index is None or index.size != y.size:
-            index = op.saved_device_index = device.empty((y.size,), np.int64)
-    else:
-        index = device.workspace("pool no index", 1, np.int64)
-    device.launch(pool_kernel, y.size, _flat(x), _flat(y), index, *_dims(op), _mode(op),
+        _winners(op, x, y)
+        return
+    device.launch(pool_kernel, y.size, _flat(x), _flat(y),
+                  device.workspace("pool no index", 1, np.int64), *_dims(op), _mode(op),
                   op.including_pad)
 
 
@@ -183,20 +234,42 @@ def pooling_backward(op, inputs, outputs, output_grads, input_grads, propagate_d
     if not propagate_down[0]:
         return
     dy, dx = output_grads[0], input_grads[0]
-    sizes, out_sizes, kernel_shape, stride, pad, C = _dims(op)
-    if _mode(op) != MAX:
-        device.launch(spread_kernel, dx.size, _flat(dy), _flat(dx), sizes, out_sizes,
-                      kernel_shape, stride, pad, C, op.mode, op.including_pad, accum[0])
+    if _mode(op) == MAX:
+        _scatter_to_winners(op, dy, _kept_winners(op, inputs[0]), dx, accum[0])
         return
-    if not accum[0]:
-        device.fill(dx, 0)
-    index = getattr(op, "saved_device_index", None)
-    if index is None or index.size != dy.size:   # no device forward kept them: find them again
-        pooling_forward(op, inputs, [device.workspace("pool max", dy.size, dy.dtype)])
-        index = op.saved_device_index
-    geo = op.geo
-    device.launch(scatter_to_max_kernel, dy.size, _flat(dy), index, _flat(dx), geo.y2[1],
-                  geo.x2[1], C)
+    device.launch(spread_kernel, dx.size, _flat(dy), _flat(dx), *_dims(op), op.mode,
+                  op.including_pad, accum[0])
+
+
+# MaxPoolingBackward(dy, x) scatters dy to the winners of x's windows, MaxPoolingGather(g, x)
+# reads g at them: each is the other's gradient with respect to its first input (the second,
+# x, gets none), so the two share the winners and the scatter / gather pair of MaxPooling.
+@forward("MaxPoolingBackward")
+def max_pooling_backward_forward(op, inputs, outputs):
+    dy, x = inputs
+    _scatter_to_winners(op, dy, _winners(op, x), outputs[0], False)
+
+
+@backward("MaxPoolingBackward")
+def max_pooling_backward_backward(op, inputs, outputs, output_grads, input_grads,
+                                  propagate_down, accum):
+    if propagate_down[0]:
+        _gather_at_winners(op, output_grads[0], _kept_winners(op, inputs[1]), input_grads[0],
+                           accum[0])
+
+
+@forward("MaxPoolingGather")
+def max_pooling_gather_forward(op, inputs, outputs):
+    g, x = inputs
+    _gather_at_winners(op, g, _winners(op, x), outputs[0], False)
+
+
+@backward("MaxPoolingGather")
+def max_pooling_gather_backward(op, inputs, outputs, output_grads, input_grads, propagate_down,
+                                accum):
+    if propagate_down[0]:
+        _scatter_to_winners(op, output_grads[0], _kept_winners(op, inputs[1]), input_grads[0],
+                            accum[0])
 
 
 @forward("GlobalAveragePooling")
@@ -211,3 +284,44 @@ def global_average_pooling_backward(op, inputs, outputs, output_grads, input_gra
     if propagate_down[0]:
         reduction.broadcast_into(output_grads[0], input_grads[0].reshape(op.rows, op.size),
                                  (1, 0), 1.0 / op.size, accum[0])
+
+
+# Unpooling repeats every element ``kernel`` times along the pooled axes: a gather through
+# per-axis index maps (output coordinate -> coordinate // k), which is the array family's move
+# kernel, and its adjoint the array family's atomic scatter.
+def _unpooling_tables(op, y_shape):
+    """(device table, table_start) of the index maps of Unpooling's output axes, uploaded
+    once per op."""
+    kept = getattr(op, "saved_device_tables", None)
+    if kept is not None and kept[0] == y_shape:
+        return kept[1], kept[2]
+    end = len(y_shape) - 1 if op.channel_last else len(y_shape)
+    first = end - len(op.kernel)
+    starts, parts, at = [-1] * len(y_shape), [], 0
+    for ax, k in zip(range(first, end), op.kernel):
+        starts[ax] = at
+        parts.append(np.arange(y_shape[ax], dtype=np.int64) // k)
+        at += y_shape[ax]
+    table = device.upload(np.concatenate(parts))
+    op.saved_device_tables = (y_shape, table, tuple(starts))
+    return table, tuple(starts)
+
+
+@forward("Unpooling")
+def unpooling_forward(op, inputs, outputs):
+    x, y = inputs[0], outputs[0]
+    table, starts = _unpooling_tables(op, tuple(y.shape))
+    array.move(x, y, y.shape, contiguous_strides(x.shape), contiguous_strides(y.shape),
+               table=table, table_start=starts)
+
+
+@backward("Unpooling")
+def unpooling_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if not propagate_down[0]:
+        return
+    dy, dx = output_grads[0], input_grads[0]
+    if not accum[0]:
+        device.fill(dx, 0)
+    table, starts = _unpooling_tables(op, tuple(dy.shape))
+    device.launch(array.scatter_kernel, dy.size, _flat(dy), _flat(dx), tuple(dy.shape),
+                  contiguous_strides(dx.shape), table, starts, dy.size)

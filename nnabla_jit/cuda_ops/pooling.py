@@ -1,4 +1,5 @@
-"""CUDA kernels of MaxPooling, AveragePooling, SumPooling and GlobalAveragePooling.
+"""CUDA kernels of MaxPooling, AveragePooling, SumPooling, GlobalAveragePooling, pooling's
+double backward (MaxPoolingBackward, MaxPoolingGather), Unpooling and RoiAlign.
 
 Samples are seen as the CPU's ``PoolGeometry`` sees them: (N, D * H * W * C) with the pooled
 dims padded to three in front and C = 1 unless channel-last, so one kernel serves every layout.
@@ -10,16 +11,21 @@ its start.
 Forward is one thread per output element (MaxPooling keeps the winners' positions on the op,
 ``saved_device_index``). The average / sum backward is a gather, one thread per input element
 summing the windows that cover it (no atomics); the max backward scatters dy to the winners
-with atomic adds, since overlapping windows may share one.
+with atomic adds, since overlapping windows may share one. The double backward ops reuse the
+winners, that scatter and its gather; Unpooling and RoiAlign are described where they are.
 """
 import numpy as np
 
 from ..ops.pooling import AVERAGE, MAX
+from ..ops.pooling import roi_corners as cpu_roi_corners, roi_grid as cpu_roi_grid
 from . import array, device, reduction
 from .device import contiguous_strides
 from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
+
+roi_grid = device_function(cpu_roi_grid.py_func)         # RoiAlign's sampling, as the CPU's
+roi_corners = device_function(cpu_roi_corners.py_func)
 
 
 @device_function
@@ -325,3 +331,120 @@ def unpooling_backward(op, inputs, outputs, output_grads, input_grads, propagate
     table, starts = _unpooling_tables(op, tuple(dy.shape))
     device.launch(array.scatter_kernel, dy.size, _flat(dy), _flat(dx), tuple(dy.shape),
                   contiguous_strides(dx.shape), table, starts, dy.size)
+
+
+# RoiAlign: one thread per output bin, averaging its bilinear samples (the CPU's roi_grid and
+# roi_corners); the backward spreads each bin's gradient over the same samples with atomic
+# adds (bins of overlapping boxes share pixels). A box whose batch index is out of range is
+# counted into host memory mapped into the device, and the CPU's check then reports it.
+@device_function
+def roi_bin(i, C, OH, OW, channel_last):
+    """(box, channel, bin row, bin column) of element i of RoiAlign's output."""
+    per_box = C * OH * OW
+    r = i // per_box
+    rest = i - r * per_box
+    if channel_last:
+        c = rest % C
+        pos = rest // C
+    else:
+        c = rest // (OH * OW)
+        pos = rest - c * OH * OW
+    return r, c, pos // OW, pos % OW
+
+
+@device_function
+def roi_image(boxes, r, n_images, bad, i, per_box):
+    """The batch index of box r, or -1 (counted once per box into ``bad``) out of range."""
+    b = boxes[r, 0]
+    if b < 0 or b >= n_images:
+        if i % per_box == 0:
+            cuda.atomic.add(bad, 0, 1)
+        return -1
+    return int(b)
+
+
+@kernel
+def roi_align_kernel(x, boxes, y, n_images, H, W, C, OH, OW, scale_y, scale_x, sampling_ratio,
+                     channel_last, bad):
+    """y[r, c, oh, ow] = the mean of the bilinear samples of bin (oh, ow) of box r."""
+    i = cuda.grid(1)
+    if i < y.size:
+        r, c, oh, ow = roi_bin(i, C, OH, OW, channel_last)
+        n = roi_image(boxes, r, n_images, bad, i, C * OH * OW)
+        if n < 0:
+            y[i] = np.nan
+            return
+        cs, ss = (1, C) if channel_last else (H * W, 1)
+        base = n * C * H * W + c * cs
+        y1, x1, bin_h, bin_w, gh, gw = roi_grid(boxes[r], OH, OW, scale_y, scale_x,
+                                                sampling_ratio)
+        acc = 0.0
+        for iy in range(gh):
+            sy = y1 + oh * bin_h + (iy + 0.5) * bin_h / gh
+            for ix in range(gw):
+                sx = x1 + ow * bin_w + (ix + 0.5) * bin_w / gw
+                ya, xa, yb, xb, ly, lx, inside = roi_corners(sy, sx, H, W)
+                if inside:
+                    acc += ((1 - ly) * (1 - lx) * x[base + (ya * W + xa) * ss]
+                            + (1 - ly) * lx * x[base + (ya * W + xb) * ss]
+                            + ly * (1 - lx) * x[base + (yb * W + xa) * ss]
+                            + ly * lx * x[base + (yb * W + xb) * ss])
+        count = gh * gw
+        y[i] = acc / count if count != 0 else np.nan
+
+
+@kernel
+def roi_align_backward_kernel(dy, boxes, dx, n_images, H, W, C, OH, OW, scale_y, scale_x,
+                              sampling_ratio, channel_last, bad):
+    """dx += dy[r, c, oh, ow] / count at each bilinear sample of the bin, by its weights."""
+    i = cuda.grid(1)
+    if i < dy.size:
+        r, c, oh, ow = roi_bin(i, C, OH, OW, channel_last)
+        n = roi_image(boxes, r, n_images, bad, i, C * OH * OW)
+        if n < 0:
+            return
+        cs, ss = (1, C) if channel_last else (H * W, 1)
+        base = n * C * H * W + c * cs
+        y1, x1, bin_h, bin_w, gh, gw = roi_grid(boxes[r], OH, OW, scale_y, scale_x,
+                                                sampling_ratio)
+        count = gh * gw
+        if count == 0:
+            return
+        v = dy[i] / count
+        for iy in range(gh):
+            sy = y1 + oh * bin_h + (iy + 0.5) * bin_h / gh
+            for ix in range(gw):
+                sx = x1 + ow * bin_w + (ix + 0.5) * bin_w / gw
+                ya, xa, yb, xb, ly, lx, inside = roi_corners(sy, sx, H, W)
+                if inside:
+                    cuda.atomic.add(dx, base + (ya * W + xa) * ss, v * (1 - ly) * (1 - lx))
+                    cuda.atomic.add(dx, base + (ya * W + xb) * ss, v * (1 - ly) * lx)
+                    cuda.atomic.add(dx, base + (yb * W + xa) * ss, v * ly * (1 - lx))
+                    cuda.atomic.add(dx, base + (yb * W + xb) * ss, v * ly * lx)
+
+
+def _roi_align_checked(op, boxes, roi_kernel, n, a, b):
+    """Launch ``roi_kernel`` over n bins from a into b, then report out-of-range boxes as the
+    CPU does (copying the boxes down only then)."""
+    bad = getattr(op, "saved_bad_boxes", None)
+    if bad is None:
+        bad = op.saved_bad_boxes = device.host_counter()
+    bad[0] = 0
+    device.launch(roi_kernel, n, _flat(a), boxes, _flat(b), op.N, *op.kernel_args(), bad)
+    if device.read_counter(bad):
+        op.check_boxes(device.copy_down(boxes))
+
+
+@forward("RoiAlign")
+def roi_align_forward(op, inputs, outputs):
+    x, boxes = inputs
+    _roi_align_checked(op, boxes, roi_align_kernel, outputs[0].size, x, outputs[0])
+
+
+@backward("RoiAlign")
+def roi_align_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if propagate_down[0]:
+        dy, dx = output_grads[0], input_grads[0]
+        if not accum[0]:
+            device.fill(dx, 0)
+        _roi_align_checked(op, inputs[1], roi_align_backward_kernel, dy.size, dy, dx)

@@ -1,5 +1,6 @@
-"""Unpooling and pooling's double backward (MaxPoolingBackward, and the MaxPoolingGather its
-gradient builds) on the device against the CPU kernels (tiny shapes: the simulator is slow)."""
+"""Unpooling, pooling's double backward (MaxPoolingBackward, and the MaxPoolingGather its
+gradient builds) and RoiAlign on the device against the CPU kernels (tiny shapes: the simulator
+is slow)."""
 import numpy as np
 import pytest
 
@@ -81,3 +82,29 @@ def test_max_pooling_double_backward_on_the_device():
     for a, b in zip((v.d for v in on_gpu[:2]), (v.d for v in on_cpu[:2])):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(on_gpu[2].g, on_cpu[2].g, rtol=1e-5, atol=1e-6)
+
+
+# Boxes (batch index, x1, y1, x2, y2): one past the border, one small, one in image 1.
+BOXES = np.array([[0, -1.0, 0.5, 3.5, 4.5], [1, 1.0, 1.0, 2.5, 2.0], [1, 0.0, 0.0, 4.0, 3.0]],
+                 np.float32)
+
+
+@pytest.mark.parametrize("channel_last, sampling_ratio", [(False, -1), (True, 2)],
+                         ids=["adaptive grid", "channel-last, fixed grid"])
+def test_roi_align(channel_last, sampling_ratio):
+    x = signed(2, 4, 5, 2) if channel_last else signed(2, 2, 4, 5)
+    assert_same_on_cuda(
+        lambda x, boxes: (F.roi_align(x, boxes, (2, 3), (0.9, 1.1), sampling_ratio, channel_last)
+                          + F.roi_align(x, boxes, (2, 3), (0.9, 1.1), sampling_ratio,
+                                        channel_last)),
+        x, BOXES, no_grad=(1,))
+
+
+def test_roi_align_with_a_box_of_no_image_fails_as_on_the_cpu():
+    boxes = BOXES.copy()
+    boxes[1, 0] = 2
+    with nn.context_scope(cuda_context()):
+        y = F.roi_align(nn.Variable.from_numpy_array(signed(2, 1, 3, 3)),
+                        nn.Variable.from_numpy_array(boxes), (2, 2))
+    with pytest.raises(ValueError, match=r"RoiAlign: box batch indices .* must lie in \[0, 2\)"):
+        y.forward()

@@ -55,7 +55,7 @@ def test_registry_cuda_column_comes_from_the_launchers():
                  "Sum", "Mean", "Max", "Min", "Softmax", "LogSoftmax", "SoftmaxCrossEntropy"):
         assert status[name], name
     assert status["MaxPooling"] and status["BatchNormalization"] and status["Transpose"]
-    assert not status["Unpooling"] and not status["NonZero"]
+    assert status["Unpooling"] and status["Deconvolution"] and not status["NonZero"]
     assert {n for n, has in status.items() if has} == set(CUDA_OPS)
 
 

@@ -1,17 +1,25 @@
-"""CUDA kernels of Convolution and DepthwiseConvolution (channel-first; channel-last ones run
-their CPU kernels): im2col + GEMM through ``blas.matmul``, as the CPU's ``ConvGeometry`` does.
+"""CUDA kernels of Convolution, DepthwiseConvolution, Deconvolution and DepthwiseDeconvolution
+(channel-first and channel-last): im2col + GEMM through ``blas.matmul``, as the CPU's
+``ConvGeometry`` does, with the node's geometry ``op.geo`` (for the deconvolutions the image
+is the output and the map the input).
 
 With the whole batch's col ``(C * K, B * O)`` (rows in the filter's column order, group by
-group, so that it is ``(G, C/G * K, B * O)``) in a workspace buffer of the device pool
-(``device.workspace``), the three products are one batched GEMM over the groups:
+group, so that it is ``(G, C/G * K, B * O)``; a row is ``c * K + k``, or ``g * K * C/G +
+k * C/G + c`` channel-last, as the filter's ``(M, *kernel, C/G)`` is laid out) in a workspace
+buffer of the device pool (``device.workspace``), the three products are one batched GEMM
+over the groups:
 
-    rows (G, M/G, B*O)    = W (G, M/G, C/G*K) @ col                    (forward)
-    dcol (G, C/G*K, B*O)  = W^T @ rows(dy)                             (dx, then col2im)
-    dW   (G, M/G, C/G*K) += rows(dy) @ col^T                           (filter gradient)
+    rows (G, M/G, B*O)    = W (G, M/G, C/G*K) @ col(image)             (image -> map)
+    dcol (G, C/G*K, B*O)  = W^T @ rows(map)                            (map -> image, col2im)
+    dW   (G, M/G, C/G*K) += rows(map) @ col(image)^T                   (filter gradient)
 
+Convolution's forward is image -> map and its data gradient map -> image; the
+deconvolutions' are the other way round, and both filter gradients are the third product.
 col2im gathers (one thread per image element, summing the col entries that read it), so no
-atomics are needed. Any number of spatial dims; the geometry is the node's ``op.geo``.
+atomics are needed. Any number of spatial dims. ``rows`` is a map with its batch moved next to
+its positions, whatever the layout, so the GEMMs never see the layout.
 """
+from ..ops.convolution import INIT_ADD, INIT_BIAS, INIT_ZERO
 from . import blas, device, reduction
 from .registry import backward, device_function, forward, kernel
 
@@ -26,10 +34,28 @@ def tap_offset(k, kernel_shape, dilation, d):
     return (k % kernel_shape[d]) * dilation[d]
 
 
+@device_function
+def element_at(b, c, p, channels, n_positions, channel_last):
+    """Flat index of element (channel c, position p) of sample b of an image or map."""
+    if channel_last:
+        return (b * n_positions + p) * channels + c
+    return (b * channels + c) * n_positions + p
+
+
+@device_function
+def col_row(c, k, channels, n_taps, group, channel_last):
+    """The col row of image channel c and kernel tap k (the filter's column order)."""
+    if channel_last:
+        per_group = channels // group
+        g = c // per_group
+        return (g * n_taps + k) * per_group + c - g * per_group
+    return c * n_taps + k
+
+
 @kernel
-def im2col_kernel(img, col, n_batch, channels, img_sp, map_sp, kernel_shape, stride, pad,
-                  dilation, n_img, n_map, n_taps):
-    """col[c * K + k, b * O + o] = img[b, c, o * stride + tap(k) - pad] (0 in the padding)."""
+def im2col_kernel(img, col, n_batch, channels, group, channel_last, img_sp, map_sp,
+                  kernel_shape, stride, pad, dilation, n_img, n_map, n_taps):
+    """col[row(c, k), b * O + o] = img[b, c, o * stride + tap(k) - pad] (0 in the padding)."""
     i = cuda.grid(1)
     if i < col.size:
         width = n_batch * n_map
@@ -37,8 +63,15 @@ def im2col_kernel(img, col, n_batch, channels, img_sp, map_sp, kernel_shape, str
         rest = i - row * width
         b = rest // n_map
         o = rest - b * n_map
-        c = row // n_taps
-        k = row - c * n_taps
+        if channel_last:
+            per_group = channels // group
+            g = row // (n_taps * per_group)
+            r = row - g * n_taps * per_group
+            k = r // per_group
+            c = g * per_group + r - k * per_group
+        else:
+            c = row // n_taps
+            k = row - c * n_taps
         pos = 0
         inside = True
         rem = o
@@ -51,19 +84,27 @@ def im2col_kernel(img, col, n_batch, channels, img_sp, map_sp, kernel_shape, str
                 inside = False
             pos += p * step
             step *= img_sp[d]
-        col[row, rest] = img[(b * channels + c) * n_img + pos] if inside else 0.0
+        col[row, rest] = (img[element_at(b, c, pos, channels, n_img, channel_last)]
+                          if inside else 0.0)
 
 
 @kernel
-def col2im_kernel(col, img, n_batch, channels, img_sp, map_sp, kernel_shape, stride, pad,
-                  dilation, n_img, n_map, n_taps, accum):
-    """img[b, c, p] (+)= the sum of col[c * K + k, b * O + o] over the (k, o) that read p."""
+def col2im_kernel(col, img, bias, init, n_batch, channels, group, channel_last, img_sp, map_sp,
+                  kernel_shape, stride, pad, dilation, n_img, n_map, n_taps):
+    """img[b, c, p] = the sum of col[row(c, k), b * O + o] over the (k, o) that read p, added
+    to img (INIT_ADD), to zero or to bias[c] (the CPU's init modes)."""
     i = cuda.grid(1)
     if i < img.size:
-        bc = i // n_img
-        p_flat = i - bc * n_img
-        b = bc // channels
-        c = bc - b * channels
+        if channel_last:
+            c = i % channels
+            bp = i // channels
+            b = bp // n_img
+            p_flat = bp - b * n_img
+        else:
+            bc = i // n_img
+            p_flat = i - bc * n_img
+            b = bc // channels
+            c = bc - b * channels
         acc = 0.0
         for k in range(n_taps):
             o = 0
@@ -80,113 +121,187 @@ def col2im_kernel(col, img, n_batch, channels, img_sp, map_sp, kernel_shape, str
                 o += od * step
                 step *= map_sp[d]
             if valid:
-                acc += col[c * n_taps + k, b * n_map + o]
-        if accum:
+                acc += col[col_row(c, k, channels, n_taps, group, channel_last), b * n_map + o]
+        if init == INIT_ADD:
             img[i] += acc
+        elif init == INIT_BIAS:
+            img[i] = acc + bias[c]
         else:
             img[i] = acc
 
 
 @kernel
-def rows_to_map_kernel(rows, mp, bias, has_bias, n_batch, n_map):
-    """mp[b, m, o] = rows[m, b * O + o] (+ bias[m])."""
+def rows_to_map_kernel(rows, mp, bias, init, n_map, channel_last):
+    """mp[b, m, o] = rows[m, b * O + o], added to mp (INIT_ADD), to zero or to bias[m]."""
     i = cuda.grid(1)
     if i < mp.size:
-        bm = i // n_map
-        o = i - bm * n_map
-        m = bm % rows.shape[0]
-        b = bm // rows.shape[0]
-        v = rows[m, b * n_map + o]
-        if has_bias:
-            v += bias[m]
-        mp[i] = v
+        n_rows = rows.shape[0]
+        if channel_last:
+            m = i % n_rows
+            bo = i // n_rows
+        else:
+            bm = i // n_map
+            o = i - bm * n_map
+            m = bm % n_rows
+            bo = bm // n_rows * n_map + o
+        v = rows[m, bo]
+        if init == INIT_ADD:
+            mp[i] += v
+        elif init == INIT_BIAS:
+            mp[i] = v + bias[m]
+        else:
+            mp[i] = v
 
 
 @kernel
-def map_to_rows_kernel(mp, rows, n_batch, n_map):
+def map_to_rows_kernel(mp, rows, n_map, channel_last):
     """rows[m, b * O + o] = mp[b, m, o]."""
     i = cuda.grid(1)
     if i < mp.size:
-        bm = i // n_map
-        o = i - bm * n_map
-        m = bm % rows.shape[0]
-        b = bm // rows.shape[0]
-        rows[m, b * n_map + o] = mp[i]
+        n_rows = rows.shape[0]
+        if channel_last:
+            m = i % n_rows
+            bo = i // n_rows
+        else:
+            bm = i // n_map
+            o = i - bm * n_map
+            m = bm % n_rows
+            bo = bm // n_rows * n_map + o
+        rows[m, bo] = mp[i]
 
 
-def _geometry(op):
-    geo = op.geo
-    D = len(geo.img_sp)
-    as_tuple = (lambda v: tuple(int(e) for e in v) if len(v) == D else (int(v[0]),) * D)
-    return geo, (tuple(geo.img_sp), tuple(geo.map_sp), tuple(geo.kernel), as_tuple(op.stride),
-                 as_tuple(op.pad), as_tuple(op.dilation), geo.S, geo.O, geo.K)
+class _Launch:
+    """One node's geometry as the kernels take it, and the three products over device arrays."""
+
+    def __init__(self, op):
+        geo = self.geo = op.geo
+        D = len(geo.img_sp)
+        as_tuple = (lambda v: tuple(int(e) for e in v) if len(v) == D else (int(v[0]),) * D)
+        self.layout = (int(geo.group), bool(geo.channel_last))
+        self.spatial = (tuple(geo.img_sp), tuple(geo.map_sp), tuple(geo.kernel),
+                        as_tuple(op.stride), as_tuple(op.pad), as_tuple(op.dilation),
+                        int(geo.S), int(geo.O), int(geo.K))
+        self.same = blas.batch_map(geo.group, (geo.group,), (geo.group,))
+
+    def filters(self, w):
+        geo = self.geo
+        return w.reshape(geo.group, geo.M // geo.group, geo.C // geo.group * geo.K)
+
+    def col(self, img):
+        """The whole batch's col of ``img``, in a workspace, as (G, C/G * K, B * O)."""
+        geo = self.geo
+        col = device.workspace("conv col", geo.C * geo.K * geo.B * geo.O, img.dtype)
+        device.launch(im2col_kernel, col.size, img.reshape(img.size),
+                      col.reshape(geo.C * geo.K, geo.B * geo.O), geo.B, geo.C, *self.layout,
+                      *self.spatial)
+        return col.reshape(geo.group, geo.C // geo.group * geo.K, geo.B * geo.O)
+
+    def rows(self, mp):
+        """``mp`` as rows (M, B * O), in a workspace."""
+        geo = self.geo
+        rows = device.workspace("conv rows", geo.M * geo.B * geo.O, mp.dtype)
+        rows = rows.reshape(geo.M, geo.B * geo.O)
+        device.launch(map_to_rows_kernel, mp.size, mp.reshape(mp.size), rows, geo.O,
+                      self.layout[1])
+        return rows
+
+    def grouped(self, rows):
+        geo = self.geo
+        return rows.reshape(geo.group, geo.M // geo.group, geo.B * geo.O)
+
+    def image_to_map(self, img, w, mp, bias=None, init=INIT_ZERO):
+        """mp = conv(img, w), onto zero, bias or mp (``init``)."""
+        geo = self.geo
+        rows = device.workspace("conv rows", geo.M * geo.B * geo.O, img.dtype)
+        rows = rows.reshape(geo.M, geo.B * geo.O)
+        blas.matmul(self.filters(w), self.col(img), self.grouped(rows), a_batch=self.same,
+                    b_batch=self.same)
+        bias = rows if bias is None else bias   # rows: a stand-in, not read
+        device.launch(rows_to_map_kernel, mp.size, rows, mp.reshape(mp.size),
+                      bias.reshape(bias.size), init, geo.O, self.layout[1])
+
+    def rows_to_image(self, rows, w, img, bias=None, init=INIT_ZERO):
+        """img = conv^T(the map of ``rows``, w), onto zero, bias or img (``init``)."""
+        geo = self.geo
+        dcol = device.workspace("conv dcol", geo.C * geo.K * geo.B * geo.O, rows.dtype)
+        blas.matmul(self.filters(w), self.grouped(rows),
+                    dcol.reshape(geo.group, geo.C // geo.group * geo.K, geo.B * geo.O),
+                    trans_a=True, a_batch=self.same, b_batch=self.same)
+        bias = dcol if bias is None else bias   # dcol: a stand-in, not read
+        device.launch(col2im_kernel, img.size, dcol.reshape(geo.C * geo.K, geo.B * geo.O),
+                      img.reshape(img.size), bias.reshape(bias.size), init, geo.B, geo.C,
+                      *self.layout, *self.spatial)
+
+    def filter_grad(self, img, rows, dw, accum):
+        """dw (+)= rows(map) @ col(img)^T: the filter gradient when the map is dL/dmap (or,
+        for the deconvolutions, when the image is dL/dimage)."""
+        blas.matmul(self.grouped(rows), self.col(img), self.filters(dw), trans_b=True,
+                    accum=accum, a_batch=self.same, b_batch=self.same)
 
 
-def _col(geo, spatial, x, name="conv col"):
-    """The whole batch's col of image x, in the workspace ``name``, as (G, C/G * K, B * O)."""
-    col = device.workspace(name, geo.C * geo.K * geo.B * geo.O, x.dtype)
-    col2 = col.reshape(geo.C * geo.K, geo.B * geo.O)
-    device.launch(im2col_kernel, col.size, x.reshape(x.size), col2, geo.B, geo.C, *spatial)
-    return col.reshape(geo.group, geo.C // geo.group * geo.K, geo.B * geo.O)
+def _init(accum):
+    return INIT_ADD if accum else INIT_ZERO
 
 
-def _filters(geo, w):
-    return w.reshape(geo.group, geo.M // geo.group, geo.C // geo.group * geo.K)
+def _zero_unless_accum(grads, propagate_down, accum):
+    """The gradients of an empty batch: zero, or unchanged when accumulated."""
+    for g, pd, acc in zip(grads, propagate_down, accum):
+        if pd and not acc and g.size:
+            device.fill(g, 0)
 
 
-def _rows(geo, dtype, name):
-    return device.workspace(name, geo.M * geo.B * geo.O, dtype).reshape(geo.M, geo.B * geo.O)
-
-
-def _grouped(geo, rows):
-    return rows.reshape(geo.group, geo.M // geo.group, geo.B * geo.O)
-
-
-def _same_batches(geo):
-    return blas.batch_map(geo.group, (geo.group,), (geo.group,))
-
-
-def _channel_first(op):
-    return not op.geo.channel_last
-
-
-@forward("Convolution", "DepthwiseConvolution", when=_channel_first)
+@forward("Convolution", "DepthwiseConvolution")
 def convolution_forward(op, inputs, outputs):
-    geo, spatial = _geometry(op)
-    x, w, y = inputs[0], inputs[1], outputs[0]
-    if y.size == 0:
-        return
-    col = _col(geo, spatial, x)
-    rows = _rows(geo, x.dtype, "conv rows")
-    same = _same_batches(geo)
-    blas.matmul(_filters(geo, w), col, _grouped(geo, rows), a_batch=same, b_batch=same)
-    bias = inputs[2] if len(inputs) > 2 else rows   # rows: a stand-in, not read
-    device.launch(rows_to_map_kernel, y.size, rows, y.reshape(y.size), bias.reshape(bias.size),
-                  len(inputs) > 2, geo.B, geo.O)
+    if outputs[0].size:
+        bias = inputs[2] if len(inputs) > 2 else None
+        _Launch(op).image_to_map(inputs[0], inputs[1], outputs[0], bias,
+                                 INIT_ZERO if bias is None else INIT_BIAS)
 
 
 @backward("Convolution", "DepthwiseConvolution")
 def convolution_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     """dx = col2im(W^T rows(dy)), dW (+)= rows(dy) col(x)^T, db (+)= the row sums of rows(dy)."""
-    geo, spatial = _geometry(op)
     dy = output_grads[0]
     if dy.size == 0:
+        _zero_unless_accum(input_grads, propagate_down, accum)
         return
-    rows = _rows(geo, dy.dtype, "conv rows")
-    device.launch(map_to_rows_kernel, dy.size, dy.reshape(dy.size), rows, geo.B, geo.O)
-    grouped = _grouped(geo, rows)
-    same = _same_batches(geo)
+    launch = _Launch(op)
+    rows = launch.rows(dy)
     if propagate_down[0]:
-        dcol = device.workspace("conv dcol", geo.C * geo.K * geo.B * geo.O, dy.dtype)
-        dcol3 = dcol.reshape(geo.group, geo.C // geo.group * geo.K, geo.B * geo.O)
-        blas.matmul(_filters(geo, inputs[1]), grouped, dcol3, trans_a=True, a_batch=same,
-                    b_batch=same)
-        dx = input_grads[0]
-        device.launch(col2im_kernel, dx.size, dcol.reshape(geo.C * geo.K, geo.B * geo.O),
-                      dx.reshape(dx.size), geo.B, geo.C, *spatial, accum[0])
+        launch.rows_to_image(rows, inputs[1], input_grads[0], init=_init(accum[0]))
     if propagate_down[1]:
-        col = _col(geo, spatial, inputs[0])
-        blas.matmul(grouped, col, _filters(geo, input_grads[1]), trans_b=True, accum=accum[1],
-                    a_batch=same, b_batch=same)
+        launch.filter_grad(inputs[0], rows, input_grads[1], accum[1])
     if len(inputs) > 2 and propagate_down[2]:
-        reduction.reduce(rows, input_grads[2].reshape(geo.M), (1,), accum=accum[2])
+        reduction.reduce(rows, input_grads[2].reshape(rows.shape[0]), (1,), accum=accum[2])
+
+
+@forward("Deconvolution", "DepthwiseDeconvolution")
+def deconvolution_forward(op, inputs, outputs):
+    """y = col2im(W^T rows(x)) (+ b): the convolution's data gradient."""
+    y = outputs[0]
+    if y.size:
+        launch = _Launch(op)
+        bias = inputs[2] if len(inputs) > 2 else None
+        launch.rows_to_image(launch.rows(inputs[0]), inputs[1], y, bias,
+                             INIT_ZERO if bias is None else INIT_BIAS)
+
+
+@backward("Deconvolution", "DepthwiseDeconvolution")
+def deconvolution_backward(op, inputs, outputs, output_grads, input_grads, propagate_down,
+                           accum):
+    """dx = conv(dy, W), dW (+)= rows(x) col(dy)^T, db (+)= the channel sums of dy."""
+    dy = output_grads[0]
+    if dy.size == 0:
+        _zero_unless_accum(input_grads, propagate_down, accum)
+        return
+    launch = _Launch(op)
+    if propagate_down[0]:
+        launch.image_to_map(dy, inputs[1], input_grads[0], init=_init(accum[0]))
+    if propagate_down[1]:
+        launch.filter_grad(dy, launch.rows(inputs[0]), input_grads[1], accum[1])
+    if len(inputs) > 2 and propagate_down[2]:
+        geo = op.geo
+        per_channel = (dy.reshape(geo.B * geo.S, geo.C), (0,)) if geo.channel_last else \
+            (dy.reshape(geo.B, geo.C, geo.S), (0, 2))
+        reduction.reduce(per_channel[0], input_grads[2].reshape(geo.C), per_channel[1],
+                         accum=accum[2])

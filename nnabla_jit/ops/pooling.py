@@ -12,6 +12,7 @@ outputs). AveragePooling with ``including_pad`` divides by the window clipped to
 otherwise by the clipped window's size (0 / 0 for a window wholly in the padding, as nnabla). A
 max window wholly in the padding takes the input element nearest to its start, as nnabla's does.
 """
+import math
 import weakref
 
 import numpy as np
@@ -151,7 +152,8 @@ def unpooling_backward(op, inputs, outputs, output_grads, input_grads, propagate
                                                         input_grads[0].reshape(op.x2), op.C, accum[0])
 
 
-# The sampling of RoiAlign, shared with its forward kernel in ops/pooling.py.
+# The sampling of RoiAlign, shared with its forward kernel below and with the CUDA kernels
+# (cuda_ops/pooling.py compiles their py_func as device functions: leaves, math only).
 @njit(cache=True, inline="always")
 def roi_grid(box, OH, OW, scale_y, scale_x, sampling_ratio):
     """(y1, x1, bin_h, bin_w, grid_h, grid_w) of a (b, x1, y1, x2, y2) box: pixel centres at
@@ -159,8 +161,8 @@ def roi_grid(box, OH, OW, scale_y, scale_x, sampling_ratio):
     y1, x1 = box[2] * scale_y - 0.5, box[1] * scale_x - 0.5
     bin_h = (box[4] * scale_y - 0.5 - y1) / OH
     bin_w = (box[3] * scale_x - 0.5 - x1) / OW
-    gh = sampling_ratio if sampling_ratio > 0 else int(np.ceil(bin_h))
-    gw = sampling_ratio if sampling_ratio > 0 else int(np.ceil(bin_w))
+    gh = sampling_ratio if sampling_ratio > 0 else int(math.ceil(bin_h))
+    gw = sampling_ratio if sampling_ratio > 0 else int(math.ceil(bin_w))
     return y1, x1, bin_h, bin_w, gh, gw
 
 

@@ -4,10 +4,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import nnabla_jit as nn
 import nnabla_jit.functions as F
 
-from .compare import assert_same_on_cuda, cuda_context, run, written_on_device
+from .compare import assert_same_on_cuda
 
 rng = np.random.RandomState(0)
 
@@ -54,9 +53,27 @@ def test_drawn_convolutions(batch, channels, maps, size, kernel, stride, pad):
         x, w, signed(maps), rtol=1e-4, atol=1e-5)
 
 
-def test_channel_last_runs_the_cpu_kernels():
-    x, w = signed(1, 4, 4, 2), signed(3, 2, 2, 2)
-    y, _ = run(cuda_context(), lambda x, w: F.convolution(x, w, channel_last=True), [x, w])
-    assert not written_on_device(y.data)    # computed on the host
-    y_cpu, _ = run(nn.Context(), lambda x, w: F.convolution(x, w, channel_last=True), [x, w])
-    np.testing.assert_allclose(y.d, y_cpu.d, rtol=1e-5)
+CHANNEL_LAST = [
+    ("channel-last 2-d, bias, pad and stride",
+     lambda x, w, b: F.convolution(x, w, b, pad=(1, 0), stride=(2, 1), channel_last=True),
+     [signed(2, 5, 4, 3), signed(4, 3, 2, 3), signed(4)]),
+    ("channel-last groups and dilation",
+     lambda x, w: F.convolution(x, w, pad=(1, 1), dilation=(2, 1), group=2, channel_last=True),
+     [signed(1, 4, 4, 4), signed(4, 2, 2, 2)]),
+    ("channel-last 1-d", lambda x, w: F.convolution(x, w, pad=(1,), channel_last=True),
+     [signed(2, 5, 2), signed(3, 3, 2)]),
+]
+
+
+@pytest.mark.parametrize("name, build, arrays", CHANNEL_LAST, ids=[c[0] for c in CHANNEL_LAST])
+def test_channel_last_convolution_runs_on_the_device(name, build, arrays):
+    assert_same_on_cuda(build, *arrays, rtol=1e-4, atol=1e-5)
+
+
+def test_channel_last_gradients_accumulate_and_skip():
+    """accum (two uses of x and w) and propagate_down (x needs no gradient) channel-last."""
+    def build(x, w, b):
+        y = F.convolution(x, w, b, stride=(2, 2), channel_last=True)
+        return y * 2.0 + F.convolution(x, w, stride=(2, 2), channel_last=True)
+    assert_same_on_cuda(build, signed(1, 4, 4, 2), signed(2, 1, 1, 2), signed(2), no_grad=(0,),
+                        rtol=1e-4, atol=1e-5)

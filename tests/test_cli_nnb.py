@@ -48,10 +48,17 @@ def test_recurrent_networks_to_nnb_as_nnabla_writes_them(tmp_path, capsys, model
         assert f.read() == g.read()
 
 
-def test_gru_without_its_weights_is_a_clear_error():
-    nnp = NnpImporter(os.path.join(FIXTURES, "csrc", "gru.nnp"), expand_network=True).execute()
+def test_gru_that_cannot_be_unrolled_is_a_clear_error():
+    def gru():
+        return NnpImporter(os.path.join(FIXTURES, "csrc", "gru.nnp"), expand_network=True).execute()
+    nnp = gru()
     del nnp.parameters["gru/gru/weight_l0"]
     with pytest.raises(ValueError, match="GRU '@gru/GRU': parameter 'gru/gru/weight_l0' has no value"):
+        NnbExporter(nnp, 1)
+    nnp = gru()
+    x = next(v for v in nnp.protobuf.network[0].variable if v.name == "x")
+    x.shape.dim[0] = -1
+    with pytest.raises(ValueError, match=r"input 'x' has shape \(-1, 1, 3\); unrolling needs"):
         NnbExporter(nnp, 1)
 
 

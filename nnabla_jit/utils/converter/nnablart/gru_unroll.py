@@ -170,8 +170,11 @@ def unroll_gru(func, variables, parameters, unique):
         return np.asarray(parameters[name], dtype=np.float32).reshape(
             [int(d) for d in variables[name].shape.dim])
 
-    x = _Value(variables[func.input[0]].shape.dim, name=func.input[0])
-    h0 = _Value(variables[func.input[1]].shape.dim, name=func.input[1])
+    x, h0 = (_Value(variables[name].shape.dim, name=name) for name in func.input[:2])
+    for value in (x, h0):
+        if any(d < 0 for d in value.shape):
+            raise ValueError("GRU '{}': input '{}' has shape {}; unrolling needs every dimension "
+                             "fixed".format(func.name, value.name, value.shape))
     w = parameter(func.input[3]) if layers > 1 else None
     bias_at = 4 if layers > 1 else 3
     b = parameter(func.input[bias_at]) if len(func.input) > bias_at else None

@@ -32,7 +32,7 @@ def written_files(folder):
 
 @pytest.mark.parametrize("model, options, expected, base", [
     ("mlp.nnp", [], "mlp", None),                                   # two inputs, two outputs
-    ("mlp.nnp", ["-b", "2", "-T", "FIXED16"], "mlp_b2", "mlp"),     # -T: the C source is float only
+    ("csrc/noparam.nnp", ["-b", "2", "-T", "FIXED16"], "noparam_b2", "noparam"),  # -T: float only
     ("csrc/cnn_small.nnp", [], "cnn_small", None),                  # conv, BN, pooling, affine
     ("csrc/noparam.nnp", [], "noparam", None),                      # choices, bools, generator
     ("csrc/gru.nnp", [], "gru", None),                              # GRU stays one function

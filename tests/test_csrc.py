@@ -52,6 +52,9 @@ def test_csrc_exporter_files_and_output_errors(tmp_path, capsys):
     files = CsrcExporter(nnp, 1).files()
     assert sorted(files) == ["GNUmakefile", "noparam_example.c", "noparam_inference.c",
                              "noparam_inference.h"]
+    nnp.protobuf.network[0].function[0].type = "Unheard"
+    with pytest.raises(ValueError, match="Unheard is no nnabla function"):
+        CsrcExporter(nnp, 1)
     (tmp_path / "taken").write_text("")
     status = main(["convert", "-O", "CSRC", os.path.join(FIXTURES, "mlp.nnp"), str(tmp_path / "taken")])
     assert status == 1 and "is a file; the C source is written into a folder" in capsys.readouterr().err

@@ -41,8 +41,8 @@ class _Function:
 
     def __init__(self, index, proto):
         if proto.type not in TABLE:
-            raise ValueError("function '{}': {} is not a function nnabla-c-runtime knows".format(
-                proto.name, proto.type))
+            raise ValueError("function '{}': {} is no nnabla function; the C source calls "
+                             "nnabla-c-runtime's".format(proto.name, proto.type))
         spec = TABLE[proto.type]
         self.index, self.proto, self.snake = index, proto, spec.snake_name
         self.arguments = []

@@ -1,7 +1,8 @@
 """The fixed text of the C source nnabla-c-runtime builds (``convert -O CSRC``): the notice
 every generated file starts with, and the frames of its six files with ``{}`` slots for what
 :mod:`.csrc` generates. The text is the format's own (nnabla 1.39 writes exactly this, see
-tests/fixtures/csrc); only the slots vary.
+tests/fixtures/csrc); only the slots vary. The frames' trailing spaces (after ``{free}``, in
+EXAMPLE_C's blank line after the inference) are part of that text: keep them.
 
 Slots: ``name`` (the network's name, file names), ``prefix`` (``nnablart_<name lowercased>``,
 C symbols) and ``PREFIX``/``NAME`` (macros), plus each frame's generated blocks.

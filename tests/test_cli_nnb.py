@@ -7,6 +7,8 @@ import struct
 import pytest
 
 from nnabla_jit.utils.cli import main
+from nnabla_jit.utils.converter.nnabla import NnpImporter
+from nnabla_jit.utils.converter.nnablart import NnbExporter
 from nnabla_jit.utils.converter.settings_file import dump_settings, load_settings
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
@@ -33,6 +35,31 @@ def test_convert_to_nnb_writes_nnablas_bytes(tmp_path, capsys, model, options, e
     assert status == 0, err
     with open(out, "rb") as f, open(os.path.join(NNB, expected), "rb") as g:
         assert f.read() == g.read()
+
+
+@pytest.mark.parametrize("model", ["gru", "gru_deep", "lstm", "rnn"])
+def test_recurrent_networks_to_nnb_as_nnabla_writes_them(tmp_path, capsys, model):
+    """GRU is unrolled into basic functions (gru_deep: two layers, both directions, one time
+    step, then a second GRU without bias); LSTM and RNN are written as they are."""
+    out = str(tmp_path / "out.nnb")
+    status, _, err = run_cli(capsys, "convert", os.path.join(FIXTURES, "csrc", model + ".nnp"), out)
+    assert status == 0, err
+    with open(out, "rb") as f, open(os.path.join(FIXTURES, "csrc", model + ".nnb"), "rb") as g:
+        assert f.read() == g.read()
+
+
+def test_gru_that_cannot_be_unrolled_is_a_clear_error():
+    def gru():
+        return NnpImporter(os.path.join(FIXTURES, "csrc", "gru.nnp"), expand_network=True).execute()
+    nnp = gru()
+    del nnp.parameters["gru/gru/weight_l0"]
+    with pytest.raises(ValueError, match="GRU '@gru/GRU': parameter 'gru/gru/weight_l0' has no value"):
+        NnbExporter(nnp, 1)
+    nnp = gru()
+    x = next(v for v in nnp.protobuf.network[0].variable if v.name == "x")
+    x.shape.dim[0] = -1
+    with pytest.raises(ValueError, match=r"input 'x' has shape \(-1, 1, 3\); unrolling needs"):
+        NnbExporter(nnp, 1)
 
 
 def test_nnb_template_writes_nnablas_settings_file(tmp_path, capsys):

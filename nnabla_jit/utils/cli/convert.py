@@ -3,7 +3,8 @@ which also holds ``dump``: see :mod:`.dump`).
 
 NNP means any of ``.nnp``, ``.nntxt``/``.prototxt``, ``.protobuf`` and ``.h5`` (parameters);
 the output's extension (or ``-O``) chooses NNP, ONNX or NNB (``.nnb``, nnabla-c-runtime's network
-file, ``nnabla_jit.utils.converter.nnablart``). How inputs are read: :mod:`.model_files`. ``-S``
+file, ``nnabla_jit.utils.converter.nnablart``); ``-O CSRC`` writes the runtime's C source into
+the output folder. How inputs are read: :mod:`.model_files`. ``-S``
 and ``-c`` split the network into parts: :mod:`.split_network`.
 """
 import argparse
@@ -14,6 +15,7 @@ from ...serialization import nnp
 from ...serialization.files import write_bytes
 from .. import converter
 from ..converter.nnabla.importer import ImportedNnp
+from ..converter.nnablart import CsrcExporter, NnbExporter
 from . import CommandError, batch_size_argument, split_network
 from .dump import add_dump_command, dump_command
 from .model_files import add_import_arguments, import_nnp, onnx_module, read_model, resolve_file_format
@@ -53,13 +55,12 @@ def _runtime_batch_size(args):
 
 def _export(args, imported, output):
     if args.export_format == "NNB":
-        from ..converter.nnablart import NnbExporter
         NnbExporter(imported, _runtime_batch_size(args), nnb_version=_nnb_version(args),
                     api_level=args.api).execute(output, None, args.settings, args.default_variable_type)
         return
     if args.export_format == "CSRC":
-        raise CommandError("CSRC (C source for nnabla-c-runtime) is not written by nnabla_jit yet; "
-                           "convert to .nnb, which the runtime loads")
+        CsrcExporter(imported, _runtime_batch_size(args)).execute(output)
+        return
     contents = imported.contents
     if args.batch_size is not None and args.batch_size > 0:
         for net in contents.proto.network:
@@ -204,7 +205,6 @@ def nnb_template_command(args):
     resolve_file_format(args, inputs)
     if args.import_format != "NNP":
         raise CommandError("nnb_template reads NNP input")
-    from ..converter.nnablart import NnbExporter
     imported = import_nnp(inputs, args, expand_network=not args.nnp_no_expand_network)
     batch_size = imported.protobuf.network[0].batch_size if args.batch_size < 0 else args.batch_size
     NnbExporter(imported, batch_size, api_level=args.api).execute(

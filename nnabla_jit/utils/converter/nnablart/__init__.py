@@ -1,6 +1,7 @@
 """Exporters for nnabla-c-runtime (nnabla's ``nnablart``): :class:`NnbExporter` writes the
-``.nnb`` network file the runtime loads. nnabla's C-source exporter (``CsrcExporter``) is not
-provided: its output is nnabla's own C templates, see the README."""
+``.nnb`` network file the runtime loads, :class:`CsrcExporter` the C source that builds the
+network into a program."""
+from .csrc import CsrcExporter
 from .nnb import NnbExporter
 
-__all__ = ["NnbExporter"]
+__all__ = ["CsrcExporter", "NnbExporter"]

@@ -275,7 +275,8 @@ class Flip(_GatherOp):
 
 @register
 class Pad(_GatherOp):
-    """Pad the last len(pad_width)/2 axes: constant, reflect or repeat (edge) mode."""
+    """Pad the last len(pad_width)/2 axes: constant, reflect or repeat (edge) mode. Reflect
+    padding wider than the axis reflects again at each end (NumPy's and nnabla's rule)."""
 
     def setup(self, x):
         pw = tuple(self.pad_width)
@@ -290,8 +291,6 @@ class Pad(_GatherOp):
             if b == 0 and a == 0:
                 self.indices.append(None)
                 continue
-            if mode == "reflect" and (b >= n or a >= n):
-                self.fail("reflect padding {} needs fewer than {} elements per side", (b, a), n)
             if mode == "constant":
                 idx = np.pad(np.arange(n, dtype=np.int64), (b, a), mode="constant", constant_values=-1)
             else:

@@ -453,9 +453,11 @@ class OneHot(Op):
 
     def forward(self, inputs, outputs):
         index = inputs[0].reshape(-1, len(self.shape)).astype(np.int64)
-        if index.size and ((index < 0).any() or (index >= np.array(self.shape)).any()):
-            self.fail("index out of range for shape {}", tuple(self.shape))
-        y = outputs[0].reshape(index.shape[0], -1)
+        bad = (index < 0) | (index >= np.array(self.shape))
+        if bad.any():
+            self.fail("index {} out of range for shape {}", tuple(int(i) for i in index[bad.any(axis=1)][0]),
+                      tuple(self.shape))
+        y = outputs[0].reshape(index.shape[0], int(np.prod(self.shape, dtype=np.int64)))
         y.fill(0)
         one_hot_kernel(index, self.strides, y)
 

@@ -94,7 +94,7 @@ def test_bad_arguments_are_refused_at_setup(case):
 
 FORWARD_CASES = {
     "embed index": (lambda: F.embed(data([0, 7]), V(4, 3)), r"Embed: index out of range \[0, 4\): min 0 max 7"),
-    "one_hot index": (lambda: F.one_hot(data([[0], [7]]), (4,)), r"OneHot: index out of range for shape \(4,\)"),
+    "one_hot index": (lambda: F.one_hot(data([[0], [7]]), (4,)), r"OneHot: index \(7,\) out of range for shape \(4,\)"),
     "gather index": (lambda: F.gather(V(3, 4), data([0, 5]), axis=1),
                      r"Gather: index out of range \[0, 4\): got values from 0 to 5"),
     "gather_nd index": (lambda: F.gather_nd(V(3, 4), data([[0, 5]])),
@@ -114,6 +114,16 @@ def test_bad_values_are_refused_in_forward(case):
     y = build()
     with pytest.raises(ValueError, match=message):
         y.forward()
+
+
+def test_empty_index_inputs_give_empty_outputs():
+    w = nn.Variable.from_numpy_array(np.ones((4, 3)), need_grad=True)
+    y = forward(F.embed(data(np.zeros((0, 2), np.int64)), w))
+    assert y.d.shape == (0, 2, 3)
+    y.backward(clear_buffer=True)
+    np.testing.assert_array_equal(w.g, np.zeros((4, 3)))
+    y = forward(F.one_hot(data(np.zeros((0, 2), np.int64)), (3, 4)))
+    assert y.d.shape == (0, 3, 4)
 
 
 def test_sort_indices_have_no_gradient():

@@ -200,6 +200,8 @@ GOOD_SHAPES = {   # the output shapes nnabla 1.39 gives for the same calls
     "meshgrid ij": (lambda: F.meshgrid(V(2), V(3), ij_indexing=True), [(2, 3), (2, 3)]),
     "affine_grid": (lambda: F.affine_grid(V(2, 2, 3), (4, 5)), [(2, 4, 5, 2)]),
     "warp_by_grid": (lambda: F.warp_by_grid(V(2, 3, 4, 4), V(2, 5, 6, 2)), [(2, 3, 5, 6)]),
+    "warp_by_grid channel_last": (lambda: F.warp_by_grid(V(2, 4, 4, 3), V(2, 5, 6, 2), channel_last=True),
+                                  [(2, 5, 6, 3)]),
     "warp_by_flow": (lambda: F.warp_by_flow(V(2, 3, 4, 5), V(2, 2, 4, 5)), [(2, 3, 4, 5)]),
     "deformable_convolution": (lambda: F.deformable_convolution(V(1, 2, 4, 4), V(3, 2, 3, 3), V(1, 18, 4, 4),
                                                                 V(1, 9, 4, 4), V(3)), [(1, 3, 2, 2)]),

@@ -34,7 +34,7 @@ def embed_backward(op, inputs, outputs, output_grads, input_grads, propagate_dow
     if not accum[1]:
         dw[...] = 0
     index = index.reshape(-1).astype(np.int64)
-    embed_backward_kernel(index, output_grads[0].reshape(index.size, -1), dw)
+    embed_backward_kernel(index, output_grads[0].reshape(index.size, dw.shape[1]), dw)
 
 
 @register
@@ -91,7 +91,8 @@ class Embed(Op):
         index = index.reshape(-1).astype(np.int64)
         if index.size and (index.min() < 0 or index.max() >= w.shape[0]):
             self.fail("index out of range [0, {}): min {} max {}", w.shape[0], index.min(), index.max())
-        embed_kernel.for_size(index.size * w[0].size)(index, w.reshape(w.shape[0], -1), outputs[0].reshape(index.size, -1))
+        row = w[0].size
+        embed_kernel.for_size(index.size * row)(index, w.reshape(w.shape[0], row), outputs[0].reshape(index.size, row))
 
     backward = embed_backward
 

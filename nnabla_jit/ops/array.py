@@ -275,7 +275,8 @@ class Flip(_GatherOp):
 
 @register
 class Pad(_GatherOp):
-    """Pad the last len(pad_width)/2 axes: constant, reflect or repeat (edge) mode."""
+    """Pad the last len(pad_width)/2 axes: constant, reflect or repeat (edge) mode. Reflect
+    padding wider than the axis reflects again at each end (NumPy's and nnabla's rule)."""
 
     def setup(self, x):
         pw = tuple(self.pad_width)
@@ -290,8 +291,6 @@ class Pad(_GatherOp):
             if b == 0 and a == 0:
                 self.indices.append(None)
                 continue
-            if mode == "reflect" and (b >= n or a >= n):
-                self.fail("reflect padding {} needs fewer than {} elements per side", (b, a), n)
             if mode == "constant":
                 idx = np.pad(np.arange(n, dtype=np.int64), (b, a), mode="constant", constant_values=-1)
             else:
@@ -454,9 +453,11 @@ class OneHot(Op):
 
     def forward(self, inputs, outputs):
         index = inputs[0].reshape(-1, len(self.shape)).astype(np.int64)
-        if index.size and ((index < 0).any() or (index >= np.array(self.shape)).any()):
-            self.fail("index out of range for shape {}", tuple(self.shape))
-        y = outputs[0].reshape(index.shape[0], -1)
+        bad = (index < 0) | (index >= np.array(self.shape))
+        if bad.any():
+            self.fail("index {} out of range for shape {}", tuple(int(i) for i in index[bad.any(axis=1)][0]),
+                      tuple(self.shape))
+        y = outputs[0].reshape(index.shape[0], int(np.prod(self.shape, dtype=np.int64)))
         y.fill(0)
         one_hot_kernel(index, self.strides, y)
 

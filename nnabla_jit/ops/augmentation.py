@@ -92,14 +92,16 @@ class _RandomIndexOp(Op):
     def rng(self):
         return self.own_rng if self.own_rng is not None else nn_random.get_rng(-1)
 
-    def index_from_tables(self, tables, out_inner):
+    def index_from_tables(self, tables, out_inner, source_samples=None):
         """Flat source indices for per-sample, per-axis source tables ``tables[d]`` of shape
-        (samples, out_inner[d]) over the axes from base_axis on (-1: no source)."""
+        (samples, out_inner[d]) over the axes from base_axis on (-1: no source).
+        ``source_samples``: the input sample each output sample reads (default: the same one)."""
         inner = self.in_shape[self.base_axis:]
         strides = [int(np.prod(inner[d + 1:], dtype=np.int64)) for d in range(len(inner))]
         nd = len(inner)
-        flat = (np.arange(self.samples, dtype=np.int64) * int(np.prod(inner, dtype=np.int64))
-                ).reshape((-1,) + (1,) * nd)
+        if source_samples is None:
+            source_samples = np.arange(self.samples, dtype=np.int64)
+        flat = (source_samples * int(np.prod(inner, dtype=np.int64))).reshape((-1,) + (1,) * nd)
         invalid = np.zeros((self.samples,) + (1,) * nd, bool)
         for d, table in enumerate(tables):
             shape = [self.samples] + [1] * nd
@@ -123,7 +125,9 @@ class _RandomIndexOp(Op):
 
 @register
 class RandomCrop(_RandomIndexOp):
-    """Crop a random window of ``shape`` (the trailing axes) from each sample."""
+    """Crop a random window of ``shape`` (the trailing axes) from each sample. A ``shape``
+    reaching into the axes before base_axis crops them too, as nnabla does: one window of
+    those axes per forward, and each sample in it gets its own window of the rest."""
 
     def setup(self, x):
         shape = tuple(self.shape)
@@ -131,18 +135,27 @@ class RandomCrop(_RandomIndexOp):
             self.fail("shape {} must fit in the trailing axes of the input shape {}", shape, x)
         self.random_setup(x)
         out = tuple(x[:len(x) - len(shape)]) + shape
-        if tuple(out[:self.base_axis]) != tuple(x[:self.base_axis]):
-            self.fail("shape {} would crop the sample axes before base_axis={} of input {}",
-                      shape, self.base_axis, x)
+        self.out_lead = out[:self.base_axis]
+        self.samples = int(np.prod(self.out_lead, dtype=np.int64))   # samples of the output
         self.out_inner = out[self.base_axis:]
         return self.output(out)
 
+    def source_samples(self, rng):
+        """The input sample each output sample is cropped from (None: the same one)."""
+        lead = self.in_shape[:self.base_axis]
+        if tuple(self.out_lead) == tuple(lead):
+            return None
+        starts = [rng.randint(0, n - m + 1) for n, m in zip(lead, self.out_lead)]
+        grids = np.meshgrid(*[s + np.arange(m) for s, m in zip(starts, self.out_lead)], indexing="ij")
+        return np.ravel_multi_index([g.reshape(-1) for g in grids], lead).astype(np.int64)
+
     def draw(self, x):
         rng = self.rng
+        sources = self.source_samples(rng)
         inner = self.in_shape[self.base_axis:]
         tables = [rng.randint(0, n - m + 1, self.samples)[:, None] + np.arange(m)[None, :]
                   for n, m in zip(inner, self.out_inner)]
-        return self.index_from_tables(tables, self.out_inner), 0.0
+        return self.index_from_tables(tables, self.out_inner, sources), 0.0
 
 
 @register
@@ -269,15 +282,14 @@ class RandomIndexScatter(Op):
     def setup(self, g):
         src = self.source
         given, out = (src.in_shape, src.out_shape) if self.gather else (src.out_shape, src.in_shape)
-        if tuple(g) != tuple(given):
-            self.fail("input of shape {} does not match the {} shape {} of {}", g,
-                      "input" if self.gather else "output", given, src.name)
+        # the grad rule builds this node on the source's own output (nn.grad differentiates
+        # y * weight), so the source re-runs setup, and forward, before this node on any shape
+        assert tuple(g) == tuple(given), (g, given, src.name)
         return [out]
 
     def forward(self, inputs, outputs):
         index = self.source.index
-        if index is None:
-            self.fail("{} has not run forward yet, so it has drawn no index map", self.source.name)
+        assert index is not None, self.source.name   # the source ran first: see setup
         run_index_map(inputs[0], outputs[0], index, self.gather, False)
 
     backward = random_index_scatter_backward
@@ -344,9 +356,10 @@ class ImageAugmentation(Op):
                       shape, tuple(x[len(x) - len(shape):]))
         if len(self.pad) != 2 or any(p < 0 for p in self.pad):
             self.fail("pad {} must be two non-negative border sizes (H, W)", tuple(self.pad))
-        if not 0 < self.min_scale <= self.max_scale:
-            self.fail("min_scale={} and max_scale={} must satisfy 0 < min_scale <= max_scale",
-                      self.min_scale, self.max_scale)
+        # the scale is drawn between the two either way round (nnabla takes min > max too)
+        if self.min_scale <= 0 or self.max_scale <= 0:
+            self.fail("min_scale={} and max_scale={} must be positive", self.min_scale,
+                      self.max_scale)
         if self.aspect_ratio <= 0 or self.contrast <= 0:
             self.fail("aspect_ratio={} and contrast={} must be positive", self.aspect_ratio,
                       self.contrast)

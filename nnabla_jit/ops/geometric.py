@@ -415,8 +415,9 @@ class WarpCoordinates(_GridOp):
                          align_corners=bool(align_corners), padding=int(padding))
 
     def setup(self, grid):
-        if len(grid) != 3 or grid[2] != len(self.spatial):
-            self.fail("grid of shape {} must be (B, O, {})", grid, len(self.spatial))
+        # built only by the warps' grad rules, on a (B, O, nd) reshape of a grid WarpByGrid or
+        # WarpByFlow already checked: a reshape to a fixed shape fails first on any other shape
+        assert len(grid) == 3 and grid[2] == len(self.spatial), (grid, self.spatial)
         return [tuple(grid), tuple(grid)]
 
     def forward(self, inputs, outputs):
@@ -439,8 +440,10 @@ class GridCorners(_GridOp):
     no_grad_inputs = (1,)
 
     def setup(self, x, coords):
-        if len(x) != 3 or x[2] != int(np.prod(self.spatial)) or len(coords) != 3 or coords[0] != x[0]:
-            self.fail("x {} and coordinates {} do not fit images of size {}", x, coords, self.spatial)
+        # built only by the warps' grad rules (and its own, through LinearAdjoint), on fixed-shape
+        # reshapes of inputs the warp checked: another shape fails in the reshape first
+        assert len(x) == 3 and x[2] == int(np.prod(self.spatial)) and len(coords) == 3 \
+            and coords[0] == x[0], (x, coords, self.spatial)
         return [(x[0], x[1], coords[1], self.corners), tuple(coords)]
 
     def forward(self, inputs, outputs):

@@ -257,5 +257,5 @@ def test_image_augmentation_errors():
     x = _var(np.ones((2, 3, 4, 5)))
     with pytest.raises(ValueError, match="ImageAugmentation.*shape"):
         F.image_augmentation(x, shape=(2, 4, 5))
-    with pytest.raises(ValueError, match="ImageAugmentation.*min_scale"):
-        F.image_augmentation(x, min_scale=2.0, max_scale=1.0)
+    with pytest.raises(ValueError, match="ImageAugmentation: min_scale=-1.0 and max_scale=1.0 must be positive"):
+        F.image_augmentation(x, min_scale=-1.0, max_scale=1.0)

@@ -26,6 +26,11 @@ an empty cache a parallel kernel is not compiled by the process that first calls
   the manifest's (a network it knows). Deferred requests queue behind the manifest until the
   first solver update (:func:`step_done`: a training step is over, what it needs is compiled);
   then they go first.
+* Sharing the cores: while the worker compiles, it keeps one core busy, so the foreground's
+  ``prange`` kernels run on one thread fewer (:func:`share_cores`, called by the executor at
+  every forward and backward). Otherwise each parallel region waits at its end for a thread the
+  OS has handed the worker's core to, and on a 2-core machine a step takes several times longer
+  than on one thread. The count is given back when the worker has nothing left to compile.
 * Not deferred (compiled on first call as numba does): when the kernel has no on-disk cache
   (nothing could reach us from the worker), with ``NNABLA_JIT_DEFER_PARALLEL=0``, inside
   :func:`eager` (``nnabla_jit cache warm``), and in the worker itself.
@@ -45,13 +50,14 @@ import subprocess
 import sys
 import threading
 
+import numba
 from numba.core import caching, dispatcher, event
 from numba.core.compiler_lock import global_compiler_lock
 
 from . import kernel_cache
 
 __all__ = ["ENV_VAR", "defer", "load_generated", "eager", "deferring", "pending", "wait",
-           "step_done", "stop_worker", "start_if_cold"]
+           "step_done", "stop_worker", "start_if_cold", "share_cores"]
 
 ENV_VAR = "NNABLA_JIT_DEFER_PARALLEL"
 PARALLEL_SUFFIX = "_parallel"   # a generated module's parallel kernel X_parallel has the serial X
@@ -183,6 +189,7 @@ class _Worker:
         self.started = 0
         self.next_id = 0
         self.waiting = {}        # id -> _Request
+        self.prefetching = 0     # prefetches sent and not yet answered
         self.reader = None
         self.told_requests_first = False
 
@@ -203,6 +210,7 @@ class _Worker:
             self.started = _MAX_WORKERS
             return False
         self.started += 1
+        self.prefetching = 0
         self.told_requests_first = False
         self.pid = os.getpid()
         self.reader = threading.Thread(target=self._read, args=(self.proc,), daemon=True,
@@ -228,6 +236,7 @@ class _Worker:
                     if sent > _PIPE_BYTES:   # a full pipe would block us until the worker reads
                         break
                     self.send(_PREFETCH_ID, module, qualname, sig_text)
+                    self.prefetching += 1
             except (OSError, ValueError):
                 return False
             return True
@@ -260,6 +269,8 @@ class _Worker:
         for line in proc.stdout:
             ident, _, rest = line.rstrip("\n").partition(" ")
             with _lock:
+                if int(ident) == _PREFETCH_ID:
+                    self.prefetching = max(0, self.prefetching - 1)
                 request = self.waiting.pop(int(ident), None)
             if request is not None:
                 status, _, message = rest.partition(" ")
@@ -270,6 +281,12 @@ class _Worker:
                 for request in self.waiting.values():
                     request.state = "lost"
                 self.waiting.clear()
+                self.prefetching = 0
+
+    def busy(self):
+        """Whether this process's worker is compiling (or has work queued)."""
+        return (self.proc is not None and self.pid == os.getpid()
+                and (self.prefetching > 0 or bool(self.waiting)))
 
     def stop(self):
         with _lock:
@@ -365,6 +382,25 @@ def step_done():
     the parallel variants asked for before the rest of the manifest."""
     if not _worker.told_requests_first:
         _worker.requests_first()
+
+
+_shared = threading.local()   # .lowered: (the thread count replaced, the count set), while lowered
+
+
+def share_cores():
+    """While the background worker compiles, run this thread's ``prange`` kernels on one thread
+    fewer; give the count back once it is idle (unless the user has set another meanwhile)."""
+    lowered = getattr(_shared, "lowered", None)
+    if _worker.busy():
+        if lowered is None:
+            count = numba.get_num_threads()
+            if count > 1:
+                numba.set_num_threads(count - 1)
+                _shared.lowered = (count, count - 1)
+    elif lowered is not None:
+        _shared.lowered = None
+        if numba.get_num_threads() == lowered[1]:
+            numba.set_num_threads(lowered[0])
 
 
 def stop_worker():

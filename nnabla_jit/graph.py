@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from . import buffers, callback
+from . import buffers, callback, deferred_compile
 from .ndarray import NdArray
 from .random_replay import replayed_random_state, save_random_state
 
@@ -384,6 +384,7 @@ def _cached_plan(var, key, make):
 def forward(roots, clear_buffer=False, clear_no_need_grad=False,
             function_pre_hook=None, function_post_hook=None):
     """Run every function the roots depend on, in order."""
+    deferred_compile.share_cores()
     function_pre_hook, function_post_hook = callback.function_hooks(function_pre_hook, function_post_hook)
     key = ("forward", bool(clear_buffer), bool(clear_no_need_grad))
     if len(roots) == 1:
@@ -538,6 +539,7 @@ def backward(root, grad=1, clear_buffer=False, communicator_callbacks=None,
              function_pre_hook=None, function_post_hook=None):
     """Back-propagate from ``root``: ``grad`` (scalar or array) seeds its gradient for this
     pass only; ``grad=None`` uses the gradient ``root`` already holds."""
+    deferred_compile.share_cores()
     function_pre_hook, function_post_hook = callback.function_hooks(function_pre_hook, function_post_hook)
     plan = _cached_plan(root, ("backward", bool(clear_buffer)), lambda: _BackwardPlan(root, clear_buffer))
     if not plan.any_grad:

@@ -220,3 +220,57 @@ def test_a_solver_update_tells_the_worker_that_the_first_step_is_over(monkeypatc
     solver.update()
     assert told == [True]
     np.testing.assert_allclose(w.d, 0.5)
+
+
+def test_steps_run_on_one_thread_fewer_while_the_worker_compiles(monkeypatch):
+    import numba
+    before = numba.get_num_threads()
+    if before < 2:
+        pytest.skip("one kernel thread: nothing to give the worker")
+    busy = [True]
+    monkeypatch.setattr(deferred_compile._worker, "busy", lambda: busy[0])
+    x = nn.Variable.from_numpy_array(np.ones(3, np.float32), need_grad=True)
+    y = nn.functions.sum(x * 2)
+    try:
+        y.forward()
+        assert numba.get_num_threads() == before - 1
+        y.backward()   # still busy: stays lowered, not lowered twice
+        assert numba.get_num_threads() == before - 1
+        busy[0] = False
+        y.forward()
+        assert numba.get_num_threads() == before
+        np.testing.assert_allclose(x.g, 2.0)
+        if before >= 3:   # a count the user set while lowered is left alone
+            busy[0] = True
+            y.forward()
+            numba.set_num_threads(before - 2)
+            busy[0] = False
+            y.forward()
+            assert numba.get_num_threads() == before - 2
+    finally:
+        numba.set_num_threads(before)
+        deferred_compile._shared.lowered = None
+
+
+def test_the_worker_is_busy_until_it_has_answered_every_prefetch(monkeypatch):
+    worker = deferred_compile._Worker()
+    sent = []
+    monkeypatch.setattr(worker, "_start", lambda: setattr(worker, "proc", _FakeProc()) or True)
+    monkeypatch.setattr(worker, "send", lambda *line: sent.append(line))
+    worker.pid = os.getpid()
+    assert not worker.busy()
+    assert worker.prefetch([("m", "k1", "s"), ("m", "k2", "s")])
+    assert worker.busy() and worker.prefetching == 2
+    worker._read(_FakeProc(["0 ok\n"]))
+    assert worker.busy()
+    worker.proc = proc = _FakeProc(["0 ok\n"])
+    worker._read(proc)
+    assert not worker.busy()
+
+
+class _FakeProc:
+    def __init__(self, lines=()):
+        self.stdout = list(lines)
+
+    def poll(self):
+        return None

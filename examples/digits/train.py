@@ -7,11 +7,11 @@ default) and saves the trained parameters in nnabla's .h5 layout, which nnabla 1
 by default under the repository's ``out/`` folder (ignored by git).
 """
 import argparse
+import importlib.util
 import os
 import sys
 
 import numpy as np
-from sklearn.datasets import load_digits
 from tqdm import tqdm
 
 import nnabla_jit as nn
@@ -34,10 +34,26 @@ def cnn(x, test=False):
     return PF.affine(h, 10, name="fc2")
 
 
+def load_digits():
+    """scikit-learn's bundled digits: images (N, 8, 8) with values 0..16, labels (N,). Read from
+    the file scikit-learn ships (what its ``load_digits`` reads) without importing scikit-learn,
+    which costs a second of start-up; through ``load_digits`` if that file has moved."""
+    spec = importlib.util.find_spec("sklearn")
+    if spec is None:
+        raise SystemExit("the digits example needs scikit-learn: pip install 'nnabla_jit[examples]'")
+    path = os.path.join(spec.submodule_search_locations[0], "datasets", "data", "digits.csv.gz")
+    if not os.path.exists(path):
+        from sklearn.datasets import load_digits as sklearn_digits   # only where the file moved
+        digits = sklearn_digits()
+        return digits.images, digits.target
+    table = np.loadtxt(path, delimiter=",")   # a row: 64 pixels, then the label
+    return table[:, :-1].reshape(-1, 8, 8), table[:, -1].astype(np.int64)
+
+
 def load_split(seed=0, test_fraction=0.2):
-    digits = load_digits()
-    images = (digits.images / 16.0).astype(np.float32)[:, None]   # (N, 1, 8, 8) in [0, 1]
-    labels = digits.target.astype(np.int32)[:, None]
+    images, labels = load_digits()
+    images = (images / 16.0).astype(np.float32)[:, None]   # (N, 1, 8, 8) in [0, 1]
+    labels = labels.astype(np.int32)[:, None]
     order = np.random.RandomState(seed).permutation(len(images))
     n_test = int(len(images) * test_fraction)
     test, train = order[:n_test], order[n_test:]

@@ -48,21 +48,45 @@ def _row_linear_grad(x, d, m, power, p, q, r, dx, accum):
             dx[i] = dx[i] + g if accum else g
 
 
+class _RowsOrPlanes:
+    """One computation over (O, C, I) arrays as two kernels: ``rows`` for I == 1 (a statistic per
+    column of a matrix, e.g. after an affine layer) and ``planes`` for I > 1 (per channel of
+    images). Split rather than branched inside one kernel so that a network compiles only the
+    one it uses (a first step on an empty cache compiles half as much); ``layout_arg`` is the
+    argument whose shape decides."""
+
+    def __init__(self, rows, planes, layout_arg=0):
+        self.rows, self.planes, self.layout_arg = rows, planes, layout_arg
+        self.__doc__ = planes.__doc__
+
+    def for_size(self, n):
+        """The variant for ``n`` elements of work, as a function of the kernels' arguments."""
+        rows, planes, at = self.rows.for_size(n), self.planes.for_size(n), self.layout_arg
+        return lambda *args: (rows if args[at].shape[2] == 1 else planes)(*args)
+
+
 @parallel_kernel
-def channel_linear_grad(x3, d3, center, power, p, q, r, dx3, accum):
+def channel_linear_grad_rows(x3, d3, center, power, p, q, r, dx3, accum):
+    """channel_linear_grad of (rows, channels): rows in parallel, channels in the inner loop."""
+    O, C, _ = d3.shape
+    for o in prange(O):
+        for c in range(C):
+            g = p[c] * d3[o, c, 0] + q[c] * _odd_power(x3[o, c, 0] - center[c], power) + r[c]
+            dx3[o, c, 0] = dx3[o, c, 0] + g if accum else g
+
+
+@parallel_kernel
+def channel_linear_grad_planes(x3, d3, center, power, p, q, r, dx3, accum):
     """dx (+)= p[c] d + q[c] h + r[c], h = x - center[c] for power 2, else
     sign(x - center[c]) |x - center[c]|^(power - 1)."""
     O, C, I = d3.shape
-    if I == 1:   # (rows, channels): rows in parallel, channels in the inner loop
-        for o in prange(O):
-            for c in range(C):
-                g = p[c] * d3[o, c, 0] + q[c] * _odd_power(x3[o, c, 0] - center[c], power) + r[c]
-                dx3[o, c, 0] = dx3[o, c, 0] + g if accum else g
-        return
     for k in prange(O * C):
         o = k // C
         c = k - o * C
         _row_linear_grad(x3[o, c], d3[o, c], center[c], power, p[c], q[c], r[c], dx3[o, c], accum)
+
+
+channel_linear_grad = _RowsOrPlanes(channel_linear_grad_rows, channel_linear_grad_planes, layout_arg=1)
 
 
 def _channel_sums(x3, d3, center, power):
@@ -209,7 +233,7 @@ def clip_grad_by_norm_backward(op, inputs, outputs, output_grads, input_grads, p
 _BLOCK = 64   # channels per thread when every channel is a single column (I == 1)
 
 
-@njit(inline="always")
+@njit   # not inline="always": ten IR copies of its power branch cost half a second of compiling
 def _term(x, d, m, power):
     """What channel_sums accumulates for one element besides d."""
     xc = x - m
@@ -221,26 +245,30 @@ def _term(x, d, m, power):
 
 
 @parallel_kernel
-def channel_sums(x3, d3, center, power, sum_d, sum_e):
+def channel_sums_rows(x3, d3, center, power, sum_d, sum_e):
+    """channel_sums of (rows, channels): each thread walks the rows over a block of channels."""
+    O, C, _ = x3.shape
+    for b in prange((C + _BLOCK - 1) // _BLOCK):
+        lo, hi = b * _BLOCK, min(C, (b + 1) * _BLOCK)
+        acc_d = np.zeros(hi - lo)
+        acc_e = np.zeros(hi - lo)
+        m = center[lo:hi]
+        for o in range(O):
+            for c in range(hi - lo):
+                acc_d[c] += d3[o, lo + c, 0]
+                acc_e[c] += _term(x3[o, lo + c, 0], d3[o, lo + c, 0], m[c], power)
+        for c in range(hi - lo):   # a loop: slice assignment compiles numba's shape-error path (2 s)
+            sum_d[lo + c] = acc_d[c]
+            sum_e[lo + c] = acc_e[c]
+
+
+@parallel_kernel
+def channel_sums_planes(x3, d3, center, power, sum_d, sum_e):
     """Per channel c of (O, C, I) arrays: sum_d[c] = sum of d, and
     sum_e[c] = sum of d * (x - center[c])        when power == 0,
                sum of |x - center[c]| ** power   otherwise.
     Four partial sums per channel keep the additions independent (no fastmath reassociation)."""
     O, C, I = x3.shape
-    if I == 1:   # (rows, channels): each thread walks the rows over a block of channels
-        for b in prange((C + _BLOCK - 1) // _BLOCK):
-            lo, hi = b * _BLOCK, min(C, (b + 1) * _BLOCK)
-            acc_d = np.zeros(hi - lo)
-            acc_e = np.zeros(hi - lo)
-            m = center[lo:hi]
-            for o in range(O):
-                for c in range(hi - lo):
-                    acc_d[c] += d3[o, lo + c, 0]
-                    acc_e[c] += _term(x3[o, lo + c, 0], d3[o, lo + c, 0], m[c], power)
-            for c in range(hi - lo):   # a loop: slice assignment compiles numba's shape-error path (2 s)
-                sum_d[lo + c] = acc_d[c]
-                sum_e[lo + c] = acc_e[c]
-        return
     for c in prange(C):
         m = center[c]
         d0 = d1 = d2 = d3_ = 0.0
@@ -265,6 +293,9 @@ def channel_sums(x3, d3, center, power, sum_d, sum_e):
         sum_e[c] = (e0 + e1) + (e2 + e3)
 
 
+channel_sums = _RowsOrPlanes(channel_sums_rows, channel_sums_planes)
+
+
 @njit(inline="always")
 def _affine(x, scale, shift, z, add_z, relu):
     v = x * scale + shift
@@ -276,15 +307,19 @@ def _affine(x, scale, shift, z, add_z, relu):
 
 
 @parallel_kernel
-def channel_affine(x3, scale, shift, z3, add_z, relu, y3):
+def channel_affine_rows(x3, scale, shift, z3, add_z, relu, y3):
+    """channel_affine of (rows, channels): rows in parallel, channels in the inner loop."""
+    O, C, _ = x3.shape
+    for o in prange(O):
+        for c in range(C):
+            y3[o, c, 0] = _affine(x3[o, c, 0], scale[c], shift[c], z3[o, c, 0] if add_z else 0.0,
+                                  add_z, relu)
+
+
+@parallel_kernel
+def channel_affine_planes(x3, scale, shift, z3, add_z, relu, y3):
     """y = x * scale[c] + shift[c], plus z when ``add_z``, through a ReLU when ``relu``."""
     O, C, I = x3.shape
-    if I == 1:   # (rows, channels): rows in parallel, channels in the inner loop
-        for o in prange(O):
-            for c in range(C):
-                y3[o, c, 0] = _affine(x3[o, c, 0], scale[c], shift[c], z3[o, c, 0] if add_z else 0.0,
-                                      add_z, relu)
-        return
     for r in prange(O * C):
         o = r // C
         c = r - o * C
@@ -292,6 +327,9 @@ def channel_affine(x3, scale, shift, z3, add_z, relu, y3):
         t = shift[c]
         for i in range(I):
             y3[o, c, i] = _affine(x3[o, c, i], s, t, z3[o, c, i] if add_z else 0.0, add_z, relu)
+
+
+channel_affine = _RowsOrPlanes(channel_affine_rows, channel_affine_planes)
 
 
 def _prod(values):

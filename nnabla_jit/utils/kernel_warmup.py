@@ -15,6 +15,7 @@ import json
 import multiprocessing
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,7 +28,7 @@ import nnabla_jit as nn
 import nnabla_jit.functions as F
 import nnabla_jit.parametric_functions as PF
 import nnabla_jit.solvers as S
-from .. import deferred_compile
+from .. import deferred_compile, kernel_cache
 
 __all__ = ["NETWORKS", "warm", "warm_one", "write_manifest"]
 
@@ -144,8 +145,15 @@ def warm(names=None, jobs=None, verbose=True):
 def _record(name):
     """Print, as JSON, the serial kernels network ``name``'s steps compile on an empty cache,
     in order (run in a fresh process on an empty cache by :func:`write_manifest`)."""
-    # parallel kernels stay deferred for good and no worker starts: only what the foreground
-    # of a first step compiles is recorded
+    # parallel kernels stay deferred for good and no worker runs: only what the foreground of
+    # a first step compiles is recorded. The import started a worker on the (empty) cache with
+    # the old manifest: stop it and drop whatever it wrote, or the kernels it compiled would be
+    # loaded, not compiled, and missing from the new manifest
+    deferred_compile.stop_worker()
+    numba_dir = kernel_cache.numba_dir()
+    for entry in os.listdir(numba_dir) if numba_dir and os.path.isdir(numba_dir) else ():
+        path = os.path.join(numba_dir, entry)   # the directory itself stays (its mode is checked)
+        shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else os.remove(path)
     deferred_compile._worker.request = lambda request: True
     deferred_compile._worker.prefetch = lambda entries: False
     found, depth = [], [0]

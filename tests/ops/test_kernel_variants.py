@@ -4,6 +4,8 @@ numerical checks use; a bug living only in one of them fails the checks. The gra
 checks compare first-order values too, not only their derivatives."""
 import numpy as np
 import pytest
+from numba import njit
+from numba.core import config, event
 
 import nnabla_jit as nn
 import nnabla_jit.functions as F
@@ -79,3 +81,28 @@ def test_a_wrong_grad_rule_fails_the_double_backward_check_at_first_order(monkey
 
 def test_check_function_passes_on_a_correct_op():
     check_function(F.sin, [X], np.sin)
+
+
+def test_a_kernel_compiled_at_a_lower_optimisation_level_leaves_the_default_alone():
+    seen = []
+
+    class Listener(event.Listener):
+        def on_start(self, ev):
+            seen.append(int(config.OPT))
+
+        def on_end(self, ev):
+            seen.append(int(config.OPT))
+
+    def double(x):
+        return 2 * x
+
+    default = int(config.OPT)
+    lowered = kernels.compile_at(njit(double), 1)
+    with event.install_listener("numba:compile", Listener()):
+        assert lowered(3.0) == 6.0
+    assert seen and set(seen) == {1}
+    assert int(config.OPT) == default
+    seen.clear()
+    with event.install_listener("numba:compile", Listener()):
+        assert njit(double)(3) == 6   # another kernel: numba's level
+    assert set(seen) == {default}

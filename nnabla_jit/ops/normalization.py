@@ -379,8 +379,8 @@ class Standardization(Op):
     relu = False            # FusedBatchNormalization
     eps = 1e-5
 
-    def layout_of(self, x):
-        raise NotImplementedError
+    # Subclasses define ``layout_of(x)``, the StatLayout of an input of shape x (no default:
+    # the registry test checks every one defines it).
 
     def param_shape_ok(self, shape, x):
         return tuple(shape) == self.layout.stat_shape

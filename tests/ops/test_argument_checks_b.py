@@ -26,6 +26,16 @@ class NotACommunicator:
     pass
 
 
+class DuckCommunicator:
+    """What SyncBatchNormalization asks of a communicator (ops sit below the communicators)."""
+
+    def _gather_stats(self, local, group):
+        return local[None]
+
+    def _sum_arrays(self, flat, group):
+        pass
+
+
 def stat(*shape):
     """beta, gamma, mean and variance of one shape."""
     return [V(*shape) for _ in range(4)]
@@ -150,6 +160,8 @@ GOOD_CALLS = {
     "batch_norm": (lambda: FB.batch_normalization(V(2, 3), *stat(1, 3)), [(2, 3)]),
     "sync_batch_norm without comm": (
         lambda: FB.sync_batch_normalization(V(2, 3), *stat(1, 3), None, n_outputs=3), [(2, 3), (1, 3), (1, 3)]),
+    "sync_batch_norm with a duck-typed comm": (
+        lambda: FB.sync_batch_normalization(V(2, 3), *stat(1, 3), DuckCommunicator()), [(2, 3)]),
     "mean_subtraction": (lambda: FB.mean_subtraction(V(2, 3), V(3), V(1)), [(2, 3)]),
     "max_pooling_backward": (lambda: FB.max_pooling_backward(V(1, 1, 2, 2), V(1, 1, 4, 4), (2, 2)), [(1, 1, 4, 4)]),
     "max_pooling_backward grad rule": (
@@ -172,6 +184,14 @@ def test_well_formed_calls_build(case):
     out = call()
     outs = out if isinstance(out, (list, tuple)) else [out]
     assert [o.shape for o in outs] == shapes
+
+
+def test_dropout_setup_again_keeps_the_mask_backward_reads():
+    x = V(2, 3)
+    y = F.dropout(x, 0.5)
+    mask = y.parent.op.mask
+    y.parent.setup([x], [y])
+    assert y.parent.op.mask is mask
 
 
 def test_a_missing_required_argument_is_a_type_error_naming_it():

@@ -244,8 +244,8 @@ class Op:
     # BitShift keep x0's type). The executor calls ``output_specs`` before allocating the
     # outputs of every forward, as nnabla resets such shapes in forward, and when the graph is
     # built, with None for inputs that hold no data yet (it returns None if the shapes need
-    # those; ``setup``'s shapes are kept). No default stands in for either: the registry test
-    # checks that every op defines them, so a default could only raise.
+    # those; ``setup``'s shapes are kept). No default stands in for either, as one could only
+    # raise: tests/ops/test_argument_checks_b.py checks that every registered op defines them.
 
     def backward(self, inputs, outputs, output_grads, input_grads, propagate_down, accum):
         raise NoGradient("{}: this function has no backward".format(self.name))

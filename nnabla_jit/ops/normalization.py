@@ -417,8 +417,8 @@ class Standardization(Op):
     relu = False            # FusedBatchNormalization
     eps = 1e-5
 
-    def layout_of(self, x):
-        raise NotImplementedError
+    # Subclasses define ``layout_of(x)``, the StatLayout of an input of shape x (no default,
+    # as one could only raise: tests/ops/test_argument_checks_b.py checks every one has it).
 
     def param_shape_ok(self, shape, x):
         return tuple(shape) == self.layout.stat_shape

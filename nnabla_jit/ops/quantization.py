@@ -244,7 +244,9 @@ class FixedPointQuantize(_RangeSTE):
 def pow2_levels(sign, with_zero, n, m):
     """(smallest, largest) power of two of the grid; zero and the sign each take one bit."""
     bits = n - int(bool(sign)) - int(bool(with_zero))
-    return 2.0 ** (m - (2 ** bits - 1)) if bits > 0 else None, 2.0 ** m
+    # Beyond 64 bits the smallest power underflows to 0.0 all the same; capping keeps a huge
+    # n from building a huge Python integer 2 ** bits.
+    return 2.0 ** (m - (2.0 ** min(bits, 64) - 1)) if bits > 0 else None, 2.0 ** m
 
 
 def pow2_pass_range(sign=True, with_zero=True, n=8, m=1, ste_fine_grained=True):

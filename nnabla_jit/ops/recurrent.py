@@ -104,7 +104,8 @@ def recurrent_backward(op, inputs, outputs, output_grads, input_grads, propagate
         op.fail("backward is called with training=False; build the layer with training=True "
                 "to differentiate it")
     if op.saved is None:
-        op.fail("backward is called before forward")
+        op.fail("backward is called before forward: backward reads the states forward saves; "
+                "call forward() on this graph first")
     seq_len, batch, _, n_hidden, n_dir = op.dims
     names = op.input_names
     pd = dict(zip(names, propagate_down))

@@ -159,7 +159,7 @@ def _coerce(op_name, spec, value):
             if spec.choices and value not in spec.choices:
                 raise ValueError("must be one of {}".format(spec.choices))
             return value
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError, OverflowError) as e:   # OverflowError: int(float("inf"))
         raise ValueError("{}: argument '{}' = {!r} is not a valid {} ({})".format(
             op_name, spec.name, value, t, e)) from None
     return value
@@ -237,19 +237,15 @@ class Op:
         """The dtype of each output buffer (the compute type unless the op says otherwise)."""
         return [self.output_dtype or compute_dtype] * n_outputs
 
-    def output_specs(self, inputs):
-        """``(shape, dtype)`` of each output from the input arrays, for ``data_dependent`` ops
-        (NonZero, Unique, BoolGather count elements; Mod2 and BitShift keep x0's type).
-
-        The executor calls it before allocating the outputs of every forward, as nnabla resets
-        such shapes in forward, and when the graph is built, with None for inputs that hold no
-        data yet (return None if the shapes need those; ``setup``'s shapes are kept).
-        """
-        raise NotImplementedError("{}: no output_specs".format(self.name))
-
     # --- kernels -----------------------------------------------------------------------
-    def forward(self, inputs, outputs):
-        raise NotImplementedError("{}: no forward kernel".format(self.name))
+    # Every op defines ``forward(inputs, outputs)`` (arrays in, preallocated arrays written),
+    # and a ``data_dependent`` op defines ``output_specs(inputs)``: the ``(shape, dtype)`` of
+    # each output from the input arrays (NonZero, Unique, BoolGather count elements; Mod2 and
+    # BitShift keep x0's type). The executor calls ``output_specs`` before allocating the
+    # outputs of every forward, as nnabla resets such shapes in forward, and when the graph is
+    # built, with None for inputs that hold no data yet (it returns None if the shapes need
+    # those; ``setup``'s shapes are kept). No default stands in for either, as one could only
+    # raise: tests/ops/test_argument_checks_b.py checks that every registered op defines them.
 
     def backward(self, inputs, outputs, output_grads, input_grads, propagate_down, accum):
         raise NoGradient("{}: this function has no backward".format(self.name))

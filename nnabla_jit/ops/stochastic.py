@@ -262,9 +262,12 @@ class RandomChoice(Op):
         u = op_rng(self).random_sample((self.populations, self.draws))
         self.saved_index = np.empty((self.populations, self.draws), np.int64)
         if choice_kernel.for_size(w.size + u.size)(w.reshape(-1, n), u, self.replace, self.saved_index):
-            self.fail("weights must be non-negative with a positive sum per population{}",
+            rows = w.reshape(-1, n)
+            self.fail("weights must be non-negative with a positive sum per population{}, got w of shape "
+                      "{} with minimum {} and smallest population sum {}",
                       "" if self.replace else ", and without replacement at least {} of them positive"
-                      .format(self.draws))
+                      .format(self.draws), w.shape, rows.min(initial=np.inf).item(),
+                      rows.sum(axis=1).min(initial=np.inf).item())
         outputs[0].reshape(self.saved_index.shape)[...] = np.take_along_axis(x.reshape(-1, n), self.saved_index, 1)
 
     backward = random_choice_backward

@@ -2,7 +2,8 @@
 
     python -m pip install coverage      # for this measurement only
     python -m coverage run --branch --include='nnabla_jit/ops/*' -m pytest -q -p no:cacheprovider \\
-        tests/ops tests/reliability tests/test_errors.py
+        tests/reliability/test_bad_calls.py tests/reliability/test_error_messages.py tests/test_errors.py \\
+        tests/ops/test_argument_checks.py tests/ops/test_argument_checks_a.py tests/ops/test_argument_checks_b.py
     python tests/setup_coverage.py      # reads .coverage
 
 Reports, over ``nnabla_jit/ops/*.py``: the lines and branches of every op's ``setup`` method,

@@ -1,5 +1,7 @@
-"""CUDA kernels of FFT / IFFT: a direct DFT, one thread per output frequency summing over the
-whole signal (O(n) work per output, float64 with the phase reduced exactly in integers).
+"""CUDA kernels of FFT / IFFT and STFT / ISTFT.
+
+FFT / IFFT: a direct DFT, one thread per output frequency summing over the whole signal (O(n)
+work per output, float64 with the phase reduced exactly in integers).
 
 numba.cuda has no FFT (cuFFT would come through nvmath-python, like cuBLAS: see docs/cuda.md),
 and the transforms these ops see in networks are small (a few to a few hundred points per
@@ -11,7 +13,7 @@ import math
 
 from numba import float64
 
-from . import device
+from . import blas, device
 from .registry import backward, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
@@ -81,3 +83,210 @@ def dft_forward(op, inputs, outputs):
 def dft_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0]:
         transform(op, output_grads[0], input_grads[0], adjoint=True, accum=accum[0])
+
+
+# ---------------------------------------------------------------------------- STFT / ISTFT
+# The CPU's four linear maps (``ops/signal.py``'s ``StftGeometry``): frames gathered through the
+# op's index, one ``blas.matmul`` with the windowed DFT (or synthesis) matrix, and the
+# overlap-add scattered back with atomic adds (frames overlap).
+@kernel
+def gather_frames_kernel(x, index, scale, scaled, frames):
+    """frames[b, f, n] = x[b, index[f, n]] (times scale[index] when ``scaled``; 0 where the
+    index is -1)."""
+    t = cuda.grid(1)
+    n_frames, n = frames.shape[1], frames.shape[2]
+    if t < frames.size:
+        b = t // (n_frames * n)
+        f = (t // n) % n_frames
+        j = t % n
+        i = index[f, j]
+        if i < 0:
+            frames[b, f, j] = 0.0
+        elif scaled:
+            frames[b, f, j] = x[b, i] * scale[i]
+        else:
+            frames[b, f, j] = x[b, i]
+
+
+@kernel
+def scatter_frames_kernel(frames, index, x):
+    """x[b, index[f, n]] += frames[b, f, n] (atomic; entries with index -1 are dropped)."""
+    t = cuda.grid(1)
+    n_frames, n = frames.shape[1], frames.shape[2]
+    if t < frames.size:
+        b = t // (n_frames * n)
+        f = (t // n) % n_frames
+        j = t % n
+        i = index[f, j]
+        if i >= 0:
+            cuda.atomic.add(x, (b, i), frames[b, f, j])
+
+
+@kernel
+def split_spectrum_kernel(z, yr, yi, accum_r, accum_i):
+    """(yr, yi)[b, k, f] (+)= z[b, f, 0 / 1, k]."""
+    t = cuda.grid(1)
+    bins, n_frames = yr.shape[1], yr.shape[2]
+    if t < yr.size:
+        b = t // (bins * n_frames)
+        k = (t // n_frames) % bins
+        f = t % n_frames
+        if accum_r:
+            yr[b, k, f] += z[b, f, 0, k]
+        else:
+            yr[b, k, f] = z[b, f, 0, k]
+        if accum_i:
+            yi[b, k, f] += z[b, f, 1, k]
+        else:
+            yi[b, k, f] = z[b, f, 1, k]
+
+
+@kernel
+def join_spectrum_kernel(yr, yi, z):
+    """z[b, f, 0 / 1, k] = (yr, yi)[b, k, f]."""
+    t = cuda.grid(1)
+    bins, n_frames = yr.shape[1], yr.shape[2]
+    if t < yr.size:
+        b = t // (bins * n_frames)
+        k = (t // n_frames) % bins
+        f = t % n_frames
+        z[b, f, 0, k] = yr[b, k, f]
+        z[b, f, 1, k] = yi[b, k, f]
+
+
+@kernel
+def scale_samples_kernel(src, scale, dst, accum):
+    """dst[b, i] (+)= src[b, i] * scale[i]."""
+    t = cuda.grid(1)
+    length = dst.shape[1]
+    if t < dst.size:
+        b = t // length
+        i = t % length
+        v = src[b, i] * scale[i]
+        if accum:
+            dst[b, i] += v
+        else:
+            dst[b, i] = v
+
+
+def _kept(op, name, host):
+    """``host`` copied up once and kept on the op."""
+    kept = op.__dict__.setdefault("device_constants", {})
+    key = (name, host.dtype)
+    if key not in kept:
+        kept[key] = device.upload(host)
+    return kept[key]
+
+
+def _matrix(op, name, dtype):
+    host = op.geometry.matrix(name, dtype)
+    return _kept(op, name, host).reshape(1, *host.shape)
+
+
+def _frames(op, batch, dtype):
+    return device.empty((batch, op.index.shape[0], op.geometry.n), dtype)
+
+
+def _spectrum(op, batch, dtype):
+    return device.empty((batch, op.index.shape[0], 2, op.geometry.bins), dtype)
+
+
+def _rows(a):
+    """(1, rows, cols) of a (batch, frames, ...) array."""
+    return a.reshape(1, a.shape[0] * a.shape[1], a.size // (a.shape[0] * a.shape[1]))
+
+
+def _split(z, yr, yi, accum=(False, False)):
+    device.launch(split_spectrum_kernel, yr.size, z, yr, yi, accum[0], accum[1])
+
+
+def _join(op, yr, yi):
+    z = _spectrum(op, yr.shape[0], yr.dtype)
+    device.launch(join_spectrum_kernel, yr.size, yr, yi, z)
+    return z
+
+
+def _overlap_add(op, frames, x):
+    device.launch(scatter_frames_kernel, frames.size, frames, _kept(op, "index", op.index), x)
+
+
+def run_analysis(op, x, yr, yi, accum=(False, False)):
+    """(yr, yi) (+)= the DFT of the frames of x."""
+    frames = _frames(op, x.shape[0], x.dtype)
+    device.launch(gather_frames_kernel, frames.size, x, _kept(op, "index", op.index), x, False,
+                  frames)
+    z = _spectrum(op, x.shape[0], x.dtype)
+    blas.matmul(_rows(frames), _matrix(op, "analysis", x.dtype), _rows(z))
+    _split(z, yr, yi, accum)
+    device.release(frames)
+    device.release(z)
+
+
+def run_analysis_adjoint(op, yr, yi, x, accum=False):
+    z = _join(op, yr, yi)
+    frames = _frames(op, yr.shape[0], yr.dtype)
+    blas.matmul(_rows(z), _matrix(op, "analysis", yr.dtype), _rows(frames), trans_b=True)
+    if not accum:
+        device.fill(x, 0)
+    _overlap_add(op, frames, x)
+    device.release(z)
+    device.release(frames)
+
+
+def run_synthesis(op, yr, yi, x, accum=False):
+    """x (+)= overlap_add(frames of the spectrum) / the overlap-added squared window."""
+    z = _join(op, yr, yi)
+    frames = _frames(op, yr.shape[0], yr.dtype)
+    blas.matmul(_rows(z), _matrix(op, "synthesis", yr.dtype), _rows(frames))
+    summed = device.zeros(x.shape, x.dtype)
+    _overlap_add(op, frames, summed)
+    device.launch(scale_samples_kernel, x.size, summed, _kept(op, "inv_norm", op.inv_norm), x,
+                  accum)
+    for a in (z, frames, summed):
+        device.release(a)
+
+
+def run_synthesis_adjoint(op, x, yr, yi, accum=(False, False)):
+    frames = _frames(op, x.shape[0], x.dtype)
+    device.launch(gather_frames_kernel, frames.size, x, _kept(op, "index", op.index),
+                  _kept(op, "inv_norm", op.inv_norm), True, frames)
+    z = _spectrum(op, x.shape[0], x.dtype)
+    blas.matmul(_rows(frames), _matrix(op, "synthesis", x.dtype), _rows(z), trans_b=True)
+    _split(z, yr, yi, accum)
+    device.release(frames)
+    device.release(z)
+
+
+@forward("STFT")
+def stft_forward(op, inputs, outputs):
+    run = run_synthesis_adjoint if op.as_istft_backward else run_analysis
+    run(op, inputs[0], outputs[0], outputs[1])
+
+
+@backward("STFT")
+def stft_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if propagate_down[0]:
+        run = run_synthesis if op.as_istft_backward else run_analysis_adjoint
+        run(op, output_grads[0], output_grads[1], input_grads[0], accum[0])
+
+
+@forward("ISTFT")
+def istft_forward(op, inputs, outputs):
+    run = run_analysis_adjoint if op.as_stft_backward else run_synthesis
+    run(op, inputs[0], inputs[1], outputs[0])
+
+
+@backward("ISTFT")
+def istft_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if not (propagate_down[0] or propagate_down[1]):
+        return
+    dx = output_grads[0]
+    shape = (dx.shape[0], op.geometry.bins, op.index.shape[0])
+    targets = [g if pd else device.empty(shape, dx.dtype)   # an unwanted part: a temporary
+               for g, pd in zip(input_grads[:2], propagate_down[:2])]
+    run = run_analysis if op.as_stft_backward else run_synthesis_adjoint
+    run(op, dx, targets[0], targets[1],
+        accum=tuple(bool(a and pd) for a, pd in zip(accum[:2], propagate_down[:2])))
+    for g, pd in zip(targets, propagate_down[:2]):
+        if not pd:
+            device.release(g)

@@ -30,3 +30,40 @@ def test_dft(name, build, x):
 def test_no_gradient_asked():
     assert_same_on_cuda(lambda x, w: F.fft(x, 1) * w, signed(2, 4, 2), signed(2, 4, 2),
                         no_grad=(0,), rtol=1e-4, atol=1e-5)
+
+
+STFT_ARGS = dict(window_size=4, stride=2, fft_size=6)
+STFT_CASES = [
+    ("stft reflect-padded", lambda x: F.stft(x, **STFT_ARGS), signed(2, 9)),
+    ("stft hamming, no centre",
+     lambda x: F.stft(x, window_type="hamming", center=False, **STFT_ARGS),
+     signed(1, 10)),
+    ("stft as istft backward",
+     lambda x: F.stft(x, pad_mode="constant", as_istft_backward=True, **STFT_ARGS), signed(2, 8)),
+]
+
+
+def spectrum(batch, frames):
+    return signed(batch, STFT_ARGS["fft_size"] // 2 + 1, frames), signed(batch, 4, frames)
+
+
+@pytest.mark.parametrize("name, build, x", STFT_CASES, ids=[c[0] for c in STFT_CASES])
+def test_stft(name, build, x):
+    """Both spectrum outputs reach the gradient (concatenated)."""
+    def both(x):
+        yr, yi = build(x)
+        return F.concatenate(yr, yi * 0.5, axis=1)
+    assert_same_on_cuda(both, x, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("as_stft_backward", [False, True])
+def test_istft(as_stft_backward):
+    args = dict(STFT_ARGS, pad_mode="constant", as_stft_backward=as_stft_backward)
+    assert_same_on_cuda(lambda yr, yi: F.istft(yr, yi, **args), *spectrum(2, 4),
+                        rtol=1e-4, atol=1e-5)
+
+
+def test_istft_one_part_wanted_and_accumulated():
+    args = dict(STFT_ARGS, pad_mode="constant")
+    assert_same_on_cuda(lambda yr, yi: F.istft(yr, yi, **args) + F.istft(yr * 2.0, yi, **args),
+                        *spectrum(1, 4), no_grad=(1,), rtol=1e-4, atol=1e-5)

@@ -108,7 +108,9 @@ def _on_device(op, name, host):
     kept = op.__dict__.setdefault("device_constants", {})
     key = (name, host.dtype)
     if key not in kept:
-        kept[key] = device.upload(host)
+        # a copy: a table built with [:, None] has a zero stride that numba's copy to the
+        # device takes for a broadcast axis and refuses
+        kept[key] = device.upload(host.copy())
     return kept[key]
 
 

@@ -1,4 +1,9 @@
-"""CUDA kernels of FFT / IFFT and STFT / ISTFT.
+"""CUDA kernels of the signal family: Interpolate / ONNXResize, FFT / IFFT and STFT / ISTFT.
+
+Interpolate / ONNXResize run the CPU's separable plan (``ops/signal.py``'s ``AxisResample``
+steps, their tap tables copied up once per op): one thread per output element summing its
+taps (the CPU's ``tap_sum``), and backward scattering the taps with atomic adds (several
+outputs read one input).
 
 FFT / IFFT: a direct DFT, one thread per output frequency summing over the whole signal (O(n)
 work per output, float64 with the phase reduced exactly in integers).
@@ -13,10 +18,92 @@ import math
 
 from numba import float64
 
+from ..ops import signal as cpu_signal
 from . import blas, device
-from .registry import backward, forward, kernel
+from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
+
+tap_sum = device_function(cpu_signal.tap_sum.py_func)
+
+
+# ---------------------------------------------------------------------------- resampling
+@kernel
+def resample_axis_kernel(x, index, weight, outside, fill, y):
+    """y[a, j, c] = sum_k weight[j, k] x[a, index[j, k], c], or ``fill`` where outside[j]."""
+    t = cuda.grid(1)
+    rows, inner = y.shape[1], y.shape[2]
+    if t < y.size:
+        a = t // (rows * inner)
+        j = (t // inner) % rows
+        c = t % inner
+        y[a, j, c] = fill if outside[j] else tap_sum(x, index, weight, a, j, c)
+
+
+@kernel
+def resample_axis_adjoint_kernel(dy, index, weight, outside, dx):
+    """dx[a, index[j, k], c] += weight[j, k] dy[a, j, c] (atomic; rows outside get nothing)."""
+    t = cuda.grid(1)
+    rows, inner = dy.shape[1], dy.shape[2]
+    if t < dy.size:
+        a = t // (rows * inner)
+        j = (t // inner) % rows
+        c = t % inner
+        if not outside[j]:
+            for k in range(index.shape[1]):
+                cuda.atomic.add(dx, (a, index[j, k], c), weight[j, k] * dy[a, j, c])
+
+
+def _tables(op, k, step):
+    """(index, weight, outside) of plan step k on the device, copied up once."""
+    return tuple(_kept(op, "resample {} {}".format(k, name), getattr(step, name))
+                 for name in ("index", "weight", "outside"))
+
+
+@forward("Interpolate", "ONNXResize")
+def resample_forward(op, inputs, outputs):
+    x, y = inputs[0], outputs[0]
+    if not op.plan:
+        device.copy(x, y)
+        return
+    current = x
+    for k, step in enumerate(op.plan):
+        last = k == len(op.plan) - 1
+        dst = y if last else device.empty(step.out_shape, x.dtype)
+        device.launch(resample_axis_kernel, dst.size, current.reshape(step.in_view),
+                      *_tables(op, k, step), step.fill, dst.reshape(step.out_view))
+        if current is not x:
+            device.release(current)
+        current = dst
+
+
+@backward("Interpolate", "ONNXResize")
+def resample_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    """dx (+)= the transpose of the plan applied to dy, last step first."""
+    if not propagate_down[0]:
+        return
+    dy, dx = output_grads[0], input_grads[0]
+    if not op.plan:
+        if accum[0]:
+            device.add_into(dx, dy)
+        else:
+            device.copy(dy, dx)
+        return
+    g = dy
+    for k in range(len(op.plan) - 1, -1, -1):
+        step = op.plan[k]
+        if k == 0:
+            dst = dx
+            if not accum[0]:
+                device.fill(dst, 0)
+        else:
+            dst = device.zeros(step.in_shape, dy.dtype)
+        index, weight, outside = _tables(op, k, step)
+        device.launch(resample_axis_adjoint_kernel, g.size, g.reshape(step.out_view), index,
+                      weight, outside, dst.reshape(step.in_view))
+        if g is not dy:
+            device.release(g)
+        g = dst
 
 
 @kernel
@@ -174,7 +261,9 @@ def _kept(op, name, host):
     kept = op.__dict__.setdefault("device_constants", {})
     key = (name, host.dtype)
     if key not in kept:
-        kept[key] = device.upload(host)
+        # a copy: a table built with [:, None] has a zero stride that numba's copy to the
+        # device takes for a broadcast axis and refuses
+        kept[key] = device.upload(host.copy())
     return kept[key]
 
 

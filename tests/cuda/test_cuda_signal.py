@@ -1,4 +1,5 @@
-"""FFT / IFFT (a direct DFT on the device) against the CPU's pocketfft."""
+"""The signal family on the device against the CPU: Interpolate / ONNXResize, FFT / IFFT (a
+direct DFT there, pocketfft here) and STFT / ISTFT."""
 import numpy as np
 import pytest
 
@@ -67,3 +68,28 @@ def test_istft_one_part_wanted_and_accumulated():
     args = dict(STFT_ARGS, pad_mode="constant")
     assert_same_on_cuda(lambda yr, yi: F.istft(yr, yi, **args) + F.istft(yr * 2.0, yi, **args),
                         *spectrum(1, 4), no_grad=(1,), rtol=1e-4, atol=1e-5)
+
+
+RESIZE_CASES = [
+    ("interpolate linear 2-d", lambda x: F.interpolate(x, output_size=(3, 5)), signed(1, 2, 2, 3)),
+    ("interpolate nearest half-pixel, channel-last",
+     lambda x: F.interpolate(x, output_size=(4,), mode="nearest", half_pixel=True,
+                             align_corners=False, channel_last=True), signed(2, 3, 2)),
+    ("interpolate linear 3-d aligned",
+     lambda x: F.interpolate(x, output_size=(2, 3, 2), align_corners=True), signed(1, 1, 3, 2, 2)),
+    ("onnx resize cubic",
+     lambda x: F.onnx_resize(x, scales=(1.0, 1.0, 2.0), mode="cubic"), signed(1, 2, 4)),
+    ("onnx resize crop and resize, extrapolated",
+     lambda x: F.onnx_resize(x, sizes=(1, 4, 3), roi=(0, -0.2, 0, 1, 1.3, 1), mode="linear",
+                             coordinate_transformation_mode="tf_crop_and_resize",
+                             extrapolation_value=0.5), signed(1, 3, 3)),
+    ("identity plan, gradients accumulate",
+     lambda x: (F.interpolate(x, output_size=(3,))
+                + F.interpolate(F.interpolate(x, output_size=(5,)), output_size=(3,))),
+     signed(2, 3)),
+]
+
+
+@pytest.mark.parametrize("name, build, x", RESIZE_CASES, ids=[c[0] for c in RESIZE_CASES])
+def test_resize(name, build, x):
+    assert_same_on_cuda(build, x, rtol=1e-4, atol=1e-5)

@@ -1,9 +1,19 @@
-"""CUDA kernels of the elementwise quantizers FixedPointQuantize and Pow2Quantize and of their
-straight-through gradient: one thread per element running the CPU kernels' per-element
-formulas (``ops/quantization.py``'s ``*_value`` functions, compiled here as device functions).
+"""CUDA kernels of the elementwise quantizers FixedPointQuantize, Pow2Quantize and
+MinMaxQuantize and of their straight-through gradients: one thread per element running the CPU
+kernels' per-element formulas (``ops/quantization.py``'s ``*_value`` functions, compiled here
+as device functions).
+
+MinMaxQuantize's range update (x_min_max / ema) writes qr_min and qr_max in place on the device
+(the batch extremes by ``reduction.reduce``), then one thread per range computes the CPU's
+``nudged_range``; the gradients of a trained range are sums of dy below / above it (atomic adds).
 """
+import math
+
+import numpy as np
+
 from ..ops import quantization as cpu_quantizers
-from . import device
+from ..ops.reduction import MAX, MIN
+from . import device, reduction
 from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
@@ -11,6 +21,7 @@ cuda = None  # numba.cuda, bound by device.load()
 fixed_point_value = device_function(cpu_quantizers.fixed_point_value.py_func)
 pow2_value = device_function(cpu_quantizers.pow2_value.py_func)
 range_ste_value = device_function(cpu_quantizers.range_ste_value.py_func)
+min_max_quantize_value = device_function(cpu_quantizers.min_max_quantize_value.py_func)
 
 
 @kernel
@@ -66,3 +77,123 @@ def range_ste_backward(op, inputs, outputs, output_grads, input_grads, propagate
     lo, hi = op.range if op.range is not None else (0.0, 0.0)
     device.launch(range_ste_backward_kernel, dx.size, x, _flat(output_grads[0]), dx,
                   float(lo), float(hi), op.range is not None, accum[0])
+
+
+# ---------------------------------------------------------------------------- MinMaxQuantize
+@kernel
+def range_update_kernel(qr_min, qr_max, x_min, x_max, from_x, ema, decay, eps):
+    """Per range q: the batch extremes (with ``from_x``; averaged into the old range with
+    ``ema``) into qr_min / qr_max, then qr_max >= qr_min + eps (the CPU's ``update_range``)."""
+    q = cuda.grid(1)
+    if q < qr_min.size:
+        if from_x:
+            lo = x_min[q]
+            hi = x_max[q]
+            if ema:
+                lo = decay * qr_min[q] + (1.0 - decay) * lo
+                hi = decay * qr_max[q] + (1.0 - decay) * hi
+            qr_min[q] = lo
+            qr_max[q] = hi
+        if qr_max[q] - qr_min[q] < eps:
+            qr_max[q] = qr_min[q] + eps
+
+
+@kernel
+def nudged_range_kernel(qr_min, qr_max, ql_min, ql_max, grid):
+    """grid[0..2, q] = scale, lo, hi: the range moved so that real 0 falls on a level (the
+    CPU's ``nudged_range``, rounding half away from zero)."""
+    q = cuda.grid(1)
+    if q < qr_min.size:
+        scale = (qr_max[q] - qr_min[q]) / (ql_max[q] - ql_min[q])
+        z = ql_min[q] - qr_min[q] / scale
+        z = math.floor(z + 0.5) if z >= 0 else -math.floor(-z + 0.5)
+        z = min(max(z, ql_min[q]), ql_max[q])
+        grid[0, q] = scale
+        grid[1, q] = (ql_min[q] - z) * scale
+        grid[2, q] = (ql_max[q] - z) * scale
+
+
+@kernel
+def min_max_quantize_kernel(x, qindex, grid, y):
+    i = cuda.grid(1)
+    if i < y.size:
+        k = qindex[i]
+        y[i] = min_max_quantize_value(x[i], grid[1, k], grid[2, k], grid[0, k])
+
+
+@kernel
+def min_max_quantize_backward_kernel(x, dy, qindex, grid, dx, d_min, d_max, fine_grained,
+                                     want_dx, want_dq, accum_dx):
+    """dx (+)= dy inside [lo, hi] (everywhere unless fine-grained); d_min / d_max += dy below
+    / above it (atomic)."""
+    i = cuda.grid(1)
+    if i < x.size:
+        k = qindex[i]
+        v = x[i]
+        lo = grid[1, k]
+        hi = grid[2, k]
+        if want_dx:
+            g = dy[i] if (not fine_grained or lo <= v <= hi) else 0.0
+            if accum_dx:
+                dx[i] += g
+            else:
+                dx[i] = g
+        if want_dq:
+            if v < lo:
+                cuda.atomic.add(d_min, k, dy[i])
+            elif v > hi:
+                cuda.atomic.add(d_max, k, dy[i])
+
+
+def _qindex(op):
+    kept = op.__dict__.setdefault("device_constants", {})
+    if "qindex" not in kept:
+        kept["qindex"] = device.upload(op.qindex)
+    return kept["qindex"]
+
+
+def _nudged_grid(op, inputs):
+    qr_min, qr_max, ql_min, ql_max = [_flat(a) for a in inputs[1:5]]
+    grid = device.workspace("min-max grid", 3 * qr_min.size, qr_min.dtype).reshape(
+        3, qr_min.size)
+    device.launch(nudged_range_kernel, qr_min.size, qr_min, qr_max, ql_min, ql_max, grid)
+    return grid
+
+
+@forward("MinMaxQuantize", updates=lambda op: (1, 2))
+def min_max_quantize_forward(op, inputs, outputs):
+    x, qr_min, qr_max = inputs[0], inputs[1], inputs[2]
+    n_ranges = qr_min.size
+    from_x = bool(op.x_min_max) and x.size > 0
+    extremes = device.workspace("min-max extremes", 2 * n_ranges, x.dtype).reshape(2, n_ranges)
+    if from_x:
+        positions = device.workspace("min-max positions", n_ranges, np.int64)
+        reduction.reduce(x, extremes[0], op.stat_axes, kind=MIN, index=positions)
+        reduction.reduce(x, extremes[1], op.stat_axes, kind=MAX, index=positions)
+    device.launch(range_update_kernel, n_ranges, _flat(qr_min), _flat(qr_max), extremes[0],
+                  extremes[1], from_x, bool(op.ema), float(op.decay), float(op.eps))
+    grid = _nudged_grid(op, inputs)
+    device.launch(min_max_quantize_kernel, x.size, _flat(x), _qindex(op), grid,
+                  _flat(outputs[0]))
+
+
+@backward("MinMaxQuantize")
+def min_max_quantize_backward(op, inputs, outputs, output_grads, input_grads, propagate_down,
+                              accum):
+    x = _flat(inputs[0])
+    grid = _nudged_grid(op, inputs)
+    n_ranges = grid.shape[1]
+    # qr_min / qr_max get gradients only when they are trained (no x statistics, no EMA)
+    trained = not op.x_min_max and not op.ema
+    dq = []
+    for k in (1, 2):
+        g = input_grads[k] if propagate_down[k] else None
+        if g is not None and not accum[k]:
+            device.fill(g, 0)
+        dq.append(_flat(g) if g is not None and trained
+                  else device.workspace("min-max unused d{}".format(k), n_ranges, x.dtype))
+    dx = _flat(input_grads[0]) if propagate_down[0] else x   # x: a stand-in, not written
+    device.launch(min_max_quantize_backward_kernel, x.size, x, _flat(output_grads[0]),
+                  _qindex(op), grid, dx, dq[0], dq[1], bool(op.ste_fine_grained),
+                  bool(propagate_down[0]), trained and bool(propagate_down[1] or propagate_down[2]),
+                  bool(accum[0]))

@@ -349,12 +349,19 @@ def nudged_range(qr_min, qr_max, ql_min, ql_max):
     return scale, (ql_min - zero_point) * scale, (ql_max - zero_point) * scale
 
 
+@njit(inline="always")
+def min_max_quantize_value(v, lo, hi, scale):
+    """v clipped to [lo, hi] and rounded to the grid lo + k scale (shared with the CUDA
+    kernel: a leaf)."""
+    v = min(max(v, lo), hi)
+    return math.floor((v - lo) / scale + 0.5) * scale + lo
+
+
 @parallel_kernel
 def min_max_quantize_kernel(x, qindex, lo, hi, scale, y):
     for i in prange(x.size):
         k = qindex[i]
-        v = min(max(x[i], lo[k]), hi[k])
-        y[i] = math.floor((v - lo[k]) / scale[k] + 0.5) * scale[k] + lo[k]
+        y[i] = min_max_quantize_value(x[i], lo[k], hi[k], scale[k])
 
 
 @register

@@ -1,10 +1,11 @@
-"""The elementwise quantizers on the device against the CPU kernels."""
+"""The quantizers on the device against the CPU kernels."""
 import numpy as np
 import pytest
 
+import nnabla_jit as nn
 import nnabla_jit.functions as F
 
-from .compare import assert_same_on_cuda
+from .compare import assert_same_on_cuda, cuda_context, run, written_on_device
 
 rng = np.random.RandomState(0)
 
@@ -38,3 +39,36 @@ def test_no_gradient_asked():
     """propagate_down False: only the other input's gradient is written."""
     assert_same_on_cuda(lambda x, w: F.fixed_point_quantize(x, n=5) * w, spread(2, 4),
                         spread(2, 4), no_grad=(0,))
+
+
+def min_max_arrays(qshape=(1, 3, 1)):
+    x = spread(2, 3, 4) * 4.0
+    qr_min = np.full(qshape, -1.0, np.float32) + signed_ranges(qshape)
+    qr_max = np.full(qshape, 1.5, np.float32) + signed_ranges(qshape)
+    return x, qr_min, qr_max, np.zeros(qshape, np.float32), np.full(qshape, 255.0, np.float32)
+
+
+def signed_ranges(shape):
+    return rng.uniform(-0.3, 0.3, shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("kw, qshape", [
+    (dict(), (1, 3, 1)),                                  # trained range: dq_min / dq_max
+    (dict(ste_fine_grained=False), (1, 1, 1)),
+    (dict(x_min_max=True), (1, 3, 1)),                     # batch extremes per channel
+    (dict(x_min_max=True, ema=True, decay=0.9), (1,)),
+], ids=["trained range", "plain STE", "x min max", "x min max ema"])
+def test_min_max_quantize(kw, qshape):
+    """The output, the input gradients and the range written in place match the CPU's."""
+    arrays = min_max_arrays(qshape)
+    trained = not kw.get("x_min_max")
+    no_grad = (3, 4) if trained else (1, 2, 3, 4)
+    build = lambda *v: F.min_max_quantize(*v, **kw)   # noqa: E731
+    y_cpu, v_cpu = run(nn.Context(), build, arrays, no_grad)
+    y_gpu, v_gpu = run(cuda_context(), build, arrays, no_grad)
+    assert written_on_device(y_gpu.data)
+    np.testing.assert_allclose(y_gpu.d, y_cpu.d, rtol=1e-5, atol=1e-6)
+    for a, b in zip(v_gpu, v_cpu):
+        np.testing.assert_allclose(a.d, b.d, rtol=1e-5, atol=1e-6)   # qr_min / qr_max updated
+        if a.need_grad:
+            np.testing.assert_allclose(a.g, b.g, rtol=1e-5, atol=1e-5)

@@ -1,5 +1,5 @@
 """CUDA kernels of the elementwise quantizers FixedPointQuantize, Pow2Quantize and
-MinMaxQuantize and of their straight-through gradients: one thread per element running the CPU
+MinMaxQuantize, QuantizeLinear and of their gradients: one thread per element running the CPU
 kernels' per-element formulas (``ops/quantization.py``'s ``*_value`` functions, compiled here
 as device functions).
 
@@ -22,6 +22,8 @@ fixed_point_value = device_function(cpu_quantizers.fixed_point_value.py_func)
 pow2_value = device_function(cpu_quantizers.pow2_value.py_func)
 range_ste_value = device_function(cpu_quantizers.range_ste_value.py_func)
 min_max_quantize_value = device_function(cpu_quantizers.min_max_quantize_value.py_func)
+scalar_round_half_away = device_function(cpu_quantizers.scalar_round_half_away.py_func)
+saturate_quantized = device_function(cpu_quantizers.saturate_quantized.py_func)
 
 
 @kernel
@@ -145,11 +147,12 @@ def min_max_quantize_backward_kernel(x, dy, qindex, grid, dx, d_min, d_max, fine
                 cuda.atomic.add(d_max, k, dy[i])
 
 
-def _qindex(op):
+def _index_map(op, name):
+    """The op's broadcast index map ``name`` (qindex, sindex, zindex), copied up once."""
     kept = op.__dict__.setdefault("device_constants", {})
-    if "qindex" not in kept:
-        kept["qindex"] = device.upload(op.qindex)
-    return kept["qindex"]
+    if name not in kept:
+        kept[name] = device.upload(getattr(op, name))
+    return kept[name]
 
 
 def _nudged_grid(op, inputs):
@@ -173,7 +176,7 @@ def min_max_quantize_forward(op, inputs, outputs):
     device.launch(range_update_kernel, n_ranges, _flat(qr_min), _flat(qr_max), extremes[0],
                   extremes[1], from_x, bool(op.ema), float(op.decay), float(op.eps))
     grid = _nudged_grid(op, inputs)
-    device.launch(min_max_quantize_kernel, x.size, _flat(x), _qindex(op), grid,
+    device.launch(min_max_quantize_kernel, x.size, _flat(x), _index_map(op, "qindex"), grid,
                   _flat(outputs[0]))
 
 
@@ -194,6 +197,63 @@ def min_max_quantize_backward(op, inputs, outputs, output_grads, input_grads, pr
                   else device.workspace("min-max unused d{}".format(k), n_ranges, x.dtype))
     dx = _flat(input_grads[0]) if propagate_down[0] else x   # x: a stand-in, not written
     device.launch(min_max_quantize_backward_kernel, x.size, x, _flat(output_grads[0]),
-                  _qindex(op), grid, dx, dq[0], dq[1], bool(op.ste_fine_grained),
+                  _index_map(op, "qindex"), grid, dx, dq[0], dq[1], bool(op.ste_fine_grained),
                   bool(propagate_down[0]), trained and bool(propagate_down[1] or propagate_down[2]),
                   bool(accum[0]))
+
+
+# ---------------------------------------------------------------------------- QuantizeLinear
+@device_function
+def round_half_even(v):
+    """np.rint: the nearest integer, ties to even (exact: v - floor(v) is exact in floating
+    point); |v| >= 2^52 is an integer already."""
+    if abs(v) >= 4503599627370496.0:
+        return v
+    r = math.floor(v)
+    d = v - r
+    if d > 0.5 or (d == 0.5 and r % 2 != 0):
+        r += 1
+    return r
+
+
+@kernel
+def quantize_linear_kernel(x, scale, zero_point, sindex, zindex, y, lo, hi, half_to_even):
+    i = cuda.grid(1)
+    if i < y.size:
+        v = x[i] / scale[sindex[i]]
+        z = zero_point[zindex[i]]
+        if half_to_even:
+            v = round_half_even(v)
+            z = round_half_even(z)
+        else:
+            v = scalar_round_half_away(v)
+            z = scalar_round_half_away(z)
+        y[i] = saturate_quantized(v, z, lo, hi)
+
+
+@kernel
+def quantize_linear_backward_kernel(dy, scale, sindex, dx, accum):
+    i = cuda.grid(1)
+    if i < dx.size:
+        g = dy[i] / scale[sindex[i]]
+        if accum:
+            dx[i] += g
+        else:
+            dx[i] = g
+
+
+@forward("QuantizeLinear")
+def quantize_linear_forward(op, inputs, outputs):
+    x, scale, zero_point = inputs
+    device.launch(quantize_linear_kernel, x.size, _flat(x), _flat(scale), _flat(zero_point),
+                  _index_map(op, "sindex"), _index_map(op, "zindex"), _flat(outputs[0]),
+                  float(op.range[0]), float(op.range[1]), op.round_mode == "HALF_TO_EVEN")
+
+
+@backward("QuantizeLinear")
+def quantize_linear_backward(op, inputs, outputs, output_grads, input_grads, propagate_down,
+                             accum):
+    if propagate_down[0]:
+        device.launch(quantize_linear_backward_kernel, input_grads[0].size,
+                      _flat(output_grads[0]), _flat(inputs[1]), _index_map(op, "sindex"),
+                      _flat(input_grads[0]), bool(accum[0]))

@@ -422,6 +422,19 @@ def check_quantization_params(op, x, scale, zero_point):
             broadcast_index(op, "zero_point", tuple(zero_point), tuple(x)))
 
 
+# Leaves shared with the CUDA kernel of QuantizeLinear (which rounds half to even its own way:
+# numba.cuda has no rint).
+@njit(inline="always")
+def scalar_round_half_away(v):
+    return math.floor(v + 0.5) if v >= 0 else -math.floor(-v + 0.5)
+
+
+@njit(inline="always")
+def saturate_quantized(v, z, lo, hi):
+    """The rounded v plus the rounded zero point z (itself saturated), saturated to [lo, hi]."""
+    return min(max(v + min(max(z, lo), hi), lo), hi)
+
+
 @parallel_kernel
 def quantize_linear_kernel(x, scale, zero_point, sindex, zindex, y, lo, hi, half_to_even):
     for i in prange(x.size):
@@ -431,9 +444,9 @@ def quantize_linear_kernel(x, scale, zero_point, sindex, zindex, y, lo, hi, half
             v = np.rint(v)
             z = np.rint(z)
         else:
-            v = math.floor(v + 0.5) if v >= 0 else -math.floor(-v + 0.5)
-            z = math.floor(z + 0.5) if z >= 0 else -math.floor(-z + 0.5)
-        y[i] = min(max(v + min(max(z, lo), hi), lo), hi)
+            v = scalar_round_half_away(v)
+            z = scalar_round_half_away(z)
+        y[i] = saturate_quantized(v, z, lo, hi)
 
 
 @register

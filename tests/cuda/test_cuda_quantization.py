@@ -72,3 +72,15 @@ def test_min_max_quantize(kw, qshape):
         np.testing.assert_allclose(a.d, b.d, rtol=1e-5, atol=1e-6)   # qr_min / qr_max updated
         if a.need_grad:
             np.testing.assert_allclose(a.g, b.g, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("round_mode, dtype, narrow", [
+    ("HALF_AWAY_FROM_ZERO", 1, False), ("HALF_TO_EVEN", 2, True)])
+def test_quantize_linear(round_mode, dtype, narrow):
+    """Ties (x / scale = k + 0.5) and saturation both ways; dx = dy / scale."""
+    x = np.array([[-300.0, -2.5, -1.5, -0.5], [0.25, 0.75, 1.3, 400.0]], np.float32)
+    scale = np.array([[1.0], [0.5]], np.float32)
+    zero_point = np.array([[2.5], [3.0]], np.float32)
+    assert_same_on_cuda(
+        lambda x, s, z: F.quantize_linear(x, s, z, round_mode=round_mode, narrow_range=narrow,
+                                          dtype=dtype), x, scale, zero_point, no_grad=(1, 2))

@@ -6,14 +6,20 @@ as device functions).
 MinMaxQuantize's range update (x_min_max / ema) writes qr_min and qr_max in place on the device
 (the batch extremes by ``reduction.reduce``), then one thread per range computes the CPU's
 ``nudged_range``; the gradients of a trained range are sums of dy below / above it (atomic adds).
+
+The binary weight layers (BinaryConnect / BinaryWeight Affine and Convolution) write sign(W)
+(and alpha = mean |W| per output) into their inputs on the device, then run the Affine /
+Convolution launchers with that weight; INQAffine / INQConvolution stay on the host (their
+schedule sorts the weights and draws from the numpy stream).
 """
 import math
 
 import numpy as np
+from numba import float64
 
 from ..ops import quantization as cpu_quantizers
 from ..ops.reduction import MAX, MIN
-from . import device, reduction
+from . import affine, convolution, device, reduction
 from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
@@ -24,6 +30,7 @@ range_ste_value = device_function(cpu_quantizers.range_ste_value.py_func)
 min_max_quantize_value = device_function(cpu_quantizers.min_max_quantize_value.py_func)
 scalar_round_half_away = device_function(cpu_quantizers.scalar_round_half_away.py_func)
 saturate_quantized = device_function(cpu_quantizers.saturate_quantized.py_func)
+binary_value = device_function(cpu_quantizers.binary_value.py_func)
 
 
 @kernel
@@ -257,3 +264,122 @@ def quantize_linear_backward(op, inputs, outputs, output_grads, input_grads, pro
         device.launch(quantize_linear_backward_kernel, input_grads[0].size,
                       _flat(output_grads[0]), _flat(inputs[1]), _index_map(op, "sindex"),
                       _flat(input_grads[0]), bool(accum[0]))
+
+
+# ---------------------------------------------------------------------------- binary layers
+@kernel
+def binarize_kernel(w, wb, zero_to):
+    i = cuda.grid(1)
+    if i < wb.size:
+        wb[i] = binary_value(w[i], zero_to)
+
+
+@kernel
+def mean_abs_kernel(w, alpha, per_column):
+    """alpha[m] = mean |w| over column m of w (d, m) (``per_column``) or over row m of w (m, d)."""
+    m = cuda.grid(1)
+    if m < alpha.size:
+        n = w.shape[0] if per_column else w.shape[1]
+        acc = float64(0.0)
+        for k in range(n):
+            acc += abs(w[k, m] if per_column else w[m, k])
+        alpha[m] = acc / max(n, 1)
+
+
+@kernel
+def scale_by_output_kernel(a, alpha, out, inner):
+    """out[i] = a[i] alpha[o] for the output o = (i // inner) % alpha.size of element i."""
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a[i] * alpha[(i // inner) % alpha.size]
+
+
+def _weighted(op):
+    return op.name.startswith("BinaryWeight")
+
+
+def _binarized_inputs(op):
+    return (2, 3) if _weighted(op) else (2,)
+
+
+def _binarize(op, inputs, is_affine):
+    """binary_weight = sign(weight) (and alpha = mean |weight| per output), in place."""
+    w = inputs[1]
+    device.launch(binarize_kernel, w.size, _flat(w), _flat(inputs[2]), float(op.quantize_zero_to))
+    if _weighted(op):
+        alpha = _flat(inputs[3])
+        rows = w.size // alpha.size
+        w2 = w.reshape(rows, alpha.size) if is_affine else w.reshape(alpha.size, rows)
+        device.launch(mean_abs_kernel, alpha.size, w2, alpha, is_affine)
+
+
+def _with_bias(op, first_two, per_input):
+    """[first, second] plus the bias entry of ``per_input`` when the op has one."""
+    b = op.bias_index
+    return list(first_two) + ([per_input[b]] if b is not None else [])
+
+
+@forward("BinaryConnectAffine", "BinaryWeightAffine", updates=_binarized_inputs)
+def binary_affine_forward(op, inputs, outputs):
+    _binarize(op, inputs, True)
+    n, _, m = op.dims
+    affine.affine_forward(op, [inputs[0], inputs[2]], outputs)
+    y = outputs[0]
+    if _weighted(op):
+        device.launch(scale_by_output_kernel, y.size, _flat(y), _flat(inputs[3]), _flat(y), 1)
+    if op.bias_index is not None:
+        reduction.broadcast_into(inputs[op.bias_index], y.reshape(n, m), (0, 1), accum=True)
+
+
+@backward("BinaryConnectAffine", "BinaryWeightAffine")
+def binary_affine_backward(op, inputs, outputs, output_grads, input_grads, propagate_down,
+                           accum):
+    """Affine's gradients with sign(W) for dx; dW goes to the float weight. BinaryWeight
+    scales dy by alpha for dx only (nnabla)."""
+    ins = _with_bias(op, (inputs[0], inputs[2]), inputs)
+    grads = _with_bias(op, input_grads[:2], input_grads)
+    pd = _with_bias(op, propagate_down[:2], propagate_down)
+    acc = _with_bias(op, accum[:2], accum)
+    dy = output_grads[0]
+    if _weighted(op) and pd[0]:
+        scaled = device.empty(dy.shape, dy.dtype)
+        device.launch(scale_by_output_kernel, dy.size, _flat(dy), _flat(inputs[3]),
+                      _flat(scaled), 1)
+        affine.affine_backward(op, ins, outputs, [scaled], grads, [True] + [False] * (len(pd) - 1),
+                               acc)
+        device.release(scaled)
+        pd[0] = False
+    affine.affine_backward(op, ins, outputs, [dy], grads, pd, acc)
+
+
+def _forward_filter(op, inputs):
+    """sign(W), times alpha per output channel for BinaryWeightConvolution (a temporary)."""
+    wb = inputs[2]
+    if not _weighted(op):
+        return wb
+    filt = device.empty(wb.shape, wb.dtype)
+    device.launch(scale_by_output_kernel, wb.size, _flat(wb), _flat(inputs[3]), _flat(filt),
+                  wb.size // inputs[3].size)
+    return filt
+
+
+@forward("BinaryConnectConvolution", "BinaryWeightConvolution", updates=_binarized_inputs)
+def binary_convolution_forward(op, inputs, outputs):
+    _binarize(op, inputs, False)
+    filt = _forward_filter(op, inputs)
+    convolution.convolution_forward(op, _with_bias(op, (inputs[0], filt), inputs), outputs)
+    if filt is not inputs[2]:
+        device.release(filt)
+
+
+@backward("BinaryConnectConvolution", "BinaryWeightConvolution")
+def binary_convolution_backward(op, inputs, outputs, output_grads, input_grads, propagate_down,
+                                accum):
+    """The convolution's gradients with the forward filter for dx; dW to the float weight."""
+    filt = _forward_filter(op, inputs) if propagate_down[0] else None   # read for dx only
+    convolution.convolution_backward(
+        op, _with_bias(op, (inputs[0], filt), inputs), outputs, output_grads,
+        _with_bias(op, input_grads[:2], input_grads),
+        _with_bias(op, propagate_down[:2], propagate_down), _with_bias(op, accum[:2], accum))
+    if filt is not None and filt is not inputs[2]:
+        device.release(filt)

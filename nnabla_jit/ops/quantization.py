@@ -520,10 +520,16 @@ class _QuantizedAffine(Op):
         pass
 
 
+@njit(inline="always")
+def binary_value(v, zero_to):
+    """sign(v), with ``zero_to`` for 0 (shared with the CUDA kernel: a leaf)."""
+    return 1.0 if v > 0 else (-1.0 if v < 0 else zero_to)
+
+
 @njit(cache=True)
 def binarize_kernel(w, wb, zero_to):
     for i in range(w.size):
-        wb[i] = 1.0 if w[i] > 0 else (-1.0 if w[i] < 0 else zero_to)
+        wb[i] = binary_value(w[i], zero_to)
 
 
 @register

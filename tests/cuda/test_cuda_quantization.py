@@ -84,3 +84,49 @@ def test_quantize_linear(round_mode, dtype, narrow):
     assert_same_on_cuda(
         lambda x, s, z: F.quantize_linear(x, s, z, round_mode=round_mode, narrow_range=narrow,
                                           dtype=dtype), x, scale, zero_point, no_grad=(1, 2))
+
+
+def binary_layer_arrays(weight_shape, x_shape, weighted, bias):
+    w = spread(*weight_shape)
+    w.flat[0] = 0.0   # sign(0) -> quantize_zero_to
+    arrays = [signed_ranges(x_shape) * 3, w, np.zeros(weight_shape, np.float32)]
+    if weighted:
+        n_out = weight_shape[1] if len(weight_shape) == 2 else weight_shape[0]
+        arrays.append(np.zeros((n_out,), np.float32))
+    if bias:
+        arrays.append(signed_ranges((weight_shape[1] if len(weight_shape) == 2
+                                     else weight_shape[0],)))
+    return arrays
+
+
+BINARY_CASES = [
+    ("binary connect affine", lambda x, w, wb, b: F.binary_connect_affine(x, w, wb, b),
+     (6, 3), (2, 2, 3), False, True),
+    ("binary weight affine, no bias",
+     lambda x, w, wb, a: F.binary_weight_affine(x, w, wb, a, quantize_zero_to=-1.0),
+     (6, 3), (2, 6), True, False),
+    ("binary connect convolution",
+     lambda x, w, wb: F.binary_connect_convolution(x, w, wb, pad=(1, 0)),
+     (3, 2, 2, 2), (1, 2, 3, 3), False, False),
+    ("binary weight convolution",
+     lambda x, w, wb, a, b: F.binary_weight_convolution(x, w, wb, a, b, stride=(2, 1)),
+     (2, 2, 2, 2), (1, 2, 4, 3), True, True),
+]
+
+
+@pytest.mark.parametrize("name, build, w_shape, x_shape, weighted, bias", BINARY_CASES,
+                         ids=[c[0] for c in BINARY_CASES])
+def test_binary_layers(name, build, w_shape, x_shape, weighted, bias):
+    """Output, gradients of x / weight / bias, and the binarized weight (and alpha) written in
+    place, against the CPU."""
+    arrays = binary_layer_arrays(w_shape, x_shape, weighted, bias)
+    no_grad = (2, 3) if weighted else (2,)
+    y_cpu, v_cpu = run(nn.Context(), build, arrays, no_grad)
+    y_gpu, v_gpu = run(cuda_context(), build, arrays, no_grad)
+    assert written_on_device(y_gpu.data)
+    np.testing.assert_allclose(y_gpu.d, y_cpu.d, rtol=1e-5, atol=1e-5)
+    for a, b in zip(v_gpu, v_cpu):
+        np.testing.assert_allclose(a.d, b.d, rtol=1e-5, atol=1e-6)
+        if a.need_grad:
+            assert written_on_device(a.grad)
+            np.testing.assert_allclose(a.g, b.g, rtol=1e-5, atol=1e-5)

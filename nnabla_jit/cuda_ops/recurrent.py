@@ -221,7 +221,8 @@ def recurrent_forward(op, inputs, outputs):
     for layer in range(op.num_layers):
         mask = None
         if layer > 0 and op.training and op.dropout > 0:
-            mask = device.upload(op.dropout_mask(layer_input.shape, dtype))
+            mask = _buffer(op, ("mask", layer), layer_input.shape, dtype)
+            device.copy_up(op.dropout_mask(layer_input.shape, dtype), mask)
             dropped = _buffer(op, ("dropped", layer), layer_input.shape, dtype)
             device.launch(multiply_kernel, dropped.size, layer_input.reshape(layer_input.size),
                           mask.reshape(mask.size), dropped.reshape(dropped.size))

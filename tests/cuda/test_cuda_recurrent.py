@@ -4,7 +4,9 @@ import pytest
 
 import nnabla_jit as nn
 import nnabla_jit.functions as F
+import nnabla_jit.solvers as S
 from nnabla_jit import random as nn_random
+from nnabla_jit.cuda_ops import device
 
 from .compare import assert_same_on_cuda, cuda_context, run
 
@@ -106,3 +108,29 @@ def test_backward_without_training_names_the_op():
     y.forward()
     with pytest.raises(Exception, match="RNN.*training=False"):
         y.backward()
+
+
+def test_a_training_step_stays_on_the_device():
+    """After the first steps, a two-layer step (forward, backward, update) copies only the loss
+    down and allocates nothing: saved states and work arrays are kept on the op."""
+    xs = arrays("rnn", 2, 1)
+    with nn.context_scope(cuda_context()):
+        vs = [nn.Variable.from_numpy_array(a, need_grad=k >= 2) for k, a in enumerate(xs)]
+        y, h_n = F.rnn(*vs[:3], weight=vs[3], bias=vs[4], num_layers=2)
+        loss = F.mean(F.tanh(y)) + F.mean(F.tanh(h_n))
+    solver = S.Sgd(0.1)
+    solver.set_parameters({str(k): v for k, v in enumerate(vs[2:])})
+
+    def step():
+        loss.forward(clear_no_need_grad=True)
+        solver.zero_grad()
+        loss.backward(clear_buffer=True)
+        solver.update()
+        return float(loss.d)
+    step()
+    step()   # the second step may still allocate what the first one's clearing order kept
+    device.reset_stats()
+    step()
+    copies = device.stats()
+    assert copies["allocations"] == 0 and copies["host_to_device"] == 0, copies
+    assert copies["device_to_host"] == 1, copies

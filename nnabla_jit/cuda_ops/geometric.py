@@ -8,8 +8,11 @@ thread per coordinate), then ``corner`` (the 2^nd bilinear / trilinear corners o
 pixel, one thread per output element). Backward is one thread per sample: dx is scattered
 with atomic adds (samples share corners), and the grid's gradient is the CPU's
 ``corner_weight_derivative`` sum times the coordinate's slope, written in the grid's (or the
-flow's) layout.
+flow's) layout. The grad rules' internal ops run here too: WarpCoordinates (the coordinates
+kernel) and GridCorners (the corner values gathered, scattered back by atomic adds).
 """
+import math
+
 import numpy as np
 from numba import float64
 
@@ -202,3 +205,95 @@ def warp_backward(op, inputs, outputs, output_grads, input_grads, propagate_down
                   _on_device(op, "sizes", op.sizes), _on_device(op, "strides", op.strides),
                   op.nearest, dy, dx, dgrid, want_dx, want_dgrid, to_flow,
                   bool(accum[1]) if want_dgrid else False)
+
+
+# ---------------------------------------------------------------------------- grad-rule internals
+@kernel
+def gather_corners_kernel(x, coords, sizes, strides, nearest, corners):
+    """corners[b, c, o, k] = x[b, c, corner k of sample (b, o)] (0 outside the image)."""
+    t = cuda.grid(1)
+    channels, n_out, n_corners = corners.shape[1], corners.shape[2], corners.shape[3]
+    if t < corners.size:
+        b = t // (channels * n_out * n_corners)
+        c = (t // (n_out * n_corners)) % channels
+        o = (t // n_corners) % n_out
+        k = t % n_corners
+        flat, _ = corner(coords, sizes, strides, b, o, k, coords.shape[2], nearest)
+        corners[b, c, o, k] = x[b, c, flat] if flat >= 0 else 0.0
+
+
+@kernel
+def floor_kernel(coords, base):
+    i = cuda.grid(1)
+    if i < base.size:
+        n_out, nd = base.shape[1], base.shape[2]
+        b = i // (n_out * nd)
+        o = (i // nd) % n_out
+        d = i % nd
+        base[b, o, d] = math.floor(coords[b, o, d])
+
+
+@kernel
+def scatter_corners_kernel(dcorners, coords, sizes, strides, nearest, dx):
+    """dx[b, c, corner k of (b, o)] += dcorners[b, c, o, k] (atomic)."""
+    t = cuda.grid(1)
+    channels, n_out, n_corners = dcorners.shape[1], dcorners.shape[2], dcorners.shape[3]
+    if t < dcorners.size:
+        b = t // (channels * n_out * n_corners)
+        c = (t // (n_out * n_corners)) % channels
+        o = (t // n_corners) % n_out
+        k = t % n_corners
+        flat, _ = corner(coords, sizes, strides, b, o, k, coords.shape[2], nearest)
+        if flat >= 0:
+            cuda.atomic.add(dx, (b, c, flat), dcorners[b, c, o, k])
+
+
+@kernel
+def times_slope_kernel(dcoords, slope, dgrid, accum):
+    i = cuda.grid(1)
+    if i < dgrid.size:
+        g = dcoords[i] * slope[i]
+        if accum:
+            dgrid[i] += g
+        else:
+            dgrid[i] = g
+
+
+@forward("WarpCoordinates")
+def warp_coordinates_forward(op, inputs, outputs):
+    coords = outputs[0]
+    device.launch(coordinates_kernel, coords.size, inputs[0], False, 1,
+                  _on_device(op, "sizes", op.sizes), bool(op.pixel_units),
+                  bool(op.align_corners), op.padding, coords, outputs[1])
+
+
+@backward("WarpCoordinates")
+def warp_coordinates_backward(op, inputs, outputs, output_grads, input_grads, propagate_down,
+                              accum):
+    """dgrid (+)= dcoords * slope."""
+    if propagate_down[0]:
+        dgrid = input_grads[0]
+        device.launch(times_slope_kernel, dgrid.size, output_grads[0].reshape(dgrid.size),
+                      outputs[1].reshape(dgrid.size), dgrid.reshape(dgrid.size), accum[0])
+
+
+@forward("GridCorners")
+def grid_corners_forward(op, inputs, outputs):
+    x, coords = inputs
+    sizes, strides = _on_device(op, "sizes", op.sizes), _on_device(op, "strides", op.strides)
+    device.launch(gather_corners_kernel, outputs[0].size, x, coords, sizes, strides,
+                  op.nearest, outputs[0])
+    device.launch(floor_kernel, outputs[1].size, coords, outputs[1])
+
+
+@backward("GridCorners")
+def grid_corners_backward(op, inputs, outputs, output_grads, input_grads, propagate_down,
+                          accum):
+    """dx (+)= the corner gradients scattered back (the coordinates get none)."""
+    if propagate_down[0]:
+        dx = input_grads[0]
+        if not accum[0]:
+            device.fill(dx, 0)
+        device.launch(scatter_corners_kernel, output_grads[0].size, output_grads[0], inputs[1],
+                      _on_device(op, "sizes", op.sizes), _on_device(op, "strides", op.strides),
+                      op.nearest, dx)

@@ -2,9 +2,10 @@
 import numpy as np
 import pytest
 
+import nnabla_jit as nn
 import nnabla_jit.functions as F
 
-from .compare import assert_same_on_cuda
+from .compare import assert_same_on_cuda, cuda_context
 
 rng = np.random.RandomState(0)
 
@@ -48,3 +49,22 @@ def test_geometric(name, build, arrays):
 def test_some_gradients(no_grad):
     assert_same_on_cuda(lambda x, g: F.warp_by_grid(x, g), signed(1, 2, 3, 3),
                         signed(1, 2, 2, 2), no_grad=no_grad, rtol=1e-4, atol=1e-5)
+
+
+def test_grad_rule_internals():
+    """nn.grad of a warp (WarpCoordinates, GridCorners and their gradients on the device)
+    against the CPU: first derivatives as a graph, then differentiated again."""
+    x0, g0 = signed(1, 2, 3, 3), signed(1, 2, 2, 2, scale=1.2)
+    results = []
+    for ctx in (nn.Context(), cuda_context()):
+        with nn.context_scope(ctx):
+            x = nn.Variable.from_numpy_array(x0, need_grad=True)
+            g = nn.Variable.from_numpy_array(g0, need_grad=True)
+            y = F.warp_by_grid(x, g, padding_mode="reflect")
+            dx, dg = nn.grad([F.sum(y * y)], [x, g])
+            total = F.sum(dx * dx) + F.sum(dg * 0.5)
+        total.forward()
+        total.backward()
+        results.append([v.copy() for v in (dx.d, dg.d, x.g, g.g)])
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)

@@ -18,7 +18,7 @@ from .. import buffers, graph
 from . import device, registry
 from . import elementwise, reduction, affine, math, activation, loss  # noqa: F401  (register)
 from . import convolution, pooling, normalization, array  # noqa: F401  (register)
-from . import recurrent, quantization, linalg, geometric, signal  # noqa: F401  (register)
+from . import recurrent, quantization, linalg, geometric, signal, stochastic  # noqa: F401  (register)
 from . import solver_steps  # noqa: F401  (its kernels are bound with the others)
 
 __all__ = ["CUDA_OPS", "forward_runner_cuda", "backward_runner_cuda", "run_node_forward_cuda",

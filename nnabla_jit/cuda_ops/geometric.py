@@ -13,7 +13,6 @@ kernel) and GridCorners (the corner values gathered, scattered back by atomic ad
 """
 import math
 
-import numpy as np
 from numba import float64
 
 from ..ops import geometric as cpu_geometric

@@ -124,6 +124,39 @@ class AffineGrid(Op):
 
 
 # ------------------------------------------------------------------ warping
+@njit(cache=True, inline="always")
+def grid_coordinate(g, n, pixel_units, align_corners, padding):
+    """(the pixel coordinate of grid value g along an axis of n pixels, its derivative with
+    respect to g). Shared with the CUDA kernels (``cuda_ops/geometric.py``): a leaf."""
+    if pixel_units:
+        u, s = g, 1.0
+    elif align_corners:
+        u, s = (g + 1.0) * (n - 1) / 2.0, (n - 1) / 2.0
+    else:
+        u, s = ((g + 1.0) * n - 1.0) / 2.0, n / 2.0
+    if padding == REFLECT:
+        lo, hi = (0.0, n - 1.0) if align_corners else (-0.5, n - 0.5)
+        span = hi - lo
+        if span <= 0:
+            u, s = 0.0, 0.0
+        else:
+            c = u - lo
+            if c < 0:
+                c, s = -c, -s
+            k = math.floor(c / span)
+            r = c - k * span
+            if k % 2 == 0:
+                u = lo + r
+            else:
+                u, s = hi - r, -s
+    if padding != ZERO:
+        if u < 0:
+            u, s = 0.0, 0.0
+        elif u > n - 1:
+            u, s = n - 1.0, 0.0
+    return u, s
+
+
 @parallel_kernel
 def grid_coordinates(grid, sizes, pixel_units, align_corners, padding, coords, slope):
     """coords[b, o, d] = the pixel coordinate of grid[b, o, d] along spatial axis d (sizes in
@@ -131,40 +164,14 @@ def grid_coordinates(grid, sizes, pixel_units, align_corners, padding, coords, s
     for b in prange(grid.shape[0]):
         for o in range(grid.shape[1]):
             for d in range(grid.shape[2]):
-                n = sizes[d]
-                g = grid[b, o, d]
-                if pixel_units:
-                    u, s = g, 1.0
-                elif align_corners:
-                    u, s = (g + 1.0) * (n - 1) / 2.0, (n - 1) / 2.0
-                else:
-                    u, s = ((g + 1.0) * n - 1.0) / 2.0, n / 2.0
-                if padding == REFLECT:
-                    lo, hi = (0.0, n - 1.0) if align_corners else (-0.5, n - 0.5)
-                    span = hi - lo
-                    if span <= 0:
-                        u, s = 0.0, 0.0
-                    else:
-                        c = u - lo
-                        if c < 0:
-                            c, s = -c, -s
-                        k = math.floor(c / span)
-                        r = c - k * span
-                        if k % 2 == 0:
-                            u = lo + r
-                        else:
-                            u, s = hi - r, -s
-                if padding != ZERO:
-                    if u < 0:
-                        u, s = 0.0, 0.0
-                    elif u > n - 1:
-                        u, s = n - 1.0, 0.0
+                u, s = grid_coordinate(grid[b, o, d], sizes[d], pixel_units, align_corners,
+                                       padding)
                 coords[b, o, d] = u
                 slope[b, o, d] = s
 
 
 @njit(cache=True, inline="always")
-def _corner(coords, sizes, strides, b, o, k, nd, nearest):
+def corner(coords, sizes, strides, b, o, k, nd, nearest):
     """(flat pixel index or -1 if outside, weight) of corner k of sample (b, o)."""
     w = 1.0
     flat = 0
@@ -185,6 +192,21 @@ def _corner(coords, sizes, strides, b, o, k, nd, nearest):
     return (flat if inside else -1), w
 
 
+@njit(cache=True, inline="always")
+def corner_weight_derivative(coords, b, o, k, d, nd):
+    """d(weight of corner k of sample (b, o))/d(coordinate d): the other factors times +-1."""
+    dw = 1.0
+    for e in range(nd):
+        u = coords[b, o, e]
+        f = u - math.floor(u)
+        bit = (k >> e) & 1
+        if e == d:
+            dw *= 1.0 if bit else -1.0
+        else:
+            dw *= f if bit else 1.0 - f
+    return dw
+
+
 @parallel_kernel
 def warp_kernel(x, coords, sizes, strides, nearest, y):
     """y[b, c, o] = sum over corners of weight * x[b, c, corner] (x: (B, C, pixels))."""
@@ -195,7 +217,7 @@ def warp_kernel(x, coords, sizes, strides, nearest, y):
             for c in range(y.shape[1]):
                 y[b, c, o] = 0.0
             for k in range(corners):
-                flat, w = _corner(coords, sizes, strides, b, o, k, nd, nearest)
+                flat, w = corner(coords, sizes, strides, b, o, k, nd, nearest)
                 if flat >= 0 and w != 0.0:
                     for c in range(y.shape[1]):
                         y[b, c, o] += w * x[b, c, flat]
@@ -213,7 +235,7 @@ def warp_backward_kernel(x, coords, sizes, strides, nearest, dy, dx, dcoords, wa
                 for d in range(nd):
                     dcoords[b, o, d] = 0.0
             for k in range(corners):
-                flat, w = _corner(coords, sizes, strides, b, o, k, nd, nearest)
+                flat, w = corner(coords, sizes, strides, b, o, k, nd, nearest)
                 if flat < 0:
                     continue
                 if want_dx:
@@ -224,16 +246,8 @@ def warp_backward_kernel(x, coords, sizes, strides, nearest, dy, dx, dcoords, wa
                     for c in range(dy.shape[1]):
                         xdy += x[b, c, flat] * dy[b, c, o]
                     for d in range(nd):
-                        dw = 1.0   # d(weight)/d(u_d): the other factors times +-1
-                        for e in range(nd):
-                            u = coords[b, o, e]
-                            f = u - math.floor(u)
-                            bit = (k >> e) & 1
-                            if e == d:
-                                dw *= 1.0 if bit else -1.0
-                            else:
-                                dw *= f if bit else 1.0 - f
-                        dcoords[b, o, d] += dw * xdy
+                        dcoords[b, o, d] += corner_weight_derivative(coords, b, o, k, d,
+                                                                     nd) * xdy
 
 
 class _Warp(Op):
@@ -373,7 +387,7 @@ def gather_corners(x, coords, sizes, strides, nearest, corners, base):
             for d in range(nd):
                 base[b, o, d] = math.floor(coords[b, o, d])
             for k in range(corners.shape[3]):
-                flat, _ = _corner(coords, sizes, strides, b, o, k, nd, nearest)
+                flat, _ = corner(coords, sizes, strides, b, o, k, nd, nearest)
                 for c in range(corners.shape[1]):
                     corners[b, c, o, k] = x[b, c, flat] if flat >= 0 else 0.0
 
@@ -385,7 +399,7 @@ def scatter_corners(dcorners, coords, sizes, strides, nearest, dx):
     for b in prange(dcorners.shape[0]):
         for o in range(dcorners.shape[2]):
             for k in range(dcorners.shape[3]):
-                flat, _ = _corner(coords, sizes, strides, b, o, k, nd, nearest)
+                flat, _ = corner(coords, sizes, strides, b, o, k, nd, nearest)
                 if flat >= 0:
                     for c in range(dcorners.shape[1]):
                         dx[b, c, flat] += dcorners[b, c, o, k]

@@ -171,11 +171,32 @@ def broadcast_index(op, what, shape, target):
 
 
 # ------------------------------------------------------------------ straight-through estimators
+# The per-element formulas below are shared by the CPU kernels and the CUDA kernels of
+# ``cuda_ops/quantization.py`` (which compile their ``py_func`` as device functions): leaves
+# that call no other numba function.
+@njit(inline="always")
+def fixed_point_value(v, lo, hi, delta):
+    """v rounded to a multiple of delta (half away from zero), clipped to [lo, hi]."""
+    if v > hi:
+        return hi
+    if v < lo:
+        return lo
+    if v >= 0:
+        return math.floor(v / delta + 0.5) * delta
+    return -math.floor(-v / delta + 0.5) * delta
+
+
+@njit(inline="always")
+def range_ste_value(v, dy, lo, hi):
+    """The straight-through gradient: dy where lo <= v <= hi, else 0."""
+    return dy if lo <= v <= hi else 0.0
+
+
 @parallel_kernel
 def ste_range_backward_kernel(x, dy, dx, lo, hi, accum):
     """dx (+)= dy where lo <= x <= hi, else 0 (flat arrays)."""
     for i in prange(x.size):
-        g = dy[i] if lo <= x[i] <= hi else 0.0
+        g = range_ste_value(x[i], dy[i], lo, hi)
         if accum:
             dx[i] += g
         else:
@@ -212,15 +233,7 @@ def fixed_point_pass_range(sign=True, n=8, delta=0.0625, ste_fine_grained=True):
 @parallel_kernel
 def fixed_point_kernel(x, y, lo, hi, delta):
     for i in prange(x.size):
-        v = x[i]
-        if v > hi:
-            y[i] = hi
-        elif v < lo:
-            y[i] = lo
-        elif v >= 0:
-            y[i] = math.floor(v / delta + 0.5) * delta
-        else:
-            y[i] = -math.floor(-v / delta + 0.5) * delta
+        y[i] = fixed_point_value(x[i], lo, hi, delta)
 
 
 @register
@@ -258,22 +271,24 @@ def pow2_pass_range(sign=True, with_zero=True, n=8, m=1, ste_fine_grained=True):
     return (-hi if sign else 0.0), hi
 
 
+@njit(inline="always")
+def pow2_value(v, signed, with_zero, p_min, p_max):
+    """sign(v) 2^round(log2|v|) clipped to [p_min, p_max] in magnitude; inputs below the
+    rounding threshold of p_min (and negatives when unsigned) become 0 (with_zero) or p_min."""
+    a = abs(v)
+    if (not signed and v < 0) or a < p_min * 2.0 ** -0.5:
+        q = 0.0 if with_zero else p_min
+        return -q if (signed and v < 0) else q
+    e = math.log2(a)
+    q = 2.0 ** (math.floor(e + 0.5) if e >= 0 else -math.floor(-e + 0.5))
+    q = min(max(q, p_min), p_max)
+    return q if v >= 0 else -q
+
+
 @parallel_kernel
 def pow2_kernel(x, y, signed, with_zero, p_min, p_max):
-    """sign(x) 2^round(log2|x|) clipped to [p_min, p_max] in magnitude; inputs below the
-    rounding threshold of p_min (and negatives when unsigned) become 0 (with_zero) or p_min."""
-    prune = p_min * 2.0 ** -0.5
     for i in prange(x.size):
-        v = x[i]
-        a = abs(v)
-        if (not signed and v < 0) or a < prune:
-            q = 0.0 if with_zero else p_min
-            y[i] = -q if (signed and v < 0) else q
-            continue
-        e = math.log2(a)
-        q = 2.0 ** (math.floor(e + 0.5) if e >= 0 else -math.floor(-e + 0.5))
-        q = min(max(q, p_min), p_max)
-        y[i] = q if v >= 0 else -q
+        y[i] = pow2_value(x[i], signed, with_zero, p_min, p_max)
 
 
 @register
@@ -336,12 +351,19 @@ def nudged_range(qr_min, qr_max, ql_min, ql_max):
     return scale, (ql_min - zero_point) * scale, (ql_max - zero_point) * scale
 
 
+@njit(inline="always")
+def min_max_quantize_value(v, lo, hi, scale):
+    """v clipped to [lo, hi] and rounded to the grid lo + k scale (shared with the CUDA
+    kernel: a leaf)."""
+    v = min(max(v, lo), hi)
+    return math.floor((v - lo) / scale + 0.5) * scale + lo
+
+
 @parallel_kernel
 def min_max_quantize_kernel(x, qindex, lo, hi, scale, y):
     for i in prange(x.size):
         k = qindex[i]
-        v = min(max(x[i], lo[k]), hi[k])
-        y[i] = math.floor((v - lo[k]) / scale[k] + 0.5) * scale[k] + lo[k]
+        y[i] = min_max_quantize_value(x[i], lo[k], hi[k], scale[k])
 
 
 @register
@@ -402,6 +424,19 @@ def check_quantization_params(op, x, scale, zero_point):
             broadcast_index(op, "zero_point", tuple(zero_point), tuple(x)))
 
 
+# Leaves shared with the CUDA kernel of QuantizeLinear (which rounds half to even its own way:
+# numba.cuda has no rint).
+@njit(inline="always")
+def scalar_round_half_away(v):
+    return math.floor(v + 0.5) if v >= 0 else -math.floor(-v + 0.5)
+
+
+@njit(inline="always")
+def saturate_quantized(v, z, lo, hi):
+    """The rounded v plus the rounded zero point z (itself saturated), saturated to [lo, hi]."""
+    return min(max(v + min(max(z, lo), hi), lo), hi)
+
+
 @parallel_kernel
 def quantize_linear_kernel(x, scale, zero_point, sindex, zindex, y, lo, hi, half_to_even):
     for i in prange(x.size):
@@ -411,9 +446,9 @@ def quantize_linear_kernel(x, scale, zero_point, sindex, zindex, y, lo, hi, half
             v = np.rint(v)
             z = np.rint(z)
         else:
-            v = math.floor(v + 0.5) if v >= 0 else -math.floor(-v + 0.5)
-            z = math.floor(z + 0.5) if z >= 0 else -math.floor(-z + 0.5)
-        y[i] = min(max(v + min(max(z, lo), hi), lo), hi)
+            v = scalar_round_half_away(v)
+            z = scalar_round_half_away(z)
+        y[i] = saturate_quantized(v, z, lo, hi)
 
 
 @register
@@ -487,10 +522,16 @@ class _QuantizedAffine(Op):
         pass
 
 
+@njit(inline="always")
+def binary_value(v, zero_to):
+    """sign(v), with ``zero_to`` for 0 (shared with the CUDA kernel: a leaf)."""
+    return 1.0 if v > 0 else (-1.0 if v < 0 else zero_to)
+
+
 @njit(cache=True)
 def binarize_kernel(w, wb, zero_to):
     for i in range(w.size):
-        wb[i] = 1.0 if w[i] > 0 else (-1.0 if w[i] < 0 else zero_to)
+        wb[i] = binary_value(w[i], zero_to)
 
 
 @register

@@ -18,6 +18,8 @@ step. What backward (BPTT, below) needs is saved on the op instance.
 With ``training`` and ``dropout > 0``, the inputs of layers 1..L-1 are dropped out (as cuDNN
 and nnabla's CUDA backend do; nnabla's CPU backend ignores ``dropout``).
 """
+import math
+
 import numpy as np
 from numba import njit
 
@@ -26,58 +28,144 @@ from .blas import gemm
 from .registry import Op, accumulate, register
 
 
-# ------------------------------------------------------------------ backward kernels
+# ------------------------------------------------------------------ cell formulas
+# One (batch b, hidden unit k) element of a step, shared by the CPU kernels below (a loop over
+# the step's elements) and the CUDA kernels of ``cuda_ops/recurrent.py`` (one thread each), so
+# both sides compute one cell. They are leaves (no call to another numba function), so the
+# CUDA side can compile their ``py_func`` as device functions.
+@njit(inline="always")
+def rnn_cell_forward_at(xw, hw, bias, relu, h_out, b, k):
+    """h = act(x W^T + h_prev U^T + b); xw, hw (B, H)."""
+    pre = xw[b, k] + hw[b, k] + bias[k]
+    if relu:
+        h_out[b, k] = pre if pre > 0 else 0.0
+    else:
+        h_out[b, k] = math.tanh(pre)
+
+
+@njit(inline="always")
+def lstm_cell_forward_at(xw, hw, bias, c_prev, h_out, c_out, gates, b, k):
+    """xw, hw (B, 4H) in gate order (i, f, g, o); ``gates`` keeps the activated gates for
+    backward. The same update built from F ops: ``composite_functions.lstm_cell_update``."""
+    n_hidden = h_out.shape[1]
+    i = 1.0 / (1.0 + math.exp(-(xw[b, k] + hw[b, k] + bias[k])))
+    f = 1.0 / (1.0 + math.exp(-(xw[b, n_hidden + k] + hw[b, n_hidden + k] + bias[n_hidden + k])))
+    g = math.tanh(xw[b, 2 * n_hidden + k] + hw[b, 2 * n_hidden + k] + bias[2 * n_hidden + k])
+    o = 1.0 / (1.0 + math.exp(-(xw[b, 3 * n_hidden + k] + hw[b, 3 * n_hidden + k]
+                                + bias[3 * n_hidden + k])))
+    c = f * c_prev[b, k] + i * g
+    c_out[b, k] = c
+    h_out[b, k] = o * math.tanh(c)
+    gates[b, k] = i
+    gates[b, n_hidden + k] = f
+    gates[b, 2 * n_hidden + k] = g
+    gates[b, 3 * n_hidden + k] = o
+
+
+@njit(inline="always")
+def gru_cell_forward_at(xw, hw, bias, h_prev, h_out, gates, hidden_new, b, k):
+    """xw, hw (B, 3H) in gate order (r, z, n), bias (4H) = (b_r, b_z, b_in, b_hn). Keeps the
+    activated gates and U_n h + b_hn for backward."""
+    n_hidden = h_out.shape[1]
+    r = 1.0 / (1.0 + math.exp(-(xw[b, k] + hw[b, k] + bias[k])))
+    z = 1.0 / (1.0 + math.exp(-(xw[b, n_hidden + k] + hw[b, n_hidden + k] + bias[n_hidden + k])))
+    hn = hw[b, 2 * n_hidden + k] + bias[3 * n_hidden + k]
+    n = math.tanh(xw[b, 2 * n_hidden + k] + bias[2 * n_hidden + k] + r * hn)
+    h_out[b, k] = (1.0 - z) * n + z * h_prev[b, k]
+    gates[b, k] = r
+    gates[b, n_hidden + k] = z
+    gates[b, 2 * n_hidden + k] = n
+    hidden_new[b, k] = hn
+
+
+@njit(inline="always")
+def rnn_cell_backward_at(dh, h, relu, dg, b, k):
+    """dg = dh * act'(pre), from the step's output h."""
+    if relu:
+        dg[b, k] = dh[b, k] if h[b, k] > 0 else 0.0
+    else:
+        dg[b, k] = dh[b, k] * (1.0 - h[b, k] * h[b, k])
+
+
+@njit(inline="always")
+def lstm_cell_backward_at(dh, dc, gates, c, c_prev, dg, b, k):
+    """Gate pre-activation gradients (i, f, g, o) of one step. ``dc`` holds the gradient of
+    c_t from later steps on entry and that of c_{t-1} on exit."""
+    n_hidden = dh.shape[1]
+    i = gates[b, k]
+    f = gates[b, n_hidden + k]
+    g = gates[b, 2 * n_hidden + k]
+    o = gates[b, 3 * n_hidden + k]
+    tc = math.tanh(c[b, k])
+    dct = dc[b, k] + dh[b, k] * o * (1.0 - tc * tc)
+    dg[b, k] = dct * g * i * (1.0 - i)
+    dg[b, n_hidden + k] = dct * c_prev[b, k] * f * (1.0 - f)
+    dg[b, 2 * n_hidden + k] = dct * i * (1.0 - g * g)
+    dg[b, 3 * n_hidden + k] = dh[b, k] * tc * o * (1.0 - o)
+    dc[b, k] = dct * f
+
+
+@njit(inline="always")
+def gru_cell_backward_at(dh, gates, hidden_new, h_prev, dgx, dgh, dh_prev, b, k):
+    """Gradients of one GRU step: of the input projections (dgx), of the recurrent projections
+    (dgh: the new gate's is scaled by r) and the direct part z * dh of dh_prev."""
+    n_hidden = dh.shape[1]
+    r = gates[b, k]
+    z = gates[b, n_hidden + k]
+    n = gates[b, 2 * n_hidden + k]
+    dn = dh[b, k] * (1.0 - z) * (1.0 - n * n)
+    dz = dh[b, k] * (h_prev[b, k] - n) * z * (1.0 - z)
+    dr = dn * hidden_new[b, k] * r * (1.0 - r)
+    dgx[b, k] = dr
+    dgx[b, n_hidden + k] = dz
+    dgx[b, 2 * n_hidden + k] = dn
+    dgh[b, k] = dr
+    dgh[b, n_hidden + k] = dz
+    dgh[b, 2 * n_hidden + k] = dn * r
+    dh_prev[b, k] = dh[b, k] * z
+
+
+# ------------------------------------------------------------------ CPU kernels: one step
+@njit(cache=True)
+def rnn_cell_forward(xw, hw, bias, relu, h_out):
+    for b in range(h_out.shape[0]):
+        for k in range(h_out.shape[1]):
+            rnn_cell_forward_at(xw, hw, bias, relu, h_out, b, k)
+
+
+@njit(cache=True)
+def lstm_cell_forward(xw, hw, bias, c_prev, h_out, c_out, gates):
+    for b in range(h_out.shape[0]):
+        for k in range(h_out.shape[1]):
+            lstm_cell_forward_at(xw, hw, bias, c_prev, h_out, c_out, gates, b, k)
+
+
+@njit(cache=True)
+def gru_cell_forward(xw, hw, bias, h_prev, h_out, gates, hidden_new):
+    for b in range(h_out.shape[0]):
+        for k in range(h_out.shape[1]):
+            gru_cell_forward_at(xw, hw, bias, h_prev, h_out, gates, hidden_new, b, k)
+
+
 @njit(cache=True)
 def rnn_cell_backward(dh, h, relu, dg):
-    """dg = dh * act'(pre), from the step's output h."""
     for b in range(dh.shape[0]):
         for k in range(dh.shape[1]):
-            if relu:
-                dg[b, k] = dh[b, k] if h[b, k] > 0 else 0.0
-            else:
-                dg[b, k] = dh[b, k] * (1.0 - h[b, k] * h[b, k])
+            rnn_cell_backward_at(dh, h, relu, dg, b, k)
 
 
 @njit(cache=True)
 def lstm_cell_backward(dh, dc, gates, c, c_prev, dg):
-    """Gate pre-activation gradients (i, f, g, o) of one step. ``dc`` holds the gradient of
-    c_t from later steps on entry and that of c_{t-1} on exit."""
-    n_hidden = dh.shape[1]
     for b in range(dh.shape[0]):
-        for k in range(n_hidden):
-            i = gates[b, k]
-            f = gates[b, n_hidden + k]
-            g = gates[b, 2 * n_hidden + k]
-            o = gates[b, 3 * n_hidden + k]
-            tc = np.tanh(c[b, k])
-            dct = dc[b, k] + dh[b, k] * o * (1.0 - tc * tc)
-            dg[b, k] = dct * g * i * (1.0 - i)
-            dg[b, n_hidden + k] = dct * c_prev[b, k] * f * (1.0 - f)
-            dg[b, 2 * n_hidden + k] = dct * i * (1.0 - g * g)
-            dg[b, 3 * n_hidden + k] = dh[b, k] * tc * o * (1.0 - o)
-            dc[b, k] = dct * f
+        for k in range(dh.shape[1]):
+            lstm_cell_backward_at(dh, dc, gates, c, c_prev, dg, b, k)
 
 
 @njit(cache=True)
 def gru_cell_backward(dh, gates, hidden_new, h_prev, dgx, dgh, dh_prev):
-    """Gradients of one GRU step: of the input projections (dgx), of the recurrent projections
-    (dgh: the new gate's is scaled by r) and the direct part z * dh of dh_prev."""
-    n_hidden = dh.shape[1]
     for b in range(dh.shape[0]):
-        for k in range(n_hidden):
-            r = gates[b, k]
-            z = gates[b, n_hidden + k]
-            n = gates[b, 2 * n_hidden + k]
-            dn = dh[b, k] * (1.0 - z) * (1.0 - n * n)
-            dz = dh[b, k] * (h_prev[b, k] - n) * z * (1.0 - z)
-            dr = dn * hidden_new[b, k] * r * (1.0 - r)
-            dgx[b, k] = dr
-            dgx[b, n_hidden + k] = dz
-            dgx[b, 2 * n_hidden + k] = dn
-            dgh[b, k] = dr
-            dgh[b, n_hidden + k] = dz
-            dgh[b, 2 * n_hidden + k] = dn * r
-            dh_prev[b, k] = dh[b, k] * z
+        for k in range(dh.shape[1]):
+            gru_cell_backward_at(dh, gates, hidden_new, h_prev, dgx, dgh, dh_prev, b, k)
 
 
 def _bptt_direction(op, state, dy, dh_last, dc_last, w_h, reverse):
@@ -163,67 +251,13 @@ def recurrent_backward(op, inputs, outputs, output_grads, input_grads, propagate
             accumulate(input_grads[k], param_grads[name], accum[k])
 
 
-@njit(cache=True)
-def _sigmoid(v):
-    return 1.0 / (1.0 + np.exp(-v))
-
-
-@njit(cache=True)
-def rnn_cell_forward(xw, hw, bias, relu, h_out):
-    """h = act(x W^T + h_prev U^T + b) for one step; xw, hw (B, H)."""
-    for b in range(h_out.shape[0]):
-        for k in range(h_out.shape[1]):
-            pre = xw[b, k] + hw[b, k] + bias[k]
-            if relu:
-                h_out[b, k] = pre if pre > 0 else 0.0
-            else:
-                h_out[b, k] = np.tanh(pre)
-
-
-@njit(cache=True)
-def lstm_cell_forward(xw, hw, bias, c_prev, h_out, c_out, gates):
-    """One LSTM step; xw, hw (B, 4H) in gate order (i, f, g, o). ``gates`` keeps the activated
-    gates for backward. The same update built from F ops: ``composite_functions.lstm_cell_update``."""
-    n_hidden = h_out.shape[1]
-    for b in range(h_out.shape[0]):
-        for k in range(n_hidden):
-            i = _sigmoid(xw[b, k] + hw[b, k] + bias[k])
-            f = _sigmoid(xw[b, n_hidden + k] + hw[b, n_hidden + k] + bias[n_hidden + k])
-            g = np.tanh(xw[b, 2 * n_hidden + k] + hw[b, 2 * n_hidden + k] + bias[2 * n_hidden + k])
-            o = _sigmoid(xw[b, 3 * n_hidden + k] + hw[b, 3 * n_hidden + k] + bias[3 * n_hidden + k])
-            c = f * c_prev[b, k] + i * g
-            c_out[b, k] = c
-            h_out[b, k] = o * np.tanh(c)
-            gates[b, k] = i
-            gates[b, n_hidden + k] = f
-            gates[b, 2 * n_hidden + k] = g
-            gates[b, 3 * n_hidden + k] = o
-
-
-@njit(cache=True)
-def gru_cell_forward(xw, hw, bias, h_prev, h_out, gates, hidden_new):
-    """One GRU step; xw, hw (B, 3H) in gate order (r, z, n), bias (4H) = (b_r, b_z, b_in, b_hn).
-    Keeps the activated gates and U_n h + b_hn for backward."""
-    n_hidden = h_out.shape[1]
-    for b in range(h_out.shape[0]):
-        for k in range(n_hidden):
-            r = _sigmoid(xw[b, k] + hw[b, k] + bias[k])
-            z = _sigmoid(xw[b, n_hidden + k] + hw[b, n_hidden + k] + bias[n_hidden + k])
-            hn = hw[b, 2 * n_hidden + k] + bias[3 * n_hidden + k]
-            n = np.tanh(xw[b, 2 * n_hidden + k] + bias[2 * n_hidden + k] + r * hn)
-            h_out[b, k] = (1.0 - z) * n + z * h_prev[b, k]
-            gates[b, k] = r
-            gates[b, n_hidden + k] = z
-            gates[b, 2 * n_hidden + k] = n
-            hidden_new[b, k] = hn
-
-
 class _Recurrent(Op):
     """What RNN, LSTM and GRU share: shape checks, the layer/direction/time loops, saving."""
     n_gates = 1        # G: gate blocks in the weights
     n_bias_gates = 1   # bias blocks (GRU has a fourth, the recurrent bias of its new gate)
     has_cell = False   # LSTM carries c
     separate_recurrent_grad = False   # GRU: the recurrent projections get their own gradient
+    state_widths = ()  # (name, width in units of H) of what a cell saves per step besides h
     saved = None       # per layer: its input, dropout mask and each direction's states
 
     def setup(self, *shapes):
@@ -291,8 +325,7 @@ class _Recurrent(Op):
         for layer in range(self.num_layers):
             mask = None
             if layer > 0 and self.training and self.dropout > 0:
-                keep = 1.0 - self.dropout
-                mask = ((nn_random.prng.rand(*layer_input.shape) < keep) / keep).astype(dtype)
+                mask = self.dropout_mask(layer_input.shape, dtype)
                 layer_input = layer_input * mask
             out = y if layer == self.num_layers - 1 else np.empty(y.shape, dtype)
             directions = []
@@ -335,7 +368,15 @@ class _Recurrent(Op):
         return state
 
     def extra_state(self, seq_len, batch, n_hidden, dtype):
-        return {}
+        """The cell's saved arrays besides h_prev and h (``state_widths``), by time."""
+        return {name: np.empty((seq_len, batch, width * n_hidden), dtype)
+                for name, width in self.state_widths}
+
+    def dropout_mask(self, shape, dtype):
+        """The inverted-dropout mask of a layer's input, drawn from the global numpy stream
+        (the CUDA launchers draw it here too, so both paths drop the same units)."""
+        keep = 1.0 - self.dropout
+        return ((nn_random.prng.rand(*shape) < keep) / keep).astype(dtype)
 
     backward = recurrent_backward
 
@@ -360,10 +401,7 @@ class LSTM(_Recurrent):
     n_bias_gates = 4
     has_cell = True
 
-    def extra_state(self, seq_len, batch, n_hidden, dtype):
-        return {"c_prev": np.empty((seq_len, batch, n_hidden), dtype),
-                "c": np.empty((seq_len, batch, n_hidden), dtype),
-                "gates": np.empty((seq_len, batch, 4 * n_hidden), dtype)}
+    state_widths = (("c_prev", 1), ("c", 1), ("gates", 4))
 
     def cell_forward(self, xw, hw, bias, state, t):
         lstm_cell_forward(xw, hw, bias, state["c_prev"][t], state["h"][t], state["c"][t],
@@ -379,9 +417,7 @@ class GRU(_Recurrent):
     n_bias_gates = 4
     separate_recurrent_grad = True
 
-    def extra_state(self, seq_len, batch, n_hidden, dtype):
-        return {"gates": np.empty((seq_len, batch, 3 * n_hidden), dtype),
-                "hidden_new": np.empty((seq_len, batch, n_hidden), dtype)}
+    state_widths = (("gates", 3), ("hidden_new", 1))
 
     def cell_forward(self, xw, hw, bias, state, t):
         gru_cell_forward(xw, hw, bias, state["h_prev"][t], state["h"][t], state["gates"][t],

@@ -15,7 +15,7 @@ LinearAdjoint, ``ops/adjoint.py``) whose own backward and grad rule are the forw
   crop folded into the index) and division by the overlapped squared window.
 """
 import numpy as np
-from numba import prange
+from numba import njit, prange
 
 from .blas import gemm
 from .kernels import parallel_kernel
@@ -72,6 +72,16 @@ def istft_backward(op, inputs, outputs, output_grads, input_grads, propagate_dow
 
 
 # ============================================================================ resampling
+@njit(inline="always")
+def tap_sum(x, index, weight, a, j, c):
+    """sum_k weight[j, k] x[a, index[j, k], c]: one output of a resampled axis (shared with
+    the CUDA kernel of ``cuda_ops/signal.py``: a leaf)."""
+    acc = 0.0
+    for k in range(index.shape[1]):
+        acc += weight[j, k] * x[a, index[j, k], c]
+    return acc
+
+
 @parallel_kernel
 def resample_axis(x, index, weight, outside, fill, y):
     """y[a, j, c] = sum_k weight[j, k] x[a, index[j, k], c], or ``fill`` where outside[j]."""
@@ -83,10 +93,7 @@ def resample_axis(x, index, weight, outside, fill, y):
                 for c in range(C):
                     y[a, j, c] = fill
             elif C == 1:   # the last axis: one sum per output, kept in a register
-                acc = 0.0
-                for k in range(K):
-                    acc += weight[j, k] * x[a, index[j, k], 0]
-                y[a, j, 0] = acc
+                y[a, j, 0] = tap_sum(x, index, weight, a, j, 0)
             else:
                 i = index[j, 0]
                 w = weight[j, 0]

@@ -51,13 +51,25 @@ def op_rng(op):
     return op.rng
 
 
+@njit(inline="always")
+def dropout_factor(u, p, scale):
+    """The factor applied to an element whose draw is u: 0 where u < p, else 1 / (1 - p)."""
+    return scale if u >= p else 0.0
+
+
 @parallel_kernel
 def dropout_kernel(x, u, p, scale, mask, y):
     """Keep x where u >= p, scaled by 1 / (1 - p); mask holds the factor applied (0 or scale)."""
     for k in prange(x.size):
-        m = scale if u[k] >= p else 0.0
+        m = dropout_factor(u[k], p, scale)
         mask[k] = m
         y[k] = x[k] * m
+
+
+@parallel_kernel
+def dropout_mask_kernel(u, p, scale, mask):
+    for k in prange(u.size):
+        mask[k] = dropout_factor(u[k], p, scale)
 
 
 @register
@@ -77,6 +89,13 @@ class Dropout(Op):
         u = op_rng(self).random_sample(self.mask.size)
         dropout_kernel.for_size(u.size)(inputs[0].reshape(-1), u, self.p, 1.0 / (1.0 - self.p),
                                         self.mask.reshape(-1), outputs[0].reshape(-1))
+
+    def draw_mask(self):
+        """Draw this forward's mask into ``self.mask`` from the op's stream, as ``forward``
+        does (the CUDA forward applies it on the device)."""
+        u = op_rng(self).random_sample(self.mask.size)
+        dropout_mask_kernel.for_size(u.size)(u, self.p, 1.0 / (1.0 - self.p),
+                                             self.mask.reshape(-1))
 
     backward = dropout_backward
 

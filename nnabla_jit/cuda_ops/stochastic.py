@@ -1,0 +1,47 @@
+"""Dropout on the device with the CPU's draws: the mask is drawn on the host from the op's
+numpy stream (``Dropout.draw_mask``, the CPU's per-element factor), so a seed gives the CPU
+path's units, and copied up; the device multiplies x, and dy in backward, by it. The host
+keeps the mask too (``op.mask``), which DropoutMask, Dropout's grad rule, reads on the host.
+The other random ops draw on the host (docs/cuda.md says why)."""
+from . import device
+from .registry import backward, forward, kernel
+
+cuda = None  # numba.cuda, bound by device.load()
+
+
+@kernel
+def masked_kernel(x, mask, y, accum):
+    """y (+)= x * mask."""
+    i = cuda.grid(1)
+    if i < y.size:
+        if accum:
+            y[i] += x[i] * mask[i]
+        else:
+            y[i] = x[i] * mask[i]
+
+
+def _device_mask(op):
+    mask = op.__dict__.get("device_mask")
+    if mask is None or mask.size != op.mask.size:
+        mask = op.device_mask = device.empty((op.mask.size,), op.mask.dtype)
+    return mask
+
+
+def _flat(a):
+    return a.reshape(a.size)
+
+
+@forward("Dropout")
+def dropout_forward(op, inputs, outputs):
+    op.draw_mask()
+    mask = _device_mask(op)
+    device.copy_up(op.mask.reshape(-1), mask)
+    device.launch(masked_kernel, mask.size, _flat(inputs[0]), mask, _flat(outputs[0]), False)
+
+
+@backward("Dropout")
+def dropout_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if propagate_down[0]:
+        dx = input_grads[0]
+        device.launch(masked_kernel, dx.size, _flat(output_grads[0]), _device_mask(op), _flat(dx),
+                      bool(accum[0]))

@@ -297,6 +297,10 @@ def _count(direction, nbytes):
 def upload(host):
     """A device array (from the pool) holding a copy of the NumPy array ``host``."""
     host = np.ascontiguousarray(host)
+    if host.strides != tuple(host.itemsize * n for n in contiguous_strides(host.shape)):
+        # NumPy calls an array with a 0 or odd stride on a length-1 axis (x[:, None]) contiguous;
+        # numba's copy compares the strides themselves
+        host = host.copy()
     array = empty(host.shape, host.dtype)
     copy_up(host, array)
     return array

@@ -6,7 +6,7 @@ import nnabla_jit as nn
 import nnabla_jit.functions as F
 import nnabla_jit.parametric_functions as PF
 import nnabla_jit.solvers as S
-from nnabla_jit.cuda_ops import CUDA_OPS
+from nnabla_jit.cuda_ops import CUDA_OPS, device
 
 from .compare import cuda_context, run, written_on_device
 
@@ -148,3 +148,10 @@ def test_reset_shape_sets_up_device_nodes_again():
     b.forward()
     assert written_on_device(b.data)
     np.testing.assert_array_equal(b.d, np.full(5, 6, np.float32))
+
+
+def test_upload_takes_a_table_with_a_zero_stride_axis():
+    device.load()
+    table = np.arange(4.0)[:, None]   # NumPy calls it contiguous; its second stride is 0
+    assert table.flags.c_contiguous
+    np.testing.assert_array_equal(device.copy_down(device.upload(table)), table)

@@ -83,8 +83,8 @@ class HostMemory:
         return nd.zeroed_buffer
 
     @staticmethod
-    def temporary(shape):
-        """A new buffer of zeros on every call."""
+    def temporary(shape, slot=0):
+        """A new buffer of zeros on every call (``slot``: the input it is for)."""
         return functools.partial(np.zeros, tuple(shape))
 
     @staticmethod
@@ -193,7 +193,7 @@ def backward_runner(step, memory, kernel, seed=None, root=None, finish=None):
         if not pd[i]:
             dins_f.append((None, None))
         elif step.alias[i]:
-            dins_f.append((memory.temporary(v.shape), dt))
+            dins_f.append((memory.temporary(v.shape, i), dt))
             aliased.append((v._body.grad, i))
         elif step.accum[i]:
             dins_f.append((memory.accumulate(v._body.grad), dt))

@@ -256,8 +256,18 @@ class DeviceMemory:
         return functools.partial(zeroed, nd)
 
     @staticmethod
-    def temporary(shape):
-        return functools.partial(zeros, tuple(shape))
+    def temporary(shape, slot=0):
+        """Zeros for the gradient of a node's input ``slot`` that repeats an earlier input,
+        added in afterwards: one workspace per slot, reused by every node and step (the add
+        that reads it is queued before any later kernel writes it)."""
+        shape = tuple(shape)
+        size = int(np.prod(shape, dtype=np.int64))
+
+        def get(dtype):
+            array = workspace(("repeated input's gradient", slot), size, dtype).reshape(shape)
+            fill(array, 0)
+            return array
+        return get
 
     @staticmethod
     def add_into(nd, array, dtype):

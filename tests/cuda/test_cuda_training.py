@@ -28,6 +28,12 @@ def bn_cnn(x):
     return PF.affine(h, 3, name="fc")
 
 
+def squares(x):
+    """A variable used twice by one node: its gradient goes through a temporary."""
+    h = PF.affine(x, 4, name="fc1")
+    return PF.affine(h * h, 3, name="fc2")
+
+
 def _training(ctx, net):
     nn.clear_parameters()
     nn.random.seed(0)
@@ -49,7 +55,7 @@ def _training(ctx, net):
     return step
 
 
-@pytest.mark.parametrize("net", [lenet, bn_cnn], ids=["lenet", "bn-cnn"])
+@pytest.mark.parametrize("net", [lenet, bn_cnn, squares], ids=["lenet", "bn-cnn", "squares"])
 def test_a_cnn_step_after_the_first_copies_only_the_loss(net):
     step = _training(get_extension_context("cudnn"), net)
     losses = [step()]

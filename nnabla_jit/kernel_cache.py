@@ -252,8 +252,16 @@ class _KernelLocator(caching.UserProvidedCacheLocator):
         return self
 
     def ensure_cache_path(self):
+        # once per directory and process: hundreds of kernels share one (a directory that turns
+        # unwritable later fails the save, which _KernelCache.save_overload survives)
+        if self._cache_path in _writable_paths:
+            return
         os.makedirs(self._cache_path, mode=0o700, exist_ok=True)
         tempfile.TemporaryFile(dir=self._cache_path).close()
+        _writable_paths.add(self._cache_path)
+
+
+_writable_paths = set()   # cache directories this process has found writable
 
 
 class _KernelCacheImpl(caching.CompileResultCacheImpl):

@@ -21,6 +21,7 @@ from . import convolution, pooling, normalization, array  # noqa: F401  (registe
 from . import cumulative, indexing  # noqa: F401  (register)
 from . import adjoint  # noqa: F401  (register)
 from . import recurrent, quantization, linalg, geometric, signal, stochastic  # noqa: F401  (register)
+from . import arithmetic, special, validation  # noqa: F401  (register)
 from . import solver_steps  # noqa: F401  (its kernels are bound with the others)
 
 __all__ = ["CUDA_OPS", "forward_runner_cuda", "backward_runner_cuda", "run_node_forward_cuda",

@@ -1,14 +1,15 @@
 """CUDA kernels of the array ops: Reshape, Transpose, Slice, Concatenate, Stack, Split,
-Broadcast, BroadcastTo, Tile, Flip, Pad and Shift.
+Broadcast, BroadcastTo, Tile, Flip, Pad, Shift, Meshgrid (and Assign, Shape, OneHot).
 
-All are one kernel, :func:`move_kernel`: for every position of a box ``shape``, an element is
+The moves are one kernel, :func:`move_kernel`: for every position of a box ``shape``, an element is
 read at ``src_base + sum(coord[ax] * src_strides[ax])`` and written (or added) at the same with
 ``dst_*``. Views (a transpose, a slice, a part of a concatenation or a stack) are strides and a
 base offset; the per-axis index maps of the CPU's gathers (``ops/array.py``: Pad, Tile, Shift,
 ...) are tables read by the source coordinates (an entry < 0 reads ``fill``), uploaded once per
 op. The adjoint of a view moves dy back through the same strides; the adjoint of a gather adds
 dy into dx through the tables with atomic adds (several outputs may read one input), except
-Broadcast's, which is the reduction kernel's sum.
+Broadcast's and Meshgrid's, which are the reduction kernel's sums. OneHot counts indices out
+of range into host memory mapped into the device, and then raises the CPU's error.
 """
 import numpy as np
 
@@ -254,3 +255,100 @@ def gather_backward(op, inputs, outputs, output_grads, input_grads, propagate_do
         device.launch(scatter_kernel, n, dy.reshape(n), dx.reshape(dx.size),
                       tuple(int(s) for s in dy.shape) or (1,), contiguous_strides(shape) or (0,),
                       table, starts or (-1,), n)
+
+
+# ------------------------------------------------------------------------------ Meshgrid
+def _grid_strides(op, axis):
+    """Strides reading a 1-D input over the grid: 1 along its axis, 0 along the others."""
+    return tuple(1 if a == axis else 0 for a in range(len(op.grid_shape)))
+
+
+@forward("Meshgrid")
+def meshgrid_forward(op, inputs, outputs):
+    for x, y, axis in zip(inputs, outputs, op.axes):
+        move(x, y, op.grid_shape, _grid_strides(op, axis), contiguous_strides(op.grid_shape))
+
+
+@backward("Meshgrid")
+def meshgrid_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    """Each input gets its output's gradient summed over the other axes of the grid."""
+    for k, (dy, dx, axis) in enumerate(zip(output_grads, input_grads, op.axes)):
+        if propagate_down[k]:
+            others = tuple(a for a in range(len(op.grid_shape)) if a != axis)
+            if others:
+                reduction.reduce(dy, dx, others, accum=accum[k])
+            else:
+                _put(dy, dx, accum[k])
+
+
+# ------------------------------------------------------------------------------ Assign, Shape
+def _assigned(op):
+    """Assign writes dst (input 0) in place."""
+    return (0,)
+
+
+@forward("Assign", updates=_assigned)
+def assign_forward(op, inputs, outputs):
+    dst, src = inputs
+    device.copy(src, dst)
+    device.copy(src, outputs[0])
+
+
+@backward("Assign")
+def assign_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    """As in nnabla the gradient flows to dst (src gets none)."""
+    if propagate_down[0]:
+        _put(output_grads[0], input_grads[0], accum[0])
+
+
+@forward("Shape")
+def shape_forward(op, inputs, outputs):
+    """The dimensions, known at set-up, uploaded once per op and type."""
+    y = outputs[0]
+    kept = getattr(op, "saved_device_dims", None)
+    if kept is None or kept.dtype != y.dtype or kept.size != y.size:
+        kept = op.saved_device_dims = device.upload(op.dims.astype(y.dtype))
+    device.copy(kept, y)
+
+
+@backward("Shape")
+def shape_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    """The shape does not depend on the values: a zero gradient."""
+    if propagate_down[0] and not accum[0]:
+        device.fill(input_grads[0], 0)
+
+
+# ------------------------------------------------------------------------------ OneHot
+@kernel
+def one_hot_kernel(index, shape, strides, y, bad):
+    """y[n, flat(index[n])] = 1 (y zeroed before); bad[0] counts rows with an index outside
+    ``shape``."""
+    n = cuda.grid(1)
+    if n < index.shape[0]:
+        flat = 0
+        valid = True
+        for k in range(index.shape[1]):
+            v = index[n, k]
+            if v < 0 or v >= shape[k]:
+                valid = False
+            flat += v * strides[k]
+        if valid:
+            y[n, flat] = 1.0
+        else:
+            cuda.atomic.add(bad, 0, 1)
+
+
+@forward("OneHot")
+def one_hot_forward(op, inputs, outputs):
+    dims = len(op.shape)
+    index = inputs[0].reshape(inputs[0].size // dims, dims)
+    y = outputs[0].reshape(index.shape[0], outputs[0].size // max(index.shape[0], 1))
+    device.fill(y, 0)
+    bad = getattr(op, "saved_bad_indices", None)
+    if bad is None:
+        bad = op.saved_bad_indices = device.host_counter()
+    bad[0] = 0
+    device.launch(one_hot_kernel, index.shape[0], index, tuple(int(s) for s in op.shape),
+                  tuple(int(s) for s in op.strides), y, bad)
+    if device.read_counter(bad):
+        op.fail("index out of range for shape {}", tuple(op.shape))

@@ -1,9 +1,13 @@
-"""CUDA launchers of BatchMatmul: one tiled matrix product per batch, broadcast batches read
-through index maps; the gradient of a broadcast operand is summed over the batches it served."""
+"""CUDA launchers of BatchMatmul (one tiled matrix product per batch, broadcast batches read
+through index maps; the gradient of a broadcast operand is summed over the batches it served)
+and of the generators Constant, Arange and Linspace (one thread per element; no inputs, so no
+backward)."""
 import numpy as np
 
 from . import blas, device, reduction
-from .registry import backward, forward
+from .registry import backward, forward, kernel
+
+cuda = None  # numba.cuda, bound by device.load()
 
 
 def _as3(a):
@@ -60,3 +64,29 @@ def batch_matmul_backward(op, inputs, outputs, output_grads, input_grads, propag
         a3 = _as3(inputs[0])
         operands = (dy3, a3, True, ta, same, a_map) if tb else (a3, dy3, not ta, False, a_map, same)
         _into_gradient(input_grads[1], n, out_batch, accum[1], *operands)
+
+
+# ------------------------------------------------------------------------------ generators
+@kernel
+def progression_kernel(y, start, step, last, set_last):
+    """y[i] = start + i step; the last element ``last`` when ``set_last`` (Linspace's exact
+    stop)."""
+    i = cuda.grid(1)
+    if i < y.size:
+        y[i] = last if set_last and i == y.size - 1 else start + i * step
+
+
+@forward("Constant")
+def constant_forward(op, inputs, outputs):
+    device.fill(outputs[0].reshape(outputs[0].size), op.val)
+
+
+@forward("Arange", "Linspace")
+def progression_forward(op, inputs, outputs):
+    y = outputs[0]
+    if op.name == "Arange":
+        device.launch(progression_kernel, y.size, y, float(op.start), float(op.step), 0.0, False)
+        return
+    n = y.size
+    step = (op.stop - op.start) / (n - 1) if n > 1 else 0.0   # as the CPU's linspace_kernel
+    device.launch(progression_kernel, n, y, float(op.start), step, float(op.stop), n > 1)

@@ -1,7 +1,8 @@
 """CUDA kernels of the normalizations: the standardizations (BatchNormalization with its
 running statistics, FusedBatchNormalization (+ z, ReLU), SyncBatchNormalization in one process,
 TensorNormalization, WeightStandardization, LayerNormalization, InstanceNormalization,
-GroupNormalization) and the norms (WeightNormalization, NormNormalization).
+GroupNormalization), the norms (WeightNormalization, NormNormalization), MeanSubtraction and
+ClipGradByNorm.
 
 The kernels see the input as the CPU's (O, C, I) array (``ops/normalization.py``'s
 ``StatLayout``); when the axes that keep their own statistics are not adjacent, the input is
@@ -506,4 +507,135 @@ def norm_backward(op, inputs, outputs, output_grads, input_grads, propagate_down
         _store(lay, dx, input_grads[0], accum[0])
         del dx
     del x, dy
+    _release_all(owned)
+
+
+# ------------------------------------------------------------------ MeanSubtraction
+@kernel
+def running_mean_kernel(s, count, running_mean, t, update, stats, coef):
+    """Per channel: with ``update`` the running mean takes in this batch's mean s / count as the
+    (t + 1)-th and coef[0] = 1 - 1 / (count (t + 1)) (nnabla's gradient scale); stats map
+    x to x - running mean."""
+    c = cuda.grid(1)
+    if c < stats.shape[1]:
+        if update:
+            n = t[0]
+            running_mean[c] = (running_mean[c] * n + s[c] / count) / (n + 1.0)
+            coef[0, c] = 1.0 - 1.0 / (count * (n + 1.0))
+            coef[1, c] = 0.0
+            coef[2, c] = 0.0
+        stats[0, c] = 0.0
+        stats[1, c] = 1.0
+        stats[2, c] = 1.0
+        stats[3, c] = -running_mean[c]
+
+
+@kernel
+def count_batch_kernel(t):
+    """t += 1 (one thread, after the running mean read t)."""
+    if cuda.grid(1) == 0:
+        t[0] += 1
+
+
+def _updates_running_mean(op):
+    return op.update_running_mean and not op.recomputing
+
+
+def _mean_updated(op):
+    """The inputs MeanSubtraction's forward updates in place: the running mean and t."""
+    return (1, 2) if _updates_running_mean(op) else ()
+
+
+def _saved(op, name, rows, C):
+    """An op-owned float64 (rows, C) device array ``name`` (kept from forward to backward)."""
+    array = getattr(op, name, None)
+    if array is None or array.shape != (rows, C):
+        array = device.empty((rows, C), np.float64)
+        setattr(op, name, array)
+    return array
+
+
+@forward("MeanSubtraction", updates=_mean_updated)
+def mean_subtraction_forward(op, inputs, outputs):
+    owned = []
+    lay = op.layout
+    O, C, I = lay.shape3
+    x, y = _view(lay, inputs[0], owned), _target(lay, outputs[0], owned)
+    stats = _saved(op, "saved_device_stats", 4, C)
+    coef = _saved(op, "saved_device_coef", 3, C)
+    update = _updates_running_mean(op)
+    if update and x.size:
+        zeros = device.workspace("norm centre", C, np.float64)
+        device.fill(zeros, 0)
+        s, _ = _channel_sums(op, x, x, x, zeros, 0, False)
+    else:
+        s = stats[0]   # a stand-in, not read
+    t = _flat(inputs[2])
+    device.launch(running_mean_kernel, C, s, float(max(lay.count, 1)), _flat(inputs[1]), t,
+                  update and x.size > 0, stats, coef)
+    if update and x.size:
+        device.launch(count_batch_kernel, 1, t)
+    device.launch(channel_affine_kernel, y.size, x, stats, x, False, False, y, C, I)
+    _store(lay, y, outputs[0])
+    del x, y
+    _release_all(owned)
+
+
+@backward("MeanSubtraction")
+def mean_subtraction_backward(op, inputs, outputs, output_grads, input_grads, propagate_down,
+                              accum):
+    """nnabla's approximation: dx = dy (1 - 1 / (batch size * t)), t the updated count."""
+    if not propagate_down[0]:
+        return
+    dy, dx = _flat(output_grads[0]), _flat(input_grads[0])
+    if not op.update_running_mean:
+        if accum[0]:
+            device.add_into(dx, dy)
+        else:
+            device.copy(dy, dx)
+        return
+    owned = []
+    lay = op.layout
+    O, C, I = lay.shape3
+    d = _view(lay, output_grads[0], owned)
+    target = _target(lay, input_grads[0], owned)
+    device.launch(linear_grad_kernel, d.size, d, d, d, False, op.saved_device_stats,
+                  op.saved_device_coef, 2, target, accum[0] and lay.perm is None, C, I)
+    _store(lay, target, input_grads[0], accum[0])
+    del d, target
+    _release_all(owned)
+
+
+# ------------------------------------------------------------------ ClipGradByNorm
+@forward("ClipGradByNorm")
+def clip_grad_by_norm_forward(op, inputs, outputs):
+    device.copy(inputs[0], outputs[0])
+
+
+@backward("ClipGradByNorm")
+def clip_grad_by_norm_backward(op, inputs, outputs, output_grads, input_grads, propagate_down,
+                               accum):
+    """dx = clip_norm dy / ||dy|| over ``axes``: a norm's gradient with gain clip_norm and no
+    term in dy itself (its coefficient q is given sum(dy x) = 0)."""
+    if not propagate_down[0]:
+        return
+    owned = []
+    lay = op.layout
+    O, C, I = lay.shape3
+    d = _view(lay, output_grads[0], owned)
+    zeros = device.workspace("norm centre", C, np.float64)
+    device.fill(zeros, 0)
+    _, squares = _channel_sums(op, d, d, d, zeros, 2, False)
+    gain = device.workspace("clip norm", C, np.float64)
+    device.fill(gain, float(op.clip_norm))
+    stats = _temporary((4, C), np.float64, owned)
+    device.launch(norm_statistics_kernel, C, squares, 0.0, 0.5, gain, True, stats)
+    coef = device.workspace("standardization coefficients", 3 * C, np.float64).reshape(3, C)
+    device.launch(norm_coefficients_kernel, C, stats, zeros, 2, gain, True, zeros, False, False,
+                  coef)
+    target = _target(lay, input_grads[0], owned)
+    device.launch(linear_grad_kernel, d.size, d, d, d, False, stats, coef, 2, target,
+                  accum[0] and lay.perm is None, C, I)
+    _store(lay, target, input_grads[0], accum[0])
+    del d, target, stats
     _release_all(owned)

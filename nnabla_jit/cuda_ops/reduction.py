@@ -1,17 +1,20 @@
-"""CUDA kernels of the reductions: Sum, Mean, Max, Min, ReduceSum, ReduceMean.
+"""CUDA kernels of the reductions: Sum, Mean, Max, Min, Prod, Norm, ReduceSum, ReduceMean.
 
 The input is seen as the CPU reduction sees it, (kept, reduced, kept) when the reduced axes are
 adjacent; other axis sets are read in place through their strides (no transposed copy). One
 block reduces one output element: its threads stride over the reduced elements, then combine in
 shared memory. Max / Min keep the first position of the extreme value, flat over the reduced
-axes in C order, as the CPU kernel does.
+axes in C order, as the CPU kernel does. Prod multiplies, Norm sums |x|^p and takes the p-th
+root. Their gradients run one thread per output element over its reduced elements: Prod's
+the CPU's exclusive prefix x suffix products (exact where x has zeros), Norm's the CPU's
+formula.
 """
 import functools
 
 import numpy as np
 from numba import float64, int64
 
-from ..ops.reduction import MAX, SUM, ReductionLayout
+from ..ops.reduction import ABS_POW, MAX, MIN, PROD, SUM, ReductionLayout
 from . import device
 from .device import contiguous_strides, flat_offset
 from .registry import backward, forward, kernel
@@ -23,22 +26,26 @@ BLOCK = 256   # most threads per block (a power of two: the combine halves it)
 
 @kernel
 def reduce_kernel(x, y, index, kept_shape, kept_strides, red_shape, red_strides, red_size,
-                  kind, scale, accum):
-    """y[j] (+)= scale * (sum | max | min) of x over output j's reduced elements; index[j]
-    gets the position of the max / min."""
+                  kind, scale, accum, p):
+    """y[j] (+)= scale * (sum | max | min | product | (sum |x|^p)^(1/p)) of x over output j's
+    reduced elements; index[j] gets the position of the max / min."""
     values = cuda.shared.array(BLOCK, float64)
     positions = cuda.shared.array(BLOCK, int64)
     j = cuda.blockIdx.x
     t = cuda.threadIdx.x
     n = cuda.blockDim.x
     base = flat_offset(j, kept_shape, kept_strides)
-    acc = 0.0
+    acc = 1.0 if kind == PROD else 0.0
     best = -1
     q = t
     while q < red_size:
         v = x[base + flat_offset(q, red_shape, red_strides)]
         if kind == SUM:
             acc += v
+        elif kind == PROD:
+            acc *= v
+        elif kind == ABS_POW:
+            acc += abs(v) ** p
         elif best < 0 or (v > acc if kind == MAX else v < acc):
             acc = v
             best = q
@@ -50,8 +57,10 @@ def reduce_kernel(x, y, index, kept_shape, kept_strides, red_shape, red_strides,
     while step > 0:
         if t < step:
             o = t + step
-            if kind == SUM:
+            if kind == SUM or kind == ABS_POW:
                 values[t] += values[o]
+            elif kind == PROD:
+                values[t] *= values[o]
             elif positions[o] >= 0 and (
                     positions[t] < 0
                     or (values[o] > values[t] if kind == MAX else values[o] < values[t])
@@ -62,11 +71,13 @@ def reduce_kernel(x, y, index, kept_shape, kept_strides, red_shape, red_strides,
         step //= 2
     if t == 0:
         r = values[0] * scale
+        if kind == ABS_POW:
+            r = r ** (1.0 / p)
         if accum:
             y[j] += r
         else:
             y[j] = r
-        if kind != SUM:
+        if kind == MAX or kind == MIN:
             index[j] = positions[0]
 
 
@@ -105,8 +116,9 @@ def reduction_layout(shape, axes):
             tuple(shape[ax] for ax in axes), tuple(strides[ax] for ax in axes))
 
 
-def reduce(x, y, axes, kind=SUM, scale=1.0, accum=False, index=None):
-    """y (+)= scale * reduction of device array x over ``axes`` (y flat over the kept axes)."""
+def reduce(x, y, axes, kind=SUM, scale=1.0, accum=False, index=None, p=1.0):
+    """y (+)= scale * reduction of device array x over ``axes`` (y flat over the kept axes;
+    ``p``: Norm's power)."""
     kept_shape, kept_strides, red_shape, red_strides = reduction_layout(x.shape, axes)
     red_size = int(np.prod(red_shape))
     if y.size == 0:
@@ -116,7 +128,7 @@ def reduce(x, y, axes, kind=SUM, scale=1.0, accum=False, index=None):
         index = _no_index()
     reduce_kernel[y.size, threads](x.reshape(x.size), y.reshape(y.size), index, kept_shape,
                                    kept_strides, red_shape, red_strides, red_size, kind, scale,
-                                   accum)
+                                   accum, float(p))
 
 
 @functools.cache
@@ -194,3 +206,57 @@ def arg_reduction_backward(op, inputs, outputs, output_grads, input_grads, propa
     layout = reduction_layout(dx.shape, op.axes)
     device.launch(arg_backward_kernel, dy.size, dy.reshape(dy.size), op.saved_device_index,
                   dx.reshape(dx.size), *layout)
+
+
+# ------------------------------------------------------------------------------ Prod, Norm
+@kernel
+def product_norm_backward_kernel(x, y, dy, dx, prefix, kept_shape, kept_strides, red_shape,
+                                 red_strides, red_size, kind, p, accum):
+    """dx (+)= the gradient of output j's reduced elements: Prod's dy times the product of the
+    others (``prefix`` holds the products before each), Norm's dy sign(x) |x|^(p-1) / y^(p-1)
+    (y taken as 1 where it is 0)."""
+    j = cuda.grid(1)
+    if j < dy.size:
+        base = flat_offset(j, kept_shape, kept_strides)
+        g = dy[j]
+        if kind == PROD:
+            left = 1.0
+            for q in range(red_size):
+                at = base + flat_offset(q, red_shape, red_strides)
+                prefix[at] = left
+                left *= x[at]
+        norm = y[j] if y[j] > 0 else 1.0
+        right = 1.0
+        for q in range(red_size - 1, -1, -1):
+            at = base + flat_offset(q, red_shape, red_strides)
+            v = x[at]
+            if kind == PROD:
+                d = g * prefix[at] * right
+                right *= v
+            else:
+                sign = 1.0 if v > 0 else (-1.0 if v < 0 else 0.0)
+                d = g * sign * abs(v) ** (p - 1.0) * norm ** (1.0 - p)
+            if accum:
+                dx[at] += d
+            else:
+                dx[at] = d
+
+
+@forward("Prod", "Norm")
+def product_norm_forward(op, inputs, outputs):
+    reduce(inputs[0], outputs[0], op.axes, op.kind, p=getattr(op, "p", 1.0))
+
+
+@backward("Prod", "Norm")
+def product_norm_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if not propagate_down[0]:
+        return
+    x, dy, dx = inputs[0], output_grads[0], input_grads[0]
+    layout = reduction_layout(tuple(x.shape), op.axes)
+    prefix = device.empty((x.size,), x.dtype) if op.kind == PROD else dx.reshape(dx.size)
+    y = outputs[0] if op.kind == ABS_POW else dy
+    device.launch(product_norm_backward_kernel, dy.size, x.reshape(x.size), y.reshape(y.size),
+                  dy.reshape(dy.size), dx.reshape(dx.size), prefix, *layout,
+                  int(np.prod(layout[2])), op.kind, float(getattr(op, "p", 1.0)), accum[0])
+    if op.kind == PROD:
+        device.release(prefix)

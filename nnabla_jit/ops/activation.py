@@ -3,6 +3,8 @@
 The elementwise ones are table lines (see ``elementwise.py``); Softmax, LogSoftmax, CReLU, CELU
 and PReLU work along an axis or with a weight and have their own kernels.
 """
+import math
+
 import numpy as np
 from numba import njit, prange
 
@@ -37,23 +39,36 @@ def softmax_backward(op, inputs, outputs, output_grads, input_grads, propagate_d
                                 input_grads[0].reshape(s), op.log, accum[0])
 
 
+@njit(inline="always")
+def concatenated_value(v, alpha, elu):
+    """f(v) of CReLU (relu) and CELU (elu with ``alpha``), shared with the CUDA kernels."""
+    if v > 0:
+        return v
+    if elu:
+        return alpha * (math.exp(v) - 1.0)
+    return 0.0
+
+
+@njit(inline="always")
+def concatenated_slope(v, alpha, elu):
+    """f'(v) of :func:`concatenated_value`."""
+    if v > 0:
+        return 1.0
+    if elu:
+        return alpha * math.exp(v)
+    return 0.0
+
+
 @njit(cache=True)
 def crelu_backward_kernel(x, dy, dx, alpha, elu, accum):
+    """dx = dy[:, 0] f'(x) - dy[:, 1] f'(-x)."""
     outer, n, inner = x.shape
     for o in range(outer):
         for k in range(n):
             for i in range(inner):
                 v = x[o, k, i]
-                if v > 0:
-                    g = dy[o, 0, k, i]
-                elif elu:
-                    g = dy[o, 0, k, i] * alpha * np.exp(v)
-                else:
-                    g = 0.0
-                if -v > 0:
-                    g -= dy[o, 1, k, i]
-                elif elu:
-                    g -= dy[o, 1, k, i] * alpha * np.exp(-v)
+                g = (dy[o, 0, k, i] * concatenated_slope(v, alpha, elu)
+                     - dy[o, 1, k, i] * concatenated_slope(-v, alpha, elu))
                 if accum:
                     dx[o, k, i] += g
                 else:
@@ -218,12 +233,7 @@ def crelu_kernel(x, y, alpha, elu):
             for i in range(inner):
                 for half in range(2):
                     v = x[o, k, i] if half == 0 else -x[o, k, i]
-                    if v > 0:
-                        y[o, half, k, i] = v
-                    elif elu:
-                        y[o, half, k, i] = alpha * (np.exp(v) - 1.0)
-                    else:
-                        y[o, half, k, i] = 0.0
+                    y[o, half, k, i] = concatenated_value(v, alpha, elu)
 
 
 @register

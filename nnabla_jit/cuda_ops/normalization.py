@@ -1,8 +1,9 @@
 """CUDA kernels of the normalizations: the standardizations (BatchNormalization with its
 running statistics, FusedBatchNormalization (+ z, ReLU), SyncBatchNormalization in one process,
 TensorNormalization, WeightStandardization, LayerNormalization, InstanceNormalization,
-GroupNormalization), the norms (WeightNormalization, NormNormalization), MeanSubtraction and
-ClipGradByNorm.
+GroupNormalization), the norms (WeightNormalization, NormNormalization), MeanSubtraction,
+ClipGradByNorm and SpectralNorm (its power iteration: matrix-vector products of the weight
+read in place, the vectors normalised as one-channel norms).
 
 The kernels see the input as the CPU's (O, C, I) array (``ops/normalization.py``'s
 ``StatLayout``); when the axes that keep their own statistics are not adjacent, the input is
@@ -639,3 +640,117 @@ def clip_grad_by_norm_backward(op, inputs, outputs, output_grads, input_grads, p
     _store(lay, target, input_grads[0], accum[0])
     del d, target, stats
     _release_all(owned)
+
+
+# ------------------------------------------------------------------ SpectralNorm
+# W, the (rows, cols) matrix of w (rows along ``dim``, cols the other axes in order), is read
+# in place: W[r, c] lies at (c // inner) rows inner + r inner + c % inner, inner being the size
+# of the axes after ``dim``. The vectors' dot products and normalisations are one-channel sums
+# and norms (``channel_sums_kernel``, ``norm_statistics_kernel``, ``channel_affine_kernel``).
+@device_function
+def matrix_offset(r, c, rows, inner):
+    """The flat offset in w of W[r, c]."""
+    return (c // inner) * rows * inner + r * inner + c % inner
+
+
+@kernel
+def matvec_kernel(w, x, y, transpose, rows, inner):
+    """y = W x, or W^T x with ``transpose`` (one thread per element of y, float64 sums)."""
+    i = cuda.grid(1)
+    if i < y.size:
+        acc = 0.0
+        for k in range(x.size):
+            if transpose:
+                acc += w[matrix_offset(k, i, rows, inner)] * x[k]
+            else:
+                acc += w[matrix_offset(i, k, rows, inner)] * x[k]
+        y[i] = acc
+
+
+@kernel
+def spectral_grad_kernel(d, singular, dot, rows, inner, dx, accum):
+    """dW (+)= (D - sum(D W) / sigma u v^T) / sigma, element by element of w's layout
+    (singular: u, v, sigma; dot[0]: sum(D W))."""
+    i = cuda.grid(1)
+    if i < dx.size:
+        r = (i // inner) % rows
+        c = (i // (rows * inner)) * inner + i % inner
+        sigma = singular[singular.size - 1]
+        g = (d[i] - dot[0] / sigma * singular[r] * singular[rows + c]) / sigma
+        if accum:
+            dx[i] += g
+        else:
+            dx[i] = g
+
+
+def _vector_sums(a, b, power, sums):
+    """sums[1] = sum(a b) (power 0) or sum(a^2) (power 2, b unread); sums[0] is scratch."""
+    zero = device.workspace("norm centre", 1, np.float64)
+    device.fill(zero, 0)
+    threads = min(BLOCK, 1 << max(a.size - 1, 0).bit_length())
+    channel_sums_kernel[1, threads](a, b, a, zero, power, False, False, sums[0:1], sums[1:2], 1,
+                                    1, a.size)
+
+
+def _scale_by_inverse(s, eps, inv_power, x, y):
+    """y = x (s[0] + eps)^-inv_power (y may be x)."""
+    stats = device.workspace("spectral norm scale", 4, np.float64).reshape(4, 1)
+    device.launch(norm_statistics_kernel, 1, s, eps, inv_power, s, False, stats)
+    device.launch(channel_affine_kernel, x.size, x, stats, x, False, False, y, 1, x.size)
+
+
+def _inner_size(op, shape):
+    """The size of the axes of w after ``dim``."""
+    return int(np.prod(shape[op.dim + 1:], dtype=np.int64))
+
+
+def _spectral_updates(op):
+    """The input SpectralNorm's forward updates in place: u, unless testing or recomputing."""
+    return () if op.test or op.recomputing else (1,)
+
+
+@forward("SpectralNorm", updates=_spectral_updates)
+def spectral_norm_forward(op, inputs, outputs):
+    """itr power-iteration rounds from the u the forward started from (kept on the op, so that
+    a recomputation starts from it again), then y = w / sigma."""
+    rows, cols = op.matrix_shape
+    inner = _inner_size(op, inputs[0].shape)
+    w, u_in = _flat(inputs[0]), _flat(inputs[1])
+    u_before = _saved(op, "saved_device_u_before", 1, rows)[0]
+    if not op.recomputing:
+        device.copy(u_in, u_before)
+    if op.output_u:
+        device.copy(u_before, outputs[1])
+    singular = _saved(op, "saved_device_singular", 1, rows + cols + 1)[0]   # u, v, sigma
+    u, v, sigma = singular[:rows], singular[rows:rows + cols], singular[rows + cols:]
+    wv = device.workspace("spectral norm Wv", rows, np.float64)
+    sums = device.workspace("spectral norm sums", 2, np.float64)
+    device.copy(u_before, u)
+    eps = float(op.eps)
+    for _ in range(op.itr):
+        device.launch(matvec_kernel, cols, w, u, v, True, rows, inner)
+        _vector_sums(v, v, 2, sums)
+        _scale_by_inverse(sums[1:2], eps, 0.5, v, v)
+        device.launch(matvec_kernel, rows, w, v, wv, False, rows, inner)
+        device.copy(wv, u)
+        _vector_sums(u, u, 2, sums)
+        _scale_by_inverse(sums[1:2], eps, 0.5, u, u)
+    _vector_sums(u, wv, 0, sums)
+    device.copy(sums[1:2], sigma)
+    _scale_by_inverse(sigma, 0.0, 1.0, w, _flat(outputs[0]))
+    if 1 in _spectral_updates(op):
+        device.copy(u, u_in)
+
+
+@backward("SpectralNorm")
+def spectral_norm_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    """u, v and sigma held fixed: dW = (dy - sum(dy W) / sigma u v^T) / sigma."""
+    if not propagate_down[0]:
+        return
+    rows, cols = op.matrix_shape
+    inner = _inner_size(op, inputs[0].shape)
+    d = _flat(output_grads[0])
+    sums = device.workspace("spectral norm sums", 2, np.float64)
+    _vector_sums(d, _flat(inputs[0]), 0, sums)
+    device.launch(spectral_grad_kernel, d.size, d, op.saved_device_singular[0], sums[1:2], rows,
+                  inner, _flat(input_grads[0]), bool(accum[0]))

@@ -709,15 +709,21 @@ def _spectral_updates(op):
     return () if op.test or op.recomputing else (1,)
 
 
-@forward("SpectralNorm", updates=_spectral_updates)
+def _nonempty_weight(op):
+    """An empty weight (sigma 0, nothing to compute) runs on the host."""
+    return min(op.matrix_shape) > 0
+
+
+@forward("SpectralNorm", when=_nonempty_weight, updates=_spectral_updates)
 def spectral_norm_forward(op, inputs, outputs):
     """itr power-iteration rounds from the u the forward started from (kept on the op, so that
     a recomputation starts from it again), then y = w / sigma."""
     rows, cols = op.matrix_shape
     inner = _inner_size(op, inputs[0].shape)
     w, u_in = _flat(inputs[0]), _flat(inputs[1])
+    first_run = getattr(op, "saved_device_u_before", None) is None
     u_before = _saved(op, "saved_device_u_before", 1, rows)[0]
-    if not op.recomputing:
+    if first_run or not op.recomputing:
         device.copy(u_in, u_before)
     if op.output_u:
         device.copy(u_before, outputs[1])

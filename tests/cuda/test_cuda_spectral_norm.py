@@ -86,3 +86,11 @@ def test_recomputed_forward_starts_from_the_u_before_the_update():
     assert compare.written_on_device(w_gpu.grad)
     np.testing.assert_allclose(w_gpu.g, w_cpu.g, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(u_gpu, u_cpu, rtol=1e-6, atol=1e-7)   # updated once, not twice
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (2, 0)])
+def test_an_empty_weight_runs_on_the_host(shape):
+    u = np.ones(shape[0], np.float32)
+    y, ins = compare.run(compare.cuda_context(), lambda w, u: F.spectral_norm(w, u),
+                         [np.zeros(shape, np.float32), u], backward=False)
+    assert y.d.shape == shape and not compare.written_on_device(ins[1].data)

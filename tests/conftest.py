@@ -11,6 +11,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
+from nnabla_jit.utils import progress  # noqa: E402
+
 settings.register_profile("ci", max_examples=int(os.environ.get("NNABLA_JIT_HYPOTHESIS_EXAMPLES", "25")),
                           deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
@@ -32,3 +34,6 @@ def clean_state():
     nn.clear_parameters()
     nn.set_auto_forward(False)
     nn.set_default_context(Context())
+    # a CLI command's progress file (one per process in real use) is not the next test's
+    progress.state_file_name = None
+    progress.state_callback = None

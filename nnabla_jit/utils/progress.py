@@ -4,6 +4,7 @@
 at most once a second) and/or a callback ``cb(state, progress)``; ``progress(state, p)``
 reports. With neither configured, reports are dropped.
 """
+import os
 import time
 from datetime import datetime, timedelta
 
@@ -20,8 +21,8 @@ cpu_load_backend_ok = False
 
 def configure_progress(file_name, cb=None):
     global state_file_name, state_callback
-    if file_name is not None:
-        state_file_name = file_name
+    if file_name is not None:   # absolute: the file named now, wherever the process goes later
+        state_file_name = os.path.abspath(file_name)
     if cb is not None:
         state_callback = cb
     progress(None)

@@ -88,6 +88,17 @@ def test_imread_repeats_grey_and_pil_backend_is_8_bit(tmp_path):
         image_utils.set_backend("default")      # back to automatic
 
 
+def test_imsave_writes_through_a_temporary_file_with_the_mode_open_gives(tmp_path):
+    plain = tmp_path / "plain"
+    plain.write_bytes(b"")
+    path = tmp_path / "i.png"
+    image_utils.imsave(str(path), np.zeros((2, 3), np.uint8))
+    assert os.stat(path).st_mode & 0o777 == os.stat(plain).st_mode & 0o777
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["i.png", "plain"]    # no temporary left
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        image_utils.imsave(str(tmp_path / "missing" / "i.png"), np.zeros((2, 3), np.uint8))
+
+
 def test_download_from_a_local_url_and_resource_reader(tmp_path):
     from nnabla_jit.utils.data_source_loader import ResourceFileReader, download, get_file_extension
     src = tmp_path / "data.bin"

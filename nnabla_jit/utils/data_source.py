@@ -19,6 +19,7 @@ import threading
 import numpy
 
 from ..logger import logger
+from ..serialization.files import atomic_path
 
 __all__ = ["DataSource", "DataSourceWithMemoryCache", "DataSourceWithFileCache",
            "DataSourceWithFileCacheError", "SlicedDataSource", "read_cache_file"]
@@ -228,14 +229,9 @@ def _is_rank_zero():
 
 def _write_atomically(path, write):
     """Call ``write(binary file)`` on a temporary file beside ``path``, then rename it."""
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(os.path.abspath(path)))
-    try:
-        with os.fdopen(fd, "wb") as f:
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as f:
             write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def _write_csv_rows(path, rows):

@@ -1177,6 +1177,16 @@ def _residual_norm(x, sublayer_out, dropout, fix_parameters, name):
                                name=name)
 
 
+def _attention_sublayer(x, kv, num_heads, rng, add_attn_bias, additive_mask, key_padding_mask,
+                        dropout, fix_parameters, attn_name, norm_name):
+    """Attention of x to kv (self-attention when kv is x), then ``_residual_norm``."""
+    attn = multi_head_attention(x, kv, kv, num_heads=num_heads, rng=rng,
+                                add_attn_bias=add_attn_bias, additive_mask=additive_mask,
+                                key_padding_mask=key_padding_mask,
+                                fix_parameters=fix_parameters, name=attn_name)[0]
+    return _residual_norm(x, attn, dropout, fix_parameters, norm_name)
+
+
 def _feed_forward(x, embed_dim, dim_feedforward, dropout, activation, rng, fix_parameters, prefix):
     hidden = activation(affine(x, dim_feedforward, base_axis=2, rng=rng,
                                fix_parameters=fix_parameters, name=prefix + "_affine1"))
@@ -1202,11 +1212,9 @@ def transformer_encode(src, embed_dim, num_heads, dim_feedforward=2048, dropout=
     """One post-norm Transformer encoder layer on src (L_S, B, E): self-attention, then a
     ReLU (or ``activation``) feed-forward, each with dropout, a residual and a layer norm."""
     activation = F.relu if activation is None else activation
-    attn = multi_head_attention(src, src, src, num_heads=num_heads, rng=rng,
-                                add_attn_bias=add_attn_bias, additive_mask=src_additive_mask,
-                                key_padding_mask=src_key_padding_mask,
-                                fix_parameters=fix_parameters, name="src_self_attn")[0]
-    src = _residual_norm(src, attn, dropout, fix_parameters, "enc_layer_norm1")
+    src = _attention_sublayer(src, src, num_heads, rng, add_attn_bias, src_additive_mask,
+                              src_key_padding_mask, dropout, fix_parameters, "src_self_attn",
+                              "enc_layer_norm1")
     ff = _feed_forward(src, embed_dim, dim_feedforward, dropout, activation, rng, fix_parameters, "enc")
     return _residual_norm(src, ff, dropout, fix_parameters, "enc_layer_norm2")
 
@@ -1232,16 +1240,12 @@ def transformer_decode(tgt, memory, embed_dim, num_heads, dim_feedforward=2048, 
     """One post-norm Transformer decoder layer on tgt (L_T, B, E) attending to the encoder's
     memory (L_S, B, E): self-attention, memory attention, feed-forward."""
     activation = F.relu if activation is None else activation
-    attn = multi_head_attention(tgt, tgt, tgt, num_heads=num_heads, rng=rng,
-                                add_attn_bias=add_attn_bias, additive_mask=tgt_additive_mask,
-                                key_padding_mask=tgt_key_padding_mask,
-                                fix_parameters=fix_parameters, name="tgt_self_attn")[0]
-    tgt = _residual_norm(tgt, attn, dropout, fix_parameters, "dec_layer_norm1")
-    attn = multi_head_attention(tgt, memory, memory, num_heads=num_heads, rng=rng,
-                                add_attn_bias=add_attn_bias, additive_mask=memory_additive_mask,
-                                key_padding_mask=memory_key_padding_mask,
-                                fix_parameters=fix_parameters, name="tgt_memory_attn")[0]
-    tgt = _residual_norm(tgt, attn, dropout, fix_parameters, "dec_layer_norm2")
+    tgt = _attention_sublayer(tgt, tgt, num_heads, rng, add_attn_bias, tgt_additive_mask,
+                              tgt_key_padding_mask, dropout, fix_parameters, "tgt_self_attn",
+                              "dec_layer_norm1")
+    tgt = _attention_sublayer(tgt, memory, num_heads, rng, add_attn_bias, memory_additive_mask,
+                              memory_key_padding_mask, dropout, fix_parameters, "tgt_memory_attn",
+                              "dec_layer_norm2")
     ff = _feed_forward(tgt, embed_dim, dim_feedforward, dropout, activation, rng, fix_parameters, "dec")
     return _residual_norm(tgt, ff, dropout, fix_parameters, "dec_layer_norm3")
 

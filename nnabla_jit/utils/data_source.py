@@ -126,18 +126,31 @@ def _example_nbytes(example):
                for d in example)
 
 
-class DataSourceWithMemoryCache(DataSource):
+class _WrappingDataSource(DataSource):
+    """A data source over another one, ``data_source``: same size and variables; closing it
+    closes ``data_source``."""
+
+    def __init__(self, data_source, shuffle, rng):
+        super(_WrappingDataSource, self).__init__(shuffle=shuffle, rng=rng)
+        self._data_source = data_source
+        self._size = data_source._size
+        self._variables = data_source.variables
+
+    def close(self):
+        if not self._closed:
+            self._data_source.close()
+        super(_WrappingDataSource, self).close()
+
+
+class DataSourceWithMemoryCache(_WrappingDataSource):
     """Keeps the examples of ``data_source`` in memory once read, when they fit in
     ``MEMORY_CACHE_MAX_BYTES``, and reshuffles the cached examples itself (from its second
     reset on, like nnabla); otherwise it reads through to ``data_source``."""
 
     def __init__(self, data_source, shuffle=False, rng=None):
         logger.info("Using DataSourceWithMemoryCache")
-        super(DataSourceWithMemoryCache, self).__init__(shuffle=shuffle, rng=rng)
+        super(DataSourceWithMemoryCache, self).__init__(data_source, shuffle, rng)
         self._buffer_max_size = MEMORY_CACHE_MAX_BYTES
-        self._size = data_source._size
-        self._variables = data_source.variables
-        self._data_source = data_source
         self._order = list(range(self._size))
         self._cache = []
         self._data_size = _example_nbytes(self._get_data_func(0))
@@ -162,12 +175,6 @@ class DataSourceWithMemoryCache(DataSource):
             data = self._data_source._get_data(position)
         self._position = position
         return data
-
-    def close(self):
-        if not self._closed:
-            atexit.unregister(self.close)
-            self._data_source.close()
-            self._closed = True
 
     def reset(self):
         if self._on_memory:
@@ -262,7 +269,7 @@ class DataSourceWithFileCacheError(Exception):
     """A data source cannot be written to, or read from, cache files."""
 
 
-class DataSourceWithFileCache(DataSource):
+class DataSourceWithFileCache(_WrappingDataSource):
     """Copies the examples of ``data_source`` into cache files and reads them from there.
 
     The files, in ``cache_dir`` (a temporary folder removed by ``close()`` when None), are
@@ -278,10 +285,7 @@ class DataSourceWithFileCache(DataSource):
     def __init__(self, data_source, cache_dir=None, cache_file_name_prefix="cache", shuffle=False,
                  rng=None):
         logger.info("Using DataSourceWithFileCache")
-        super(DataSourceWithFileCache, self).__init__(shuffle=shuffle, rng=rng)
-        self._data_source = data_source
-        self._size = data_source._size
-        self._variables = data_source.variables
+        super(DataSourceWithFileCache, self).__init__(data_source, shuffle, rng)
         self._cache_file_name_prefix = cache_file_name_prefix
         self._tempdir_created = cache_dir is None
         self._cache_dir = tempfile.mkdtemp() if cache_dir is None else cache_dir
@@ -373,9 +377,6 @@ class DataSourceWithFileCache(DataSource):
             self._generation += 1
 
     def close(self):
-        if not self._closed:
-            atexit.unregister(self.close)
-            if self._tempdir_created:
-                shutil.rmtree(self._cache_dir, ignore_errors=True)
-            self._data_source.close()
-            self._closed = True
+        if not self._closed and self._tempdir_created:
+            shutil.rmtree(self._cache_dir, ignore_errors=True)
+        super(DataSourceWithFileCache, self).close()

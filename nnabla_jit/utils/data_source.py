@@ -241,7 +241,8 @@ def _write_atomically(path, write):
             write(f)
 
 
-def _write_csv_rows(path, rows):
+def write_csv_rows(path, rows):
+    """Write ``rows`` to ``path`` as CSV (UTF-8, LF line ends), atomically."""
     text = io.StringIO()
     csv.writer(text, lineterminator="\n").writerows(rows)
     _write_atomically(path, lambda f: f.write(text.getvalue().encode("utf-8")))
@@ -312,21 +313,21 @@ class DataSourceWithFileCache(_WrappingDataSource):
             if len(examples) == FILE_CACHE_SIZE or position == self._size - 1:
                 self._write_cache_file(position - len(examples) + 1, position, examples)
                 examples = []
-        _write_csv_rows(os.path.join(self._cache_dir, "cache_index.csv"),
-                        [(os.path.basename(path), count) for path, count in self._files])
-        _write_csv_rows(os.path.join(self._cache_dir, "cache_info.csv"),
-                        [(name,) for name in self._variables])
+        write_csv_rows(os.path.join(self._cache_dir, "cache_index.csv"),
+                       [(os.path.basename(path), count) for path, count in self._files])
+        write_csv_rows(os.path.join(self._cache_dir, "cache_info.csv"),
+                       [(name,) for name in self._variables])
         source = self._data_source
         if source._original_source_uri is not None:
             with open(source._original_source_uri, "rb") as f:
                 original = f.read()
             _write_atomically(os.path.join(self._cache_dir, "original.csv"), lambda f: f.write(original))
         if source._order is not None and source._original_order is not None:
-            _write_csv_rows(os.path.join(self._cache_dir, "order.csv"),
-                            # A cache source's original positions are (file, index) pairs,
-                            # written as their text as nnabla does.
-                            [[a if isinstance(a, tuple) else int(a), b if isinstance(b, tuple) else int(b)]
-                             for a, b in zip(source._original_order, source._order)])
+            write_csv_rows(os.path.join(self._cache_dir, "order.csv"),
+                           # A cache source's original positions are (file, index) pairs,
+                           # written as their text as nnabla does.
+                           [[a if isinstance(a, tuple) else int(a), b if isinstance(b, tuple) else int(b)]
+                            for a, b in zip(source._original_order, source._order)])
 
     def _write_cache_file(self, first, last, examples):
         """Save the examples at positions first..last into one cache file."""

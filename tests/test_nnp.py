@@ -341,7 +341,11 @@ def test_saving_needs_known_networks_and_datasets():
         save(io.BytesIO(), c)
     c = contents_of(x, y, z)
     c["executors"][0]["output"] = ["nope"]
-    with pytest.raises(ValueError, match="'nope' is not in network"):
+    with pytest.raises(ValueError, match="output variable 'nope' is not in network"):
+        save(io.BytesIO(), c)
+    c = contents_of(x, y, z)
+    c["executors"][0]["data"] = ["absent"]
+    with pytest.raises(ValueError, match="data variable 'absent' is not in network"):
         save(io.BytesIO(), c)
 
 

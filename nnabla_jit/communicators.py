@@ -163,6 +163,19 @@ def _ndarrays(data, what):
     return list(arrays)
 
 
+def _one_per_rank(ndarray_list, ndarray, link, group, what):
+    """``ndarray_list`` as a list, checked to hold one NdArray shaped like ``ndarray`` per
+    process of ``group`` (all_gather's outputs, reduce_scatter's inputs)."""
+    if not isinstance(ndarray, NdArray):
+        raise TypeError("{}: ndarray must be an NdArray, got {}".format(what, type(ndarray).__name__))
+    arrays = _ndarrays(ndarray_list, what)
+    if len(arrays) != link.size or any(a.shape != ndarray.shape for a in arrays):
+        raise ValueError("{}: ndarray_list must hold {} NdArrays of shape {} (one per process of "
+                         "group '{}'), got shapes {}".format(
+                             what, link.size, ndarray.shape, group, [a.shape for a in arrays]))
+    return arrays
+
+
 def _reduce_dtype(dtypes):
     """The type values are reduced in: float32, or what the arrays need beyond it."""
     dtype = np.result_type(np.float32, *dtypes)
@@ -391,14 +404,7 @@ class Communicator:
         """Gather ``ndarray`` of every process of ``group``: ``ndarray_list[i]`` receives the
         one of the group's i-th rank."""
         link = self._link(group, "all_gather")
-        if not isinstance(ndarray, NdArray):
-            raise TypeError("all_gather: ndarray must be an NdArray, got {}"
-                            .format(type(ndarray).__name__))
-        outputs = _ndarrays(ndarray_list, "all_gather")
-        if len(outputs) != link.size or any(o.shape != ndarray.shape for o in outputs):
-            raise ValueError("all_gather: ndarray_list must hold {} NdArrays of shape {} (one per "
-                             "process of group '{}'), got shapes {}".format(
-                                 link.size, ndarray.shape, group, [o.shape for o in outputs]))
+        outputs = _one_per_rank(ndarray_list, ndarray, link, group, "all_gather")
         send = np.ascontiguousarray(ndarray.data)
         recv = np.empty((link.size,) + send.shape, send.dtype)
         link.allgather(send, recv)
@@ -409,14 +415,7 @@ class Communicator:
         """Sum ``ndarray_list`` over the processes of ``group``; the group's i-th rank receives
         the sum of the i-th arrays in ``ndarray``."""
         link = self._link(group, "reduce_scatter")
-        if not isinstance(ndarray, NdArray):
-            raise TypeError("reduce_scatter: ndarray must be an NdArray, got {}"
-                            .format(type(ndarray).__name__))
-        inputs = _ndarrays(ndarray_list, "reduce_scatter")
-        if len(inputs) != link.size or any(i.shape != ndarray.shape for i in inputs):
-            raise ValueError("reduce_scatter: ndarray_list must hold {} NdArrays of shape {} (one "
-                             "per process of group '{}'), got shapes {}".format(
-                                 link.size, ndarray.shape, group, [i.shape for i in inputs]))
+        inputs = _one_per_rank(ndarray_list, ndarray, link, group, "reduce_scatter")
         dtype = _reduce_dtype([a.dtype for a in inputs] + [ndarray.dtype])
         send = _pack(inputs, dtype)
         recv = np.empty(ndarray.size, dtype)

@@ -149,13 +149,7 @@ class Function:
             shapes = op.setup(*[v.shape for v in node.inputs])
             if op.data_dependent:
                 shapes = graph.data_dependent_shapes(op, node.inputs, self.compute_dtype) or shapes
-            outs = node.outputs
-            if len(shapes) != len(outs):
-                raise ValueError("{}.setup: {} output variables given, {} expected".format(
-                    op.name, len(outs), len(shapes)))
-            for v, shape in zip(outs, shapes):
-                if v.shape != tuple(shape):
-                    v.reset_shape(shape, force=True)
+            _fit_outputs(op.name + ".setup", node.outputs, shapes)
         node.output_shapes = [v.shape for v in node.outputs]
 
     def forward(self, inputs, outputs):
@@ -276,6 +270,30 @@ def _as_variable(x, op_name, input_name):
         op_name, input_name, type(x).__name__))
 
 
+def _fit_outputs(what, outputs, shapes):
+    """Reshape the caller's ``outputs`` (Variables) to ``shapes``, one each."""
+    if len(outputs) != len(shapes):
+        raise ValueError("{}: {} output variables given, {} expected".format(
+            what, len(outputs), len(shapes)))
+    for v, shape in zip(outputs, shapes):
+        if v.shape != tuple(shape):
+            v.reset_shape(shape, force=True)
+
+
+def _link(node, inputs, outputs):
+    """Wire ``node`` into the graph: its ``outputs`` (shaped already) get it as parent and need
+    a gradient when an input does (unless under no_grad); its ``inputs`` reference it."""
+    need_grad = (not _state["no_grad"]) and any(v._need_grad for v in inputs)
+    for v in outputs:
+        v._parent = node
+        v._rank = node.rank + 1
+        v._need_grad = need_grad
+    node._outputs = [weakref.ref(v) for v in outputs]
+    node.output_shapes = [v.shape for v in outputs]
+    for v in inputs:
+        v._add_reference(node)
+
+
 def build(op, inputs, n_outputs=-1, outputs=None):
     """Create the node applying ``op`` to ``inputs`` and return its outputs.
 
@@ -297,27 +315,14 @@ def build(op, inputs, n_outputs=-1, outputs=None):
     if op.data_dependent:
         out_shapes = graph.data_dependent_shapes(op, variables, ctx.compute_dtype) or out_shapes
     node = Function(op, variables, ctx)
-    need_grad = (not _state["no_grad"]) and any(v._need_grad for v in variables)
     if outputs is not None:
         # an NdArray given as an output is the data of the new output variable (nnabla's
         # ``F.add2(a, b, inplace=True, outputs=[a.data])`` writes into a's buffer)
         outs = [Variable._from_ndarray(v) if isinstance(v, NdArray) else v for v in outputs]
-        if len(outs) != len(out_shapes):
-            raise ValueError("{}: {} output variables given, {} expected".format(
-                op.name, len(outs), len(out_shapes)))
-        for v, shape in zip(outs, out_shapes):
-            if v.shape != tuple(shape):
-                v.reset_shape(shape, force=True)
+        _fit_outputs(op.name, outs, out_shapes)
     else:
         outs = [Variable(shape) for shape in out_shapes]
-    for v in outs:
-        v._parent = node
-        v._rank = node.rank + 1
-        v._need_grad = need_grad
-    node._outputs = [weakref.ref(v) for v in outs]
-    node.output_shapes = [v.shape for v in outs]
-    for v in variables:
-        v._add_reference(node)
+    _link(node, variables, outs)
     if imperative or _state["auto_forward"]:
         graph.run_node_forward(node)
     if imperative:
@@ -418,15 +423,7 @@ class PythonFunction:
         n = self.min_outputs() if n_outputs < 0 else n_outputs
         outs = list(outputs) if outputs is not None else [Variable(()) for _ in range(n)]
         self.setup_impl(variables, outs)
-        need_grad = (not _state["no_grad"]) and any(v._need_grad for v in variables)
-        for v in outs:
-            v._parent = node
-            v._rank = node.rank + 1
-            v._need_grad = need_grad
-        node._outputs = [weakref.ref(v) for v in outs]
-        node.output_shapes = [v.shape for v in outs]
-        for v in variables:
-            v._add_reference(node)
+        _link(node, variables, outs)
         self._node = node
         if auto_forward or _state["auto_forward"]:
             graph.run_node_forward(node)

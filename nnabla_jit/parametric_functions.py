@@ -177,6 +177,15 @@ def _default(initializer, value):
     return ConstantInitializer(value) if initializer is None else initializer
 
 
+def _bias(shape, b_init, with_bias, fix_parameters, apply_b=None):
+    """The bias ``b`` of a layer (zero at first unless ``b_init``), through ``apply_b``; None
+    without ``with_bias``."""
+    if not with_bias:
+        return None
+    b = _trainable("b", shape, _default(b_init, 0), fix_parameters)
+    return b if apply_b is None else apply_b(b)
+
+
 def _force_list(axis):
     return list(axis) if hasattr(axis, "__iter__") else [axis]
 
@@ -197,16 +206,10 @@ def affine(inp, n_outmaps, base_axis=1, w_init=None, b_init=None, fix_parameters
     inmaps = int(np.prod(inp.shape[base_axis:]))
     if w_init is None:
         w_init = _glorot_uniform(inmaps, int(np.prod(n_outmaps)), rng=rng)
-    if with_bias and b_init is None:
-        b_init = ConstantInitializer()
     w = _trainable("W", [inmaps] + n_outmaps, w_init, fix_parameters)
     if apply_w is not None:
         w = apply_w(w)
-    b = None
-    if with_bias:
-        b = _trainable("b", n_outmaps, b_init, fix_parameters)
-        if apply_b is not None:
-            b = apply_b(b)
+    b = _bias(n_outmaps, b_init, with_bias, fix_parameters, apply_b)
     return F.affine(inp, w, b, base_axis)
 
 
@@ -237,15 +240,12 @@ def svd_affine(inp, n_outmaps, r, base_axis=1, uv_init=None, b_init=None, fix_pa
         u = _new_factor("U", np.dot(left, np.diag(singular))[:, :r])   # singular values go to U
         v = _new_factor("V", right[:r, :].reshape([r] + n_outmaps))
     u, v = _fixed_if(u, fix_parameters), _fixed_if(v, fix_parameters)
-    b = None
-    if with_bias:
-        b = _trainable("b", n_outmaps, _default(b_init, 0),
-                       fix_parameters)
+    b = _bias(n_outmaps, b_init, with_bias, fix_parameters)
     return F.affine(F.affine(inp, u, None, base_axis), v, b, base_axis)
 
 
-def _binary_affine_params(inp, n_outmaps, base_axis, w_init, wb_init, b_init, fix_parameters, rng):
-    """W (float), Wb (its binarized copy, written by the op) and b of the binary affines."""
+def _binary_affine_params(inp, n_outmaps, base_axis, w_init, wb_init, fix_parameters, rng):
+    """W (float) and Wb (its binarized copy, written by the op) of the binary affines."""
     n_outmaps = _as_list(n_outmaps)
     inmaps = int(np.prod(inp.shape[base_axis:]))
     n_outmap = int(np.prod(n_outmaps))
@@ -253,11 +253,9 @@ def _binary_affine_params(inp, n_outmaps, base_axis, w_init, wb_init, b_init, fi
         w_init = _glorot_uniform(inmaps, n_outmap, rng=rng)
     if wb_init is None:
         wb_init = _glorot_uniform(inmaps, n_outmap, rng=rng)
-    if b_init is None:
-        b_init = ConstantInitializer()
     w = _trainable("W", [inmaps] + n_outmaps, w_init, fix_parameters)
     wb = _buffer("Wb", [inmaps] + n_outmaps, wb_init)
-    return n_outmaps, w, wb, b_init
+    return n_outmaps, w, wb
 
 
 @parametric_function_api("bicon_affine", [
@@ -268,9 +266,9 @@ def _binary_affine_params(inp, n_outmaps, base_axis, w_init, wb_init, b_init, fi
 def binary_connect_affine(inp, n_outmaps, base_axis=1, quantize_zero_to=1.0, w_init=None,
                           wb_init=None, b_init=None, fix_parameters=False, rng=None, with_bias=True):
     """BinaryConnect affine: y = sign(W) x + b (``Wb`` holds sign(W) after a forward)."""
-    n_outmaps, w, wb, b_init = _binary_affine_params(inp, n_outmaps, base_axis, w_init, wb_init,
-                                                     b_init, fix_parameters, rng)
-    b = _trainable("b", n_outmaps, b_init, fix_parameters) if with_bias else None
+    n_outmaps, w, wb = _binary_affine_params(inp, n_outmaps, base_axis, w_init, wb_init,
+                                             fix_parameters, rng)
+    b = _bias(n_outmaps, b_init, with_bias, fix_parameters)
     return F.binary_connect_affine(inp, w, wb, b, base_axis, quantize_zero_to)
 
 
@@ -284,10 +282,10 @@ def binary_weight_affine(inp, n_outmaps, base_axis=1, quantize_zero_to=1.0, w_in
                          wb_init=None, b_init=None, fix_parameters=False, rng=None, with_bias=True):
     """Binary weight affine (XNOR-Net): y = alpha sign(W) x + b, alpha the mean |W| per
     output."""
-    n_outmaps, w, wb, b_init = _binary_affine_params(inp, n_outmaps, base_axis, w_init, wb_init,
-                                                     b_init, fix_parameters, rng)
+    n_outmaps, w, wb = _binary_affine_params(inp, n_outmaps, base_axis, w_init, wb_init,
+                                             fix_parameters, rng)
     alpha = _buffer("alpha", n_outmaps, ConstantInitializer(0))
-    b = _trainable("b", n_outmaps, b_init, fix_parameters) if with_bias else None
+    b = _bias(n_outmaps, b_init, with_bias, fix_parameters)
     return F.binary_weight_affine(inp, w, wb, alpha, b, base_axis, quantize_zero_to)
 
 
@@ -307,10 +305,7 @@ def inq_affine(inp, n_outmaps, base_axis=1, num_bits=4, inq_iterations=(),
         w_init = _glorot_uniform(inmaps, int(np.prod(n_outmaps)), rng=rng)
     w = _trainable("W", [inmaps] + n_outmaps, w_init, fix_parameters)
     i = _buffer("I", [inmaps] + n_outmaps, _default(i_init, 0))
-    b = None
-    if with_bias:
-        b = _trainable("b", n_outmaps, _default(b_init, 0),
-                       fix_parameters)
+    b = _bias(n_outmaps, b_init, with_bias, fix_parameters)
     return F.inq_affine(inp, w, i, b, base_axis, num_bits, inq_iterations, selection_algorithm, seed)
 
 
@@ -328,16 +323,10 @@ def convolution(inp, outmaps, kernel, pad=None, stride=None, dilation=None, grou
     channels, filter_shape = _conv_filter_shape(inp, base_axis, group, kernel, channel_last)
     if w_init is None:
         w_init = _glorot_uniform(channels, outmaps, tuple(kernel), rng=rng)
-    if with_bias and b_init is None:
-        b_init = ConstantInitializer()
     w = _trainable("W", (outmaps,) + filter_shape, w_init, fix_parameters)
     if apply_w is not None:
         w = apply_w(w)
-    b = None
-    if with_bias:
-        b = _trainable("b", (outmaps,), b_init, fix_parameters)
-        if apply_b is not None:
-            b = apply_b(b)
+    b = _bias((outmaps,), b_init, with_bias, fix_parameters, apply_b)
     return F.convolution(inp, w, b, base_axis, pad, stride, dilation, group, channel_last)
 
 
@@ -373,10 +362,7 @@ def svd_convolution(inp, outmaps, kernel, r, pad=None, stride=None, dilation=Non
         v = _new_factor("V", np.transpose(v_low_rank, (2, 0, 1)).reshape(
             (outmaps, inmaps * r) + (1,) * len(kernel)))
     u, v = _fixed_if(u, fix_parameters), _fixed_if(v, fix_parameters)
-    b = None
-    if with_bias:
-        b = _trainable("b", (outmaps,), _default(b_init, 0),
-                       fix_parameters)
+    b = _bias((outmaps,), b_init, with_bias, fix_parameters)
     y = F.depthwise_convolution(inp, u, None, base_axis, pad, stride, dilation, r)
     return F.convolution(y, v, b, base_axis)
 
@@ -413,17 +399,14 @@ def cpd3_convolution(inp, outmaps, kernel, r, pad=None, stride=None, dilation=No
         o = _new_factor("O", (factors[0] * lmbda).reshape((outmaps, r) + ones))
         k = _new_factor("K", np.transpose(factors[2]).reshape((r,) + kernel))
     o, i, k = (_fixed_if(p, fix_parameters) for p in (o, i, k))
-    b = None
-    if with_bias:
-        b = _trainable("b", (outmaps,), _default(b_init, 0),
-                       fix_parameters)
+    b = _bias((outmaps,), b_init, with_bias, fix_parameters)
     y = F.convolution(inp, i, None, base_axis)
     y = F.depthwise_convolution(y, k, None, base_axis, pad, stride, dilation, 1)
     return F.convolution(y, o, b, base_axis)
 
 
-def _binary_conv_params(inp, outmaps, kernel, group, w_init, wb_init, b_init, base_axis,
-                        fix_parameters, rng):
+def _binary_conv_params(inp, outmaps, kernel, group, w_init, wb_init, base_axis, fix_parameters,
+                        rng):
     """W (float) and Wb (its binarized copy, written by the op) of the binary convolutions."""
     channels, filter_shape = _conv_filter_shape(inp, base_axis, group, kernel, False)
     if w_init is None:
@@ -432,7 +415,7 @@ def _binary_conv_params(inp, outmaps, kernel, group, w_init, wb_init, b_init, ba
         wb_init = _glorot_uniform(channels, outmaps, tuple(kernel), rng=rng)
     w = _trainable("W", (outmaps,) + filter_shape, w_init, fix_parameters)
     wb = _buffer("Wb", (outmaps,) + filter_shape, wb_init)
-    return w, wb, _default(b_init, 0)
+    return w, wb
 
 
 @parametric_function_api("bicon_conv", [
@@ -444,9 +427,9 @@ def binary_connect_convolution(inp, outmaps, kernel, pad=None, stride=None, dila
                                quantize_zero_to=1.0, w_init=None, wb_init=None, b_init=None,
                                base_axis=1, fix_parameters=False, rng=None, with_bias=True):
     """BinaryConnect convolution: the filter is sign(W) (``Wb`` holds it after a forward)."""
-    w, wb, b_init = _binary_conv_params(inp, outmaps, kernel, group, w_init, wb_init, b_init,
-                                        base_axis, fix_parameters, rng)
-    b = _trainable("b", (outmaps,), b_init, fix_parameters) if with_bias else None
+    w, wb = _binary_conv_params(inp, outmaps, kernel, group, w_init, wb_init, base_axis,
+                                fix_parameters, rng)
+    b = _bias((outmaps,), b_init, with_bias, fix_parameters)
     return F.binary_connect_convolution(inp, w, wb, b, base_axis, pad, stride, dilation, group,
                                         quantize_zero_to)
 
@@ -462,10 +445,10 @@ def binary_weight_convolution(inp, outmaps, kernel, pad=None, stride=None, dilat
                               base_axis=1, fix_parameters=False, rng=None, with_bias=True):
     """Binary weight convolution (XNOR-Net): the filter is alpha sign(W), alpha the mean |W|
     per output map."""
-    w, wb, b_init = _binary_conv_params(inp, outmaps, kernel, group, w_init, wb_init, b_init,
-                                        base_axis, fix_parameters, rng)
+    w, wb = _binary_conv_params(inp, outmaps, kernel, group, w_init, wb_init, base_axis,
+                                fix_parameters, rng)
     alpha = _buffer("alpha", (outmaps,), ConstantInitializer(0))
-    b = _trainable("b", (outmaps,), b_init, fix_parameters) if with_bias else None
+    b = _bias((outmaps,), b_init, with_bias, fix_parameters)
     return F.binary_weight_convolution(inp, w, wb, alpha, b, base_axis, pad, stride, dilation,
                                        group, quantize_zero_to)
 
@@ -485,10 +468,7 @@ def inq_convolution(inp, outmaps, kernel, pad=None, stride=None, dilation=None, 
         w_init = _glorot_uniform(channels, outmaps, tuple(kernel), rng=rng)
     w = _trainable("W", (outmaps,) + filter_shape, w_init, fix_parameters)
     i = _buffer("I", (outmaps,) + filter_shape, _default(i_init, 0))
-    b = None
-    if with_bias:
-        b = _trainable("b", (outmaps,), _default(b_init, 0),
-                       fix_parameters)
+    b = _bias((outmaps,), b_init, with_bias, fix_parameters)
     return F.inq_convolution(inp, w, i, b, base_axis, pad, stride, dilation, group, num_bits,
                              inq_iterations, selection_algorithm, seed)
 
@@ -504,10 +484,8 @@ def depthwise_convolution(inp, kernel, pad=None, stride=None, dilation=None, mul
     channels = inp.shape[base_axis]
     if w_init is None:
         w_init = _glorot_uniform(channels * multiplier, channels, tuple(kernel), rng=rng)
-    if with_bias and b_init is None:
-        b_init = ConstantInitializer()
     w = _trainable("W", (channels * multiplier,) + tuple(kernel), w_init, fix_parameters)
-    b = _trainable("b", (channels * multiplier,), b_init, fix_parameters) if with_bias else None
+    b = _bias((channels * multiplier,), b_init, with_bias, fix_parameters)
     return F.depthwise_convolution(inp, w, b, base_axis, pad, stride, dilation, multiplier)
 
 
@@ -528,16 +506,10 @@ def deconvolution(inp, outmaps, kernel, pad=None, stride=None, dilation=None, gr
         w_shape = (channels, outmaps // group) + tuple(kernel)
     if w_init is None:
         w_init = _glorot_uniform(outmaps, channels, tuple(kernel), rng=rng)
-    if with_bias and b_init is None:
-        b_init = ConstantInitializer()
     w = _trainable("W", w_shape, w_init, fix_parameters)
     if apply_w is not None:
         w = apply_w(w)
-    b = None
-    if with_bias:
-        b = _trainable("b", (outmaps,), b_init, fix_parameters)
-        if apply_b is not None:
-            b = apply_b(b)
+    b = _bias((outmaps,), b_init, with_bias, fix_parameters, apply_b)
     return F.deconvolution(inp, w, b, base_axis, pad, stride, dilation, group, channel_last,
                            output_padding)
 
@@ -553,10 +525,8 @@ def depthwise_deconvolution(inp, kernel, pad=None, stride=None, dilation=None, d
     channels = inp.shape[base_axis]
     if w_init is None:
         w_init = _glorot_uniform(channels, channels, tuple(kernel), rng=rng)
-    if with_bias and b_init is None:
-        b_init = ConstantInitializer()
     w = _trainable("W", (channels,) + tuple(kernel), w_init, fix_parameters)
-    b = _trainable("b", (channels // divisor,), b_init, fix_parameters) if with_bias else None
+    b = _bias((channels // divisor,), b_init, with_bias, fix_parameters)
     return F.depthwise_deconvolution(inp, w, b, base_axis, pad, stride, dilation, divisor)
 
 
@@ -1177,6 +1147,16 @@ def _residual_norm(x, sublayer_out, dropout, fix_parameters, name):
                                name=name)
 
 
+def _attention_sublayer(x, kv, num_heads, rng, add_attn_bias, additive_mask, key_padding_mask,
+                        dropout, fix_parameters, attn_name, norm_name):
+    """Attention of x to kv (self-attention when kv is x), then ``_residual_norm``."""
+    attn = multi_head_attention(x, kv, kv, num_heads=num_heads, rng=rng,
+                                add_attn_bias=add_attn_bias, additive_mask=additive_mask,
+                                key_padding_mask=key_padding_mask,
+                                fix_parameters=fix_parameters, name=attn_name)[0]
+    return _residual_norm(x, attn, dropout, fix_parameters, norm_name)
+
+
 def _feed_forward(x, embed_dim, dim_feedforward, dropout, activation, rng, fix_parameters, prefix):
     hidden = activation(affine(x, dim_feedforward, base_axis=2, rng=rng,
                                fix_parameters=fix_parameters, name=prefix + "_affine1"))
@@ -1202,11 +1182,9 @@ def transformer_encode(src, embed_dim, num_heads, dim_feedforward=2048, dropout=
     """One post-norm Transformer encoder layer on src (L_S, B, E): self-attention, then a
     ReLU (or ``activation``) feed-forward, each with dropout, a residual and a layer norm."""
     activation = F.relu if activation is None else activation
-    attn = multi_head_attention(src, src, src, num_heads=num_heads, rng=rng,
-                                add_attn_bias=add_attn_bias, additive_mask=src_additive_mask,
-                                key_padding_mask=src_key_padding_mask,
-                                fix_parameters=fix_parameters, name="src_self_attn")[0]
-    src = _residual_norm(src, attn, dropout, fix_parameters, "enc_layer_norm1")
+    src = _attention_sublayer(src, src, num_heads, rng, add_attn_bias, src_additive_mask,
+                              src_key_padding_mask, dropout, fix_parameters, "src_self_attn",
+                              "enc_layer_norm1")
     ff = _feed_forward(src, embed_dim, dim_feedforward, dropout, activation, rng, fix_parameters, "enc")
     return _residual_norm(src, ff, dropout, fix_parameters, "enc_layer_norm2")
 
@@ -1232,16 +1210,12 @@ def transformer_decode(tgt, memory, embed_dim, num_heads, dim_feedforward=2048, 
     """One post-norm Transformer decoder layer on tgt (L_T, B, E) attending to the encoder's
     memory (L_S, B, E): self-attention, memory attention, feed-forward."""
     activation = F.relu if activation is None else activation
-    attn = multi_head_attention(tgt, tgt, tgt, num_heads=num_heads, rng=rng,
-                                add_attn_bias=add_attn_bias, additive_mask=tgt_additive_mask,
-                                key_padding_mask=tgt_key_padding_mask,
-                                fix_parameters=fix_parameters, name="tgt_self_attn")[0]
-    tgt = _residual_norm(tgt, attn, dropout, fix_parameters, "dec_layer_norm1")
-    attn = multi_head_attention(tgt, memory, memory, num_heads=num_heads, rng=rng,
-                                add_attn_bias=add_attn_bias, additive_mask=memory_additive_mask,
-                                key_padding_mask=memory_key_padding_mask,
-                                fix_parameters=fix_parameters, name="tgt_memory_attn")[0]
-    tgt = _residual_norm(tgt, attn, dropout, fix_parameters, "dec_layer_norm2")
+    tgt = _attention_sublayer(tgt, tgt, num_heads, rng, add_attn_bias, tgt_additive_mask,
+                              tgt_key_padding_mask, dropout, fix_parameters, "tgt_self_attn",
+                              "dec_layer_norm1")
+    tgt = _attention_sublayer(tgt, memory, num_heads, rng, add_attn_bias, memory_additive_mask,
+                              memory_key_padding_mask, dropout, fix_parameters, "tgt_memory_attn",
+                              "dec_layer_norm2")
     ff = _feed_forward(tgt, embed_dim, dim_feedforward, dropout, activation, rng, fix_parameters, "dec")
     return _residual_norm(tgt, ff, dropout, fix_parameters, "dec_layer_norm3")
 
@@ -1302,11 +1276,7 @@ def deformable_convolution(inp, outmaps, kernel, offset, mask=None, pad=None, st
     w = _trainable("W", (outmaps,) + filter_shape, w_init, fix_parameters)
     if apply_w is not None:
         w = apply_w(w)
-    b = None
-    if with_bias:
-        b = _trainable("b", (outmaps,), ConstantInitializer() if b_init is None else b_init, fix_parameters)
-        if apply_b is not None:
-            b = apply_b(b)
+    b = _bias((outmaps,), b_init, with_bias, fix_parameters, apply_b)
     return F.deformable_convolution(inp, w, offset, mask, b, base_axis, pad, stride, dilation, group,
                                     deformable_group, channel_last)
 

@@ -81,8 +81,12 @@ def test_argument_errors_name_the_problem(comm):
         comm.bcast(nd([1.0]), src=3)
     with pytest.raises(ValueError, match="1 NdArrays of shape \\(2,\\)"):
         comm.all_gather(nd([1.0, 2.0]), [nn.NdArray((2,)), nn.NdArray((2,))])
-    with pytest.raises(ValueError, match="1 NdArrays of shape \\(3,\\)"):
+    with pytest.raises(ValueError, match="reduce_scatter: ndarray_list must hold 1 NdArrays of shape \\(3,\\)"):
         comm.reduce_scatter([nd([1.0, 2.0])], nn.NdArray((3,)))
+    with pytest.raises(TypeError, match="all_gather: ndarray must be an NdArray, got ndarray"):
+        comm.all_gather(np.ones(2), [nn.NdArray((2,))])
+    with pytest.raises(TypeError, match="reduce_scatter: ndarray must be an NdArray, got list"):
+        comm.reduce_scatter([nd([1.0])], [nd([1.0])])
     with pytest.raises(ValueError, match="distinct ranks in \\[0, 1\\)"):
         comm.new_group(("pair", [0, 1]))
     with pytest.raises(ValueError, match="pack_size must be positive"):

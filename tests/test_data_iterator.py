@@ -1,4 +1,6 @@
 """nnabla_jit.utils.data_iterator / data_source: batches, epochs, shuffling, callbacks, slices."""
+import os
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -226,6 +228,23 @@ def test_slice_argument_errors():
         di.slice(None, num_of_slices=2, slice_pos=2)
     with pytest.raises(ValueError, match="slice"):
         di.slice(None, slice_start=5, slice_end=11)
+
+
+@pytest.mark.parametrize("keep_dir", [False, True])
+def test_cache_wrappers_close_the_source_they_wrap_and_only_their_own_temporary_folder(tmp_path, keep_dir):
+    source = SimpleDataSource(load, 3)
+    wrapper = ds_module.DataSourceWithFileCache(
+        source, cache_dir=str(tmp_path / "cache") if keep_dir else None)
+    assert (wrapper.size, wrapper.variables) == (3, source.variables)
+    cache_dir = wrapper._cache_dir
+    wrapper.close()
+    wrapper.close()     # closing twice is harmless
+    assert wrapper._closed and source._closed and os.path.isdir(cache_dir) == keep_dir
+    source = SimpleDataSource(load, 3)
+    memory = DataSourceWithMemoryCache(source)
+    assert (memory.size, memory.variables) == (3, source.variables)
+    memory.close()
+    assert memory._closed and source._closed
 
 
 def test_close_and_context_manager():

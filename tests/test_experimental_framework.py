@@ -79,3 +79,27 @@ def test_updater_order_with_accumulation():
     assert log == [("zero", 3, 1), ("feed", 3, 1, 0), ("fwd", 3, 1, 0), ("bwd", 3, 1, 0),
                    ("feed", 3, 1, 1), ("fwd", 3, 1, 1), ("bwd", 3, 1, 1),
                    ("pre", 3, 1), ("pre2", 3, 1), ("update", 3, 1)]
+
+
+def test_updater_calls_each_steps_callbacks_around_it_and_all_reduces_only_with_comm_and_grads():
+    log = []
+
+    def step(name):
+        return lambda *args: log.append((name,) + args)
+    hooks = dict(train_data_feeder=step("feed"), solver_zero_grad=step("zero"),
+                 solver_update=step("update"), loss_forward=step("fwd"), loss_backward=step("bwd"),
+                 comm_all_reduce=step("reduce"),
+                 loss_forward_callback_on_start=step("fwd<"), loss_forward_callback_on_finish=step("fwd>"),
+                 loss_backward_callback_on_start=step("bwd<"), loss_backward_callback_on_finish=step("bwd>"),
+                 comm_all_reduce_callback_on_start=step("reduce<"),
+                 comm_all_reduce_callback_on_finish=step("reduce>"),
+                 solver_update_callback_on_finish=[step("update>")])
+    Updater(comm=object(), grads=["g"], **hooks).update(0, 2)
+    assert log == [("zero", 0, 2), ("feed", 0, 2, 0),
+                   ("fwd<", 0, 2, 0), ("fwd", 0, 2, 0), ("fwd>", 0, 2, 0),
+                   ("bwd<", 0, 2, 0), ("bwd", 0, 2, 0), ("bwd>", 0, 2, 0),
+                   ("reduce<", 0, 2), ("reduce", 0, 2), ("reduce>", 0, 2),
+                   ("update", 0, 2), ("update>", 0, 2)]
+    del log[:]
+    Updater(comm=object(), grads=[], **hooks).update(0, 2)
+    assert not any(entry[0].startswith("reduce") for entry in log)

@@ -183,6 +183,11 @@ def test_outputs_argument_reuses_variables():
     assert y is out
     y.forward()
     np.testing.assert_array_equal(out.d, [2, 2, 2])
+    with pytest.raises(ValueError, match="MulScalar: 2 output variables given, 1 expected"):
+        F.mul_scalar(x, 2.0, outputs=[nn.Variable((3,)), nn.Variable((3,))])
+    other = nn.Variable((7,))
+    y.parent.setup([x], [other])        # setup reshapes the outputs it is given
+    assert other.shape == (3,)
 
 
 def test_double_context_computes_in_float64():

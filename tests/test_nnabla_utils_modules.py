@@ -88,6 +88,17 @@ def test_imread_repeats_grey_and_pil_backend_is_8_bit(tmp_path):
         image_utils.set_backend("default")      # back to automatic
 
 
+def test_imsave_writes_through_a_temporary_file_with_the_mode_open_gives(tmp_path):
+    plain = tmp_path / "plain"
+    plain.write_bytes(b"")
+    path = tmp_path / "i.png"
+    image_utils.imsave(str(path), np.zeros((2, 3), np.uint8))
+    assert os.stat(path).st_mode & 0o777 == os.stat(plain).st_mode & 0o777
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["i.png", "plain"]    # no temporary left
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        image_utils.imsave(str(tmp_path / "missing" / "i.png"), np.zeros((2, 3), np.uint8))
+
+
 def test_download_from_a_local_url_and_resource_reader(tmp_path):
     from nnabla_jit.utils.data_source_loader import ResourceFileReader, download, get_file_extension
     src = tmp_path / "data.bin"
@@ -413,3 +424,19 @@ def test_optimize_keeps_the_files_executor(tmp_path):
         runs[name] = [pv.variable_instance.d.copy() for pv in ex.output_assign]
     np.testing.assert_allclose(runs[dst][0], runs[src][0], rtol=1e-5, atol=1e-5)
     nn.clear_parameters()
+
+
+def test_intensity_rescales_of_audio_and_image_map_ranges_alike():
+    from nnabla_jit.utils.audio_utils import common as audio_common
+    from nnabla_jit.utils.image_utils.backend_events import common as image_common
+    values = np.array([[0, 64], [128, 255]], np.uint8)
+    for rescale in (audio_common.rescale_intensity, image_common.rescale_pixel_intensity):
+        np.testing.assert_allclose(rescale(values, 0, 255, 0, 1, np.float32), values / 255.0, rtol=1e-6)
+        assert rescale(values, 0, 255, 0, 0).dtype == np.uint8      # constant output range
+        with pytest.raises(ValueError, match="supports only numpy.ndarray"):
+            rescale([1, 2])
+    for normalize in (audio_common.normalize_intensity, image_common.normalize_pixel_intensity):
+        assert normalize(np.array([2.0, 4.0]), 2.0, 2.0).tolist() == [1.0, 2.0]   # constant range
+        assert normalize(np.array([2.0, 4.0]), 2.0, 6.0).tolist() == [0.0, 0.5]
+    # audio computes in float64, so a low above the samples gives negatives, not uint8 wrap-around
+    assert audio_common.rescale_intensity(values[:1], 100, 200, 0, 100, np.float64)[0, 0] == -100

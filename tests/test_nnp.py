@@ -234,6 +234,24 @@ def test_load_training_configuration():
     assert [pv.name for pv in ex.output_assign] == ["y"] and ex.num_evaluations == 1
 
 
+@pytest.mark.parametrize("entry, what", [("optimizer", "optimizer 'optimizer'"),
+                                         ("monitor", "monitor 'train_error'"),
+                                         ("executor", "executor 'runtime'")])
+def test_load_names_the_entry_whose_network_is_missing(tmp_path, entry, what):
+    with zipfile.ZipFile(fixture("train_mlp.nnp")) as z:
+        members = {name: z.read(name) for name in z.namelist()}
+    proto = text_format.Parse(members["network.nntxt"].decode("utf-8"), nnabla_pb2.NNablaProtoBuf())
+    getattr(proto, entry)[0].network_name = "nowhere"
+    members["network.nntxt"] = text_format.MessageToString(proto).encode("utf-8")
+    path = str(tmp_path / "broken.nnp")
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    with pytest.raises(ValueError, match="load: {} uses network 'nowhere', which the file does "
+                                         "not define".format(what)):
+        load([path], prepare_data_iterator=False)
+
+
 def test_save_training_configuration_round_trip(tmp_path):
     import nnabla_jit.solvers as S
     info = load([fixture("train_mlp.nnp")], prepare_data_iterator=False)
@@ -323,7 +341,11 @@ def test_saving_needs_known_networks_and_datasets():
         save(io.BytesIO(), c)
     c = contents_of(x, y, z)
     c["executors"][0]["output"] = ["nope"]
-    with pytest.raises(ValueError, match="'nope' is not in network"):
+    with pytest.raises(ValueError, match="output variable 'nope' is not in network"):
+        save(io.BytesIO(), c)
+    c = contents_of(x, y, z)
+    c["executors"][0]["data"] = ["absent"]
+    with pytest.raises(ValueError, match="data variable 'absent' is not in network"):
         save(io.BytesIO(), c)
 
 

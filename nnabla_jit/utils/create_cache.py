@@ -19,7 +19,7 @@ from tqdm import tqdm
 from ..config import nnabla_config
 from ..logger import logger
 from .communicator_util import single_or_rankzero
-from .data_source import _write_atomically, _write_csv_rows
+from .data_source import _write_atomically, write_csv_rows
 from .data_source_implements import CsvDataSource
 from .data_source_loader import FileReader
 from .progress import progress
@@ -82,13 +82,13 @@ class CreateCache(CsvDataSource):
             index_rows = pool.map(self._save_cache, chunks)
         if single_or_rankzero():
             progress("Create cache", 1.0)
-        _write_csv_rows(os.path.join(output_cache_dirname, "cache_index.csv"), index_rows)
+        write_csv_rows(os.path.join(output_cache_dirname, "cache_index.csv"), index_rows)
         if self._cache_file_format == ".npy":
-            _write_csv_rows(os.path.join(output_cache_dirname, "cache_info.csv"),
-                            [(name,) for name in self._variables])
+            write_csv_rows(os.path.join(output_cache_dirname, "cache_info.csv"),
+                           [(name,) for name in self._variables])
         with open(self._input_csv_filename, "rb") as f:
             original = f.read()
         _write_atomically(os.path.join(output_cache_dirname, "original.csv"), lambda f: f.write(original))
         if self._order is not None and self._original_order is not None:
-            _write_csv_rows(os.path.join(output_cache_dirname, "order.csv"),
-                            [[int(a), int(b)] for a, b in zip(self._original_order, self._order)])
+            write_csv_rows(os.path.join(output_cache_dirname, "order.csv"),
+                           [[int(a), int(b)] for a, b in zip(self._original_order, self._order)])

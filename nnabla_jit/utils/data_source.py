@@ -19,6 +19,7 @@ import threading
 import numpy
 
 from ..logger import logger
+from ..serialization.files import atomic_path
 
 __all__ = ["DataSource", "DataSourceWithMemoryCache", "DataSourceWithFileCache",
            "DataSourceWithFileCacheError", "SlicedDataSource", "read_cache_file"]
@@ -125,18 +126,31 @@ def _example_nbytes(example):
                for d in example)
 
 
-class DataSourceWithMemoryCache(DataSource):
+class _WrappingDataSource(DataSource):
+    """A data source over another one, ``data_source``: same size and variables; closing it
+    closes ``data_source``."""
+
+    def __init__(self, data_source, shuffle, rng):
+        super(_WrappingDataSource, self).__init__(shuffle=shuffle, rng=rng)
+        self._data_source = data_source
+        self._size = data_source._size
+        self._variables = data_source.variables
+
+    def close(self):
+        if not self._closed:
+            self._data_source.close()
+        super(_WrappingDataSource, self).close()
+
+
+class DataSourceWithMemoryCache(_WrappingDataSource):
     """Keeps the examples of ``data_source`` in memory once read, when they fit in
     ``MEMORY_CACHE_MAX_BYTES``, and reshuffles the cached examples itself (from its second
     reset on, like nnabla); otherwise it reads through to ``data_source``."""
 
     def __init__(self, data_source, shuffle=False, rng=None):
         logger.info("Using DataSourceWithMemoryCache")
-        super(DataSourceWithMemoryCache, self).__init__(shuffle=shuffle, rng=rng)
+        super(DataSourceWithMemoryCache, self).__init__(data_source, shuffle, rng)
         self._buffer_max_size = MEMORY_CACHE_MAX_BYTES
-        self._size = data_source._size
-        self._variables = data_source.variables
-        self._data_source = data_source
         self._order = list(range(self._size))
         self._cache = []
         self._data_size = _example_nbytes(self._get_data_func(0))
@@ -161,12 +175,6 @@ class DataSourceWithMemoryCache(DataSource):
             data = self._data_source._get_data(position)
         self._position = position
         return data
-
-    def close(self):
-        if not self._closed:
-            atexit.unregister(self.close)
-            self._data_source.close()
-            self._closed = True
 
     def reset(self):
         if self._on_memory:
@@ -228,17 +236,13 @@ def _is_rank_zero():
 
 def _write_atomically(path, write):
     """Call ``write(binary file)`` on a temporary file beside ``path``, then rename it."""
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(os.path.abspath(path)))
-    try:
-        with os.fdopen(fd, "wb") as f:
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as f:
             write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
-def _write_csv_rows(path, rows):
+def write_csv_rows(path, rows):
+    """Write ``rows`` to ``path`` as CSV (UTF-8, LF line ends), atomically."""
     text = io.StringIO()
     csv.writer(text, lineterminator="\n").writerows(rows)
     _write_atomically(path, lambda f: f.write(text.getvalue().encode("utf-8")))
@@ -266,7 +270,7 @@ class DataSourceWithFileCacheError(Exception):
     """A data source cannot be written to, or read from, cache files."""
 
 
-class DataSourceWithFileCache(DataSource):
+class DataSourceWithFileCache(_WrappingDataSource):
     """Copies the examples of ``data_source`` into cache files and reads them from there.
 
     The files, in ``cache_dir`` (a temporary folder removed by ``close()`` when None), are
@@ -282,10 +286,7 @@ class DataSourceWithFileCache(DataSource):
     def __init__(self, data_source, cache_dir=None, cache_file_name_prefix="cache", shuffle=False,
                  rng=None):
         logger.info("Using DataSourceWithFileCache")
-        super(DataSourceWithFileCache, self).__init__(shuffle=shuffle, rng=rng)
-        self._data_source = data_source
-        self._size = data_source._size
-        self._variables = data_source.variables
+        super(DataSourceWithFileCache, self).__init__(data_source, shuffle, rng)
         self._cache_file_name_prefix = cache_file_name_prefix
         self._tempdir_created = cache_dir is None
         self._cache_dir = tempfile.mkdtemp() if cache_dir is None else cache_dir
@@ -312,21 +313,21 @@ class DataSourceWithFileCache(DataSource):
             if len(examples) == FILE_CACHE_SIZE or position == self._size - 1:
                 self._write_cache_file(position - len(examples) + 1, position, examples)
                 examples = []
-        _write_csv_rows(os.path.join(self._cache_dir, "cache_index.csv"),
-                        [(os.path.basename(path), count) for path, count in self._files])
-        _write_csv_rows(os.path.join(self._cache_dir, "cache_info.csv"),
-                        [(name,) for name in self._variables])
+        write_csv_rows(os.path.join(self._cache_dir, "cache_index.csv"),
+                       [(os.path.basename(path), count) for path, count in self._files])
+        write_csv_rows(os.path.join(self._cache_dir, "cache_info.csv"),
+                       [(name,) for name in self._variables])
         source = self._data_source
         if source._original_source_uri is not None:
             with open(source._original_source_uri, "rb") as f:
                 original = f.read()
             _write_atomically(os.path.join(self._cache_dir, "original.csv"), lambda f: f.write(original))
         if source._order is not None and source._original_order is not None:
-            _write_csv_rows(os.path.join(self._cache_dir, "order.csv"),
-                            # A cache source's original positions are (file, index) pairs,
-                            # written as their text as nnabla does.
-                            [[a if isinstance(a, tuple) else int(a), b if isinstance(b, tuple) else int(b)]
-                             for a, b in zip(source._original_order, source._order)])
+            write_csv_rows(os.path.join(self._cache_dir, "order.csv"),
+                           # A cache source's original positions are (file, index) pairs,
+                           # written as their text as nnabla does.
+                           [[a if isinstance(a, tuple) else int(a), b if isinstance(b, tuple) else int(b)]
+                            for a, b in zip(source._original_order, source._order)])
 
     def _write_cache_file(self, first, last, examples):
         """Save the examples at positions first..last into one cache file."""
@@ -377,9 +378,6 @@ class DataSourceWithFileCache(DataSource):
             self._generation += 1
 
     def close(self):
-        if not self._closed:
-            atexit.unregister(self.close)
-            if self._tempdir_created:
-                shutil.rmtree(self._cache_dir, ignore_errors=True)
-            self._data_source.close()
-            self._closed = True
+        if not self._closed and self._tempdir_created:
+            shutil.rmtree(self._cache_dir, ignore_errors=True)
+        super(DataSourceWithFileCache, self).close()

@@ -27,7 +27,8 @@ def get_data_home():
     return d
 
 
-def _sha256(path):
+def file_sha256(path):
+    """The SHA-256 of the file at ``path``, as hex (read in chunks)."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(_CHUNK), b""):
@@ -76,7 +77,7 @@ def download(url, output_file=None, open_file=True, allow_overwrite=False, sha25
         part = path + ".part"
         _fetch(url, part, timeout, filename)
         if sha256 is not None:
-            got = _sha256(part)
+            got = file_sha256(part)
             if got != sha256.lower():
                 os.unlink(part)
                 raise IOError("download of {}: sha256 {} does not match the expected {}; the file "

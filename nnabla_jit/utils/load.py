@@ -200,6 +200,14 @@ def _scheduler(s, init_lr):
     return scheduler
 
 
+def _network_of(entry, networks, what):
+    """The network an optimizer, monitor or executor ``entry`` names."""
+    if entry.network_name not in networks:
+        raise ValueError("load: {} uses network '{}', which the file does not define".format(
+            what, entry.network_name))
+    return networks[entry.network_name]
+
+
 def _optimizer(o, networks, datasets, checkpoint, ctx):
     what = "optimizer '{}'".format(o.name)
     opt = Optimizer()
@@ -214,10 +222,7 @@ def _optimizer(o, networks, datasets, checkpoint, ctx):
     opt.lr_decay = o.solver.lr_decay if o.solver.lr_decay > 0.0 else 1.0
     opt.lr_decay_interval = o.solver.lr_decay_interval if o.solver.lr_decay_interval > 0 else 1
     opt.scheduler = _scheduler(o.solver, init_lr)
-    if o.network_name not in networks:
-        raise ValueError("load: {} uses network '{}', which the file does not define".format(
-            what, o.network_name))
-    net = opt.network = networks[o.network_name]
+    net = opt.network = _network_of(o, networks, what)
     opt.data_iterators = OrderedDict()
     for d in o.dataset_name:
         if d not in datasets:
@@ -250,10 +255,7 @@ def _monitor(m, networks, datasets):
     what = "monitor '{}'".format(m.name)
     mon = Monitor()
     mon.proto, mon.name = m, m.name
-    if m.network_name not in networks:
-        raise ValueError("load: {} uses network '{}', which the file does not define".format(
-            what, m.network_name))
-    net = mon.network = networks[m.network_name]
+    net = mon.network = _network_of(m, networks, what)
     mon.data_iterators = OrderedDict((d, datasets[d].data_iterator) for d in m.dataset_name
                                      if d in datasets)
     _inputs_and_generators(mon, m, net, what)
@@ -266,10 +268,7 @@ def _executor(e, networks):
     what = "executor '{}'".format(e.name)
     ex = Executor()
     ex.proto, ex.name = e, e.name
-    if e.network_name not in networks:
-        raise ValueError("load: {} uses network '{}', which the file does not define".format(
-            what, e.network_name))
-    net = ex.network = networks[e.network_name]
+    net = ex.network = _network_of(e, networks, what)
     ex.num_evaluations = e.num_evaluations if e.num_evaluations > 0 else 1
     ex.repeat_evaluation_type = e.repeat_evaluation_type
     ex.need_back_propagation = e.need_back_propagation

@@ -165,16 +165,13 @@ def _executor(proto, e, networks):
                 "need_back_propagation"):
         if e.get(key) is not None:
             setattr(m, key, e[key])
-    for vname in e.get("data", net.inputs):
-        if vname not in net.variables:
-            raise ValueError("save: {}: data variable '{}' is not in network '{}'".format(
-                what, vname, net.proto.name))
-        m.data_variable.add(variable_name=vname, data_name=remap.get(vname, vname))
-    for vname in e.get("output", net.outputs):
-        if vname not in net.variables:
-            raise ValueError("save: {}: output variable '{}' is not in network '{}'".format(
-                what, vname, net.proto.name))
-        m.output_variable.add(variable_name=vname, data_name=remap.get(vname, vname))
+    for kind, default, entries in (("data", net.inputs, m.data_variable),
+                                   ("output", net.outputs, m.output_variable)):
+        for vname in e.get(kind, default):
+            if vname not in net.variables:
+                raise ValueError("save: {}: {} variable '{}' is not in network '{}'".format(
+                    what, kind, vname, net.proto.name))
+            entries.add(variable_name=vname, data_name=remap.get(vname, vname))
     for name in net.parameters:
         m.parameter_variable.add(variable_name=name)
     for vname in e.get("generator_variables", []):

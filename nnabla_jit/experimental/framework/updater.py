@@ -57,24 +57,16 @@ class Updater:
         self.solver_zero_grad(i, e)
         for ag in range(self.accum_grad):
             self.train_data_feeder(i, e, ag)
-            for callback in self.loss_forward_callback_on_start:
-                callback(i, e, ag)
-            self.loss_forward(i, e, ag)
-            for callback in self.loss_forward_callback_on_finish:
-                callback(i, e, ag)
-            for callback in self.loss_backward_callback_on_start:
-                callback(i, e, ag)
-            self.loss_backward(i, e, ag)
-            for callback in self.loss_backward_callback_on_finish:
-                callback(i, e, ag)
+            self._step("loss_forward", i, e, ag)
+            self._step("loss_backward", i, e, ag)
         if self.comm and self.grads:
-            for callback in self.comm_all_reduce_callback_on_start:
-                callback(i, e)
-            self.comm_all_reduce(i, e)
-            for callback in self.comm_all_reduce_callback_on_finish:
-                callback(i, e)
-        for callback in self.solver_update_callback_on_start:
-            callback(i, e)
-        self.solver_update(i, e)
-        for callback in self.solver_update_callback_on_finish:
-            callback(i, e)
+            self._step("comm_all_reduce", i, e)
+        self._step("solver_update", i, e)
+
+    def _step(self, name, *args):
+        """Call step ``name`` between its ``name_callback_on_start`` and ``_on_finish`` lists."""
+        for callback in getattr(self, name + "_callback_on_start"):
+            callback(*args)
+        getattr(self, name)(*args)
+        for callback in getattr(self, name + "_callback_on_finish"):
+            callback(*args)

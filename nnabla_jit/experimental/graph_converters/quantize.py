@@ -188,30 +188,28 @@ class QuantizeNonQNNToRecordingModifier(_RankedModifier):
         return h
 
 
-def _types_upstream(f):
-    """The types of the functions that ``f`` depends on."""
+def _types_reachable(f, neighbours):
+    """The types of the functions reached from ``f`` by following ``neighbours(g)`` (the
+    functions next to ``g``) again and again; ``f`` itself counts only if reached again."""
     seen, types, stack = set(), set(), [f]
     while stack:
-        for v in stack.pop().inputs:
-            g = v.parent
-            if g is not None and id(g) not in seen:
-                seen.add(id(g))
-                types.add(g.info.type_name)
-                stack.append(g)
-    return types
-
-
-def _types_downstream(f):
-    """The types of the functions that read what ``f`` makes, directly or not (through the
-    first output of each, as nnabla's converter looks)."""
-    seen, types, stack = set(), set(), [f]
-    while stack:
-        for g in _references(stack.pop().outputs[0]):
+        for g in neighbours(stack.pop()):
             if id(g) not in seen:
                 seen.add(id(g))
                 types.add(g.info.type_name)
                 stack.append(g)
     return types
+
+
+def _types_upstream(f):
+    """The types of the functions that ``f`` depends on."""
+    return _types_reachable(f, lambda g: [v.parent for v in g.inputs if v.parent is not None])
+
+
+def _types_downstream(f):
+    """The types of the functions that read what ``f`` makes, directly or not (through the
+    first output of each, as nnabla's converter looks)."""
+    return _types_reachable(f, lambda g: _references(g.outputs[0]))
 
 
 class QuantizeRecordingToTrainingModifier(FunctionModifier):

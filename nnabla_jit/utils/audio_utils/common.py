@@ -3,16 +3,15 @@ import os
 
 import numpy as np
 
+from ..intensity_range import normalize_range, rescale_range
+
 __all__ = ["normalize_intensity", "rescale_intensity"]
 
 
 def normalize_intensity(audio_arr, input_low, input_high):
     """``audio_arr`` mapped from [input_low, input_high] to [0, 1] (a constant range: 0 stays
     0, other values become 1)."""
-    span = input_high - input_low
-    if span == 0:
-        return audio_arr if input_low == 0 else audio_arr / input_low
-    return (audio_arr - input_low) / span
+    return normalize_range(audio_arr, input_low, input_high)
 
 
 def rescale_intensity(audio_arr, input_low=0, input_high=255, output_low=0, output_high=255,
@@ -21,13 +20,8 @@ def rescale_intensity(audio_arr, input_low=0, input_high=255, output_low=0, outp
     in float64), as ``output_type`` (default: its own)."""
     if not isinstance(audio_arr, np.ndarray):
         raise ValueError("rescale_intensity() supports only numpy.ndarray as input")
-    input_low, input_high = np.float64(input_low), np.float64(input_high)
-    output_low, output_high = np.float64(output_low), np.float64(output_high)
-    output_type = audio_arr.dtype if output_type is None else output_type
-    if input_low == output_low and output_low == output_high:
-        return np.asarray(audio_arr, output_type)
-    scaled = normalize_intensity(audio_arr, input_low, input_high) * (output_high - output_low) + output_low
-    return scaled.astype(output_type)
+    return rescale_range(audio_arr, np.float64(input_low), np.float64(input_high),
+                         np.float64(output_low), np.float64(output_high), output_type)
 
 
 def _auto_scale_before(audio_arr, datatype):

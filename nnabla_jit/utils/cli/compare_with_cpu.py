@@ -5,7 +5,6 @@ data, and compare every function's outputs, every input gradient and every updat
 Each comparison is ``norm_diff = std(a - b) / max(std(a), std(b))``; the table (``1-Correl``,
 a column per optimizer) goes to ``OUTDIR/compare_with_cpu.csv``, as nnabla_cli writes it.
 """
-import csv
 import os
 from collections import OrderedDict
 from contextlib import ExitStack
@@ -14,6 +13,7 @@ import numpy as np
 
 from ...logger import logger
 from ...parameter import get_parameters, parameter_scope
+from ..data_source import write_csv_rows
 from ..load import load
 from ..progress import configure_progress, progress
 from . import CommandError
@@ -142,8 +142,7 @@ def compare_with_cpu_command(args):
                 raise CommandError("optimizer '{}' has no dataset".format(record.optimizer.name))
             record.data_iterator = stack.enter_context(factory())
         result_array = compare_optimizer(config, parameters, config_cpu, parameters_cpu, result_array)
-    with open(os.path.join(args.outdir, "compare_with_cpu.csv"), "w") as f:
-        csv.writer(f, lineterminator="\n").writerows(result_array)
+    write_csv_rows(os.path.join(args.outdir, "compare_with_cpu.csv"), result_array)
     logger.log(99, "Compare with CPU Completed.")
     progress(None)
     return True

@@ -8,7 +8,8 @@ import os
 
 from ...logger import logger
 from . import CommandError
-from .dataset_images import (IMAGE_PATTERN, add_common_arguments, add_output_arguments,
+from .dataset_images import (IMAGE_PATTERN, add_common_arguments, add_image_shape_arguments,
+                             add_output_arguments,
                              check_common_arguments, imread, imresize, imsave, run_parallel,
                              shape_image, write_csv_split)
 
@@ -65,9 +66,7 @@ def add_create_image_classification_dataset_command(subparsers):
                                 description="Shape the images of a folder per class to one size "
                                             "and write the dataset CSV files.")
     add_common_arguments(sub, "source directory with directories for each class")
-    sub.add_argument("-c", "--channel", help="number of output color channels", required=True)
-    sub.add_argument("-w", "--width", help="width of output image", required=True)
-    sub.add_argument("-g", "--height", help="height of output image", required=True)
+    add_image_shape_arguments(sub)
     add_output_arguments(sub)
     sub.set_defaults(func=create_image_classification_dataset_command)
     return sub

@@ -19,7 +19,8 @@ import tqdm
 
 from ...logger import logger
 from . import CommandError
-from .dataset_images import (IMAGE_PATTERN, add_common_arguments, add_output_arguments,
+from .dataset_images import (IMAGE_PATTERN, add_common_arguments, add_image_shape_arguments,
+                             add_output_arguments,
                              check_common_arguments, imread, imresize, imsave, run_parallel,
                              shape_image, write_csv_split)
 
@@ -236,9 +237,7 @@ def add_create_object_detection_dataset_command(subparsers):
                                             "grid labels, regions and dataset CSV files.")
     add_common_arguments(sub, "source directory with souce image and label files")
     sub.add_argument("-n", "--num_class", help="number of object classes", required=True)
-    sub.add_argument("-c", "--channel", help="number of output color channels", required=True)
-    sub.add_argument("-w", "--width", help="width of output image", required=True)
-    sub.add_argument("-g", "--height", help="height of output image", required=True)
+    add_image_shape_arguments(sub)
     sub.add_argument("-a", "--num_anchor", help="number of anchor", required=True)
     sub.add_argument("-d", "--grid_size", help="width and height of detection grid", required=True)
     add_output_arguments(sub)

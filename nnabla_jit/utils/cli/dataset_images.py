@@ -110,6 +110,13 @@ def add_common_arguments(sub, source_help):
     return sub
 
 
+def add_image_shape_arguments(sub):
+    """The output images' channels and size, which check_common_arguments returns."""
+    sub.add_argument("-c", "--channel", help="number of output color channels", required=True)
+    sub.add_argument("-w", "--width", help="width of output image", required=True)
+    sub.add_argument("-g", "--height", help="height of output image", required=True)
+
+
 def add_output_arguments(sub):
     sub.add_argument("-m", "--mode", help="shaping mode (trimming or padding)", required=True)
     sub.add_argument("-s", "--shuffle", help="shuffle mode (true or false)", required=True)

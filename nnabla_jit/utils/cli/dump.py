@@ -28,6 +28,17 @@ def _repeated(field):
     return field.is_repeated if hasattr(field, "is_repeated") else field.label == field.LABEL_REPEATED
 
 
+# The sections of the summary in nnabla_cli's order: its label, the repeated field of the
+# proto, and the (label, variable field) rows printed for each entry.
+_INPUT_PORTS = ((" (In) Data     ", "data_variable"), (" (In) Generator", "generator_variable"))
+_SECTIONS = (
+    ("Optimizer", "optimizer", _INPUT_PORTS + ((" (Out)Loss     ", "loss_variable"),)),
+    ("Monitor  ", "monitor", _INPUT_PORTS + ((" (Out)Monitor  ", "monitor_variable"),)),
+    ("Executor ", "executor", _INPUT_PORTS + ((" (Out)Loss     ", "loss_variable"),
+                                              (" (Out)Output   ", "output_variable"))),
+)
+
+
 def _dump_summary(args, proto, parameter_names):
     nets = {}
     for net in proto.network:
@@ -68,28 +79,13 @@ def _dump_summary(args, proto, parameter_names):
                     for j, v in enumerate(f.output):
                         print("{} Output{}: Name: {:20} Shape: {}".format(fp, j, v, shape_of(net, v)))
 
-    for i, o in enumerate(proto.optimizer):
-        prefix, net = "  Optimizer[{}]: ".format(i), nets.get(o.network_name)
-        print("{}{}".format(prefix, o.name))
-        ports(prefix, " (In) Data     ", net, o.data_variable)
-        ports(prefix, " (In) Generator", net, o.generator_variable)
-        ports(prefix, " (Out)Loss     ", net, o.loss_variable)
-        functions(prefix, net)
-    for i, m in enumerate(proto.monitor):
-        prefix, net = "  Monitor  [{}]: ".format(i), nets.get(m.network_name)
-        print("{}{}".format(prefix, m.name))
-        ports(prefix, " (In) Data     ", net, m.data_variable)
-        ports(prefix, " (In) Generator", net, m.generator_variable)
-        ports(prefix, " (Out)Monitor  ", net, m.monitor_variable)
-        functions(prefix, net)
-    for i, e in enumerate(proto.executor):
-        prefix, net = "  Executor [{}]: ".format(i), nets.get(e.network_name)
-        print("{}{}".format(prefix, e.name))
-        ports(prefix, " (In) Data     ", net, e.data_variable)
-        ports(prefix, " (In) Generator", net, e.generator_variable)
-        ports(prefix, " (Out)Loss     ", net, e.loss_variable)
-        ports(prefix, " (Out)Output   ", net, e.output_variable)
-        functions(prefix, net)
+    for kind, entries, port_rows in _SECTIONS:
+        for i, entry in enumerate(getattr(proto, entries)):
+            prefix, net = "  {}[{}]: ".format(kind, i), nets.get(entry.network_name)
+            print("{}{}".format(prefix, entry.name))
+            for label, field in port_rows:
+                ports(prefix, label, net, getattr(entry, field))
+            functions(prefix, net)
     if not (proto.optimizer or proto.monitor or proto.executor):
         for name, net in nets.items():
             print("  Network: {} (batch size {}, {} functions, {} variables)".format(

@@ -11,6 +11,7 @@ import os
 import numpy as np
 from tqdm import tqdm
 
+from ..data_source import write_csv_rows
 from ..load import load
 from . import CommandError, batch_size_argument
 
@@ -162,10 +163,7 @@ def forward_command(args):
                         out_rows.append(rows[index + i] + cols)
                 bar.update(min(len(columns), len(rows) - index))
                 index += len(columns)
-    with open(result_path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f, lineterminator="\n")
-        writer.writerow(header)
-        writer.writerows(out_rows)
+    write_csv_rows(result_path, [header] + out_rows)
     print("Forward completed: {}".format(result_path))
     return True
 

@@ -5,7 +5,6 @@ forward and backward, the whole forward and backward, weight decay, the solver u
 reading the loss, each timed over at least one second and 100 runs after a warm-up. The table
 (``time in ms``, a column per optimizer) goes to ``OUTDIR/profile.csv``.
 """
-import csv
 import os
 import time
 from collections import OrderedDict
@@ -17,6 +16,7 @@ from tqdm import tqdm
 
 from ...ext_utils import import_extension_module
 from ...logger import logger
+from ..data_source import write_csv_rows
 from ..load import load
 from ..progress import configure_progress, progress
 from . import CommandError
@@ -156,8 +156,7 @@ def profile_command(args):
                 record.data_iterators.append(made[dataset])
             config.optimizers[name] = record
         result_array = profile_optimizer(config, result_array, _synchronizer(info.global_config))
-    with open(os.path.join(args.outdir, "profile.csv"), "w") as f:
-        csv.writer(f, lineterminator="\n").writerows(result_array)
+    write_csv_rows(os.path.join(args.outdir, "profile.csv"), result_array)
     logger.log(99, "Profile Completed.")
     progress(None)
     return True

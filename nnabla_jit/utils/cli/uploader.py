@@ -26,6 +26,7 @@ import urllib.request
 
 import tqdm
 
+from ..download import file_sha256
 from . import CommandError
 
 __all__ = ["Progress", "Uploader", "add_create_tar_command", "add_upload_command",
@@ -69,14 +70,6 @@ def log(string):
 
 def _sign(key, text):
     return hmac.new(key, text.encode("utf-8"), hashlib.sha256).digest()
-
-
-def _file_sha256(filename):
-    digest = hashlib.sha256()
-    with open(filename, "rb") as f:
-        for chunk in iter(lambda: f.read(_CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def s3_put_headers(method, url, payload_sha256, credentials, region, now=None):
@@ -194,7 +187,7 @@ class Uploader:
         bucket, key = upload_url.split("://", 1)[1].split("/", 1)
         region = info.get("region") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
         url = _s3_url(bucket, "{}/{}.tar".format(key, name), region)
-        headers = s3_put_headers("PUT", url, _file_sha256(filename), info, region)
+        headers = s3_put_headers("PUT", url, file_sha256(filename), info, region)
         headers["Content-Length"] = str(size)
         parts = urllib.parse.urlsplit(url)
         connection_class = (http.client.HTTPSConnection if parts.scheme == "https"

@@ -6,9 +6,10 @@ matplotlib; it is imported on first use.
 """
 import functools
 import os
-import tempfile
 
 import numpy as np
+
+from ...serialization.files import atomic_path
 
 __all__ = ["imread", "imsave", "imresize", "imwrite", "imload", "get_available_backends",
            "get_backend", "set_backend", "minmax_auto_scale", "rescale_pixel_intensity",
@@ -178,15 +179,9 @@ def imsave(path, img, channel_first=False, as_uint16=False, auto_scale=True):
     file_format = Image.registered_extensions().get(ext)
     if file_format is None:
         raise ValueError("imsave: cannot tell an image format from the extension of {}".format(path))
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=ext, dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as f:
             image.save(f, format=file_format)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from ...ext_utils import import_extension_module
+from ...serialization.files import write_bytes
 from .base import FunctionHookCallbackBase
 
 __all__ = ["TimeProfiler", "CpuTimerCallback", "FunctionHookCallbackBase", "import_extension_module"]
@@ -164,7 +165,7 @@ class TimeProfiler(FunctionHookCallbackBase):
         writer.writerow(["scope", "time", "scale", "num"])
         for scope, res in averages["summary"].items():
             writer.writerow([scope, res["time"], res["scale"], res["num"]])
-        _write_atomic(os.path.join(out_dir, "profile_summary.csv"), summary.getvalue())
+        write_bytes(os.path.join(out_dir, "profile_summary.csv"), summary.getvalue().encode("utf-8"))
 
         # One row per key (a function node), labelled name_k for the k-th key of that name.
         scopes = [s for s in averages if s != "summary"]
@@ -184,7 +185,7 @@ class TimeProfiler(FunctionHookCallbackBase):
         writer = csv.DictWriter(detail, header, lineterminator="\n")
         writer.writeheader()
         writer.writerows(rows.values())
-        _write_atomic(os.path.join(out_dir, "profile_detail.csv"), detail.getvalue())
+        write_bytes(os.path.join(out_dir, "profile_detail.csv"), detail.getvalue().encode("utf-8"))
 
     def __call__(self, *args, **kwargs):
         """Print the average times per scope and function, the first iteration left out."""
@@ -195,16 +196,3 @@ class TimeProfiler(FunctionHookCallbackBase):
             for key, res in results.items():
                 print("{}: {} [{}]".format(_key_text(key), res["time"], res["scale"]))
             print()
-
-
-def _write_atomic(path, text):
-    """Write ``text`` to ``path`` through a temporary file, so a crash never leaves half a file."""
-    tmp = "{}.tmp{}".format(path, os.getpid())
-    try:
-        with open(tmp, "w", newline="") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

@@ -2,6 +2,7 @@
 import numpy as np
 
 from ....logger import logger
+from ...intensity_range import normalize_range, rescale_range
 
 __all__ = ["normalize_pixel_intensity", "rescale_pixel_intensity", "upscale_uint8_image",
            "upscale_float_image", "upscale_pixel_intensity", "check_type_and_cast_if_necessary"]
@@ -10,10 +11,7 @@ __all__ = ["normalize_pixel_intensity", "rescale_pixel_intensity", "upscale_uint
 def normalize_pixel_intensity(img, input_low, input_high):
     """``img`` mapped from [input_low, input_high] to [0, 1] (a constant range: 0 stays 0, other
     values become 1)."""
-    span = input_high - input_low
-    if span == 0:
-        return img if input_low == 0 else img / input_low
-    return (img - input_low) / span
+    return normalize_range(img, input_low, input_high)
 
 
 def rescale_pixel_intensity(img, input_low=0, input_high=255, output_low=0, output_high=255,
@@ -22,11 +20,7 @@ def rescale_pixel_intensity(img, input_low=0, input_high=255, output_low=0, outp
     ``output_type`` (default: its own)."""
     if not isinstance(img, np.ndarray):
         raise ValueError("rescale_pixel_intensity() supports only numpy.ndarray as input")
-    output_type = img.dtype if output_type is None else output_type
-    if input_low == output_low and output_low == output_high:
-        return np.asarray(img, output_type)
-    scaled = normalize_pixel_intensity(img, input_low, input_high) * (output_high - output_low) + output_low
-    return scaled.astype(output_type)
+    return rescale_range(img, input_low, input_high, output_low, output_high, output_type)
 
 
 def upscale_uint8_image(img, as_uint16):

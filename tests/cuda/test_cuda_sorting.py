@@ -3,6 +3,8 @@ indexing family) on the device against the CPU kernels (tiny shapes): forward, a
 with accumulated gradients and inputs without one."""
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import nnabla_jit as nn
 import nnabla_jit.functions as F
@@ -78,6 +80,18 @@ def test_sort_nan_goes_last_and_long_lines_match():
     for reverse in (False, True):
         build = (lambda v: F.sort(v, reverse=reverse))
         assert_same_on_cuda(build, x)
+
+
+@settings(max_examples=2, deadline=None, database=None)   # the simulator is slow
+@given(shape=st.lists(st.integers(1, 6), min_size=1, max_size=3), data=st.data())
+def test_drawn_sorts_and_selections(shape, data):
+    """Any line length (merge passes with a partial last run) and axis, with ties."""
+    x = with_ties(*shape)
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    reverse = data.draw(st.booleans())
+    k = data.draw(st.integers(1, int(np.prod(shape[axis:]))))
+    assert_same_on_cuda(lambda v: F.sort(v, axis=axis, reverse=reverse), x)
+    assert_same_on_cuda(lambda v: F.top_k_data(v, k, base_axis=axis, largest=not reverse), x)
 
 
 @pytest.mark.parametrize("right", [False, True])

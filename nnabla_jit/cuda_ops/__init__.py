@@ -19,6 +19,7 @@ from . import device, registry
 from . import elementwise, reduction, affine, math, activation, loss  # noqa: F401  (register)
 from . import convolution, pooling, normalization, array  # noqa: F401  (register)
 from . import cumulative, indexing  # noqa: F401  (register)
+from . import convolution_variants  # noqa: F401  (register)
 from . import adjoint  # noqa: F401  (register)
 from . import recurrent, quantization, linalg, geometric, signal, stochastic  # noqa: F401  (register)
 from . import arithmetic, special, validation  # noqa: F401  (register)

@@ -3,6 +3,8 @@ sampling at learned offsets, optionally masked), adaptive separable convolution 
 vertical and horizontal kernel) and patch correlation (FlowNet's correlation layer), with their
 backward kernels. They reuse the geometry and scratch buffers of ``convolution.py``.
 """
+import math
+
 import numpy as np
 from numba import njit, prange
 
@@ -110,8 +112,8 @@ def _corners(y, x, H, W):
     reads as 0 (corners outside the image count as 0 too)."""
     if y <= -1.0 or y >= H or x <= -1.0 or x >= W:
         return 0, 0, 0.0, 0.0, False
-    y0 = int(np.floor(y))
-    x0 = int(np.floor(x))
+    y0 = int(math.floor(y))   # math, not np.floor: also the CUDA kernels' device function
+    x0 = int(math.floor(x))
     return y0, x0, y - y0, x - x0, True
 
 
@@ -295,23 +297,29 @@ class DeformableConvolution(Op):
 
 
 # ============================================================================== adaptive separable
+@njit(cache=True)
+def separable_at(x, kv, kh, n, c, h, w):
+    """sum_ij x[n, c, h + i, w + j] * kv[n, i, h, w] * kh[n, j, h, w]: one output element (also
+    the CUDA kernel's device function)."""
+    acc = 0.0
+    for i in range(kv.shape[1]):
+        row = 0.0
+        for j in range(kh.shape[1]):
+            row += x[n, c, h + i, w + j] * kh[n, j, h, w]
+        acc += row * kv[n, i, h, w]
+    return acc
+
+
 @parallel_kernel
 def adaptive_separable_kernel(x, kv, kh, y):
-    """y[n, c, h, w] = sum_ij x[n, c, h + i, w + j] * kv[n, i, h, w] * kh[n, j, h, w]."""
-    N, C, H, W = x.shape
-    _, Kv, Ho, Wo = kv.shape
-    Kh = kh.shape[1]
+    """y[n, c, h, w] = separable_at(x, kv, kh, n, c, h, w)."""
+    N, C = x.shape[:2]
+    Ho, Wo = kv.shape[2:]
     for task in prange(N * C):
         n, c = task // C, task % C
         for h in range(Ho):
             for w in range(Wo):
-                acc = 0.0
-                for i in range(Kv):
-                    row = 0.0
-                    for j in range(Kh):
-                        row += x[n, c, h + i, w + j] * kh[n, j, h, w]
-                    acc += row * kv[n, i, h, w]
-                y[n, c, h, w] = acc
+                y[n, c, h, w] = separable_at(x, kv, kh, n, c, h, w)
 
 
 @register
@@ -342,33 +350,42 @@ class AdaptiveSeparableConvolution(Op):
 
 
 # ============================================================================== patch correlation
+@njit(cache=True)
+def correlation_at(x1, x2, n, ho, wo, iy, ix, patch, shift, patch_step, shift_step, top, left):
+    """The sum over the patch at (ho, wo) and the channels of x1 times x2 moved by shift
+    (iy, ix); x1, x2 (N, H, W, C), zero outside: one output element (also the CUDA kernel's
+    device function)."""
+    H, W, C = x1.shape[1], x1.shape[2], x1.shape[3]
+    dy = iy * shift_step[0] - shift[0]
+    dx = ix * shift_step[1] - shift[1]
+    acc = 0.0
+    for kh in range(patch[0]):
+        h1 = ho * patch_step[0] + kh - top
+        h2 = h1 + dy
+        if h1 < 0 or h1 >= H or h2 < 0 or h2 >= H:
+            continue
+        for kw in range(patch[1]):
+            w1 = wo * patch_step[1] + kw - left
+            w2 = w1 + dx
+            if w1 < 0 or w1 >= W or w2 < 0 or w2 >= W:
+                continue
+            for c in range(C):
+                acc += x1[n, h1, w1, c] * x2[n, h2, w2, c]
+    return acc
+
+
 @parallel_kernel
 def patch_correlation_kernel(x1, x2, y, patch, shift, patch_step, shift_step, top, left):
-    """y[n, ho, wo, iy, ix] = sum over the patch at (ho, wo) and the channels of x1 times x2
-    moved by shift (iy, ix); x1, x2 (N, H, W, C), zero outside."""
-    N, H, W, C = x1.shape
+    """y[n, ho, wo, iy, ix] = correlation_at(...)."""
+    N = x1.shape[0]
     _, Ho, Wo, Cy, Cx = y.shape
     for task in prange(N * Ho):
         n, ho = task // Ho, task % Ho
         for wo in range(Wo):
             for iy in range(Cy):
-                dy = iy * shift_step[0] - shift[0]
                 for ix in range(Cx):
-                    dx = ix * shift_step[1] - shift[1]
-                    acc = 0.0
-                    for kh in range(patch[0]):
-                        h1 = ho * patch_step[0] + kh - top
-                        h2 = h1 + dy
-                        if h1 < 0 or h1 >= H or h2 < 0 or h2 >= H:
-                            continue
-                        for kw in range(patch[1]):
-                            w1 = wo * patch_step[1] + kw - left
-                            w2 = w1 + dx
-                            if w1 < 0 or w1 >= W or w2 < 0 or w2 >= W:
-                                continue
-                            for c in range(C):
-                                acc += x1[n, h1, w1, c] * x2[n, h2, w2, c]
-                    y[n, ho, wo, iy, ix] = acc
+                    y[n, ho, wo, iy, ix] = correlation_at(x1, x2, n, ho, wo, iy, ix, patch, shift,
+                                                          patch_step, shift_step, top, left)
 
 
 @register

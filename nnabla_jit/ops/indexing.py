@@ -455,20 +455,25 @@ class NonZero(Op):
 
 
 @njit(cache=True)
+def insertion_index(seq, r, v, right):
+    """Where v goes into the sorted row seq[r] (binary search): before the elements equal to
+    it, or after them with ``right``. Also the CUDA kernel's device function."""
+    lo, hi = 0, seq.shape[1]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if seq[r, mid] < v or (right and seq[r, mid] == v):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True)
 def searchsorted_kernel(seq, values, right, y):
-    """y[r, j] = insertion index of values[r, j] into the sorted row seq[r] (binary search)."""
-    n = seq.shape[1]
+    """y[r, j] = insertion index of values[r, j] into the sorted row seq[r]."""
     for r in range(seq.shape[0]):
         for j in range(values.shape[1]):
-            v = values[r, j]
-            lo, hi = 0, n
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if seq[r, mid] < v or (right and seq[r, mid] == v):
-                    lo = mid + 1
-                else:
-                    hi = mid
-            y[r, j] = lo
+            y[r, j] = insertion_index(seq, r, values[r, j], right)
 
 
 @register

@@ -37,12 +37,21 @@ def test_dropout(build):
 
 
 def test_grad_rule_reads_the_mask_drawn_for_the_device():
-    """nn.grad's DropoutMask (host) multiplies by the mask the device applied."""
+    """nn.grad's DropoutMask multiplies, on the device, by the mask the device applied; so
+    does its own backward (a second-order gradient)."""
     x0 = signed(4, 3)
     with nn.context_scope(cuda_context()):
         x = nn.Variable.from_numpy_array(x0, need_grad=True)
+        z = nn.Variable.from_numpy_array(signed(4, 3), need_grad=True)
         y = F.dropout(x, p=0.5)
-        dx = nn.grad([F.sum(y * 3.0)], [x])[0]
-    F.sink(y, dx).forward()
-    kept = y.d != 0
-    np.testing.assert_allclose(dx.d, np.where(kept, 6.0, 0.0), rtol=1e-6)
+        dx = nn.grad([F.sum(y * z)], [x])[0]        # mask * z / (1 - p), by DropoutMask
+        w = nn.Variable.from_numpy_array(signed(4, 3), need_grad=True)
+        second = F.sum(dx * w)
+    F.sink(y, second).forward()
+    assert written_on_device(dx.data)
+    scale = np.where(y.d != 0, 2.0, 0.0)
+    np.testing.assert_allclose(dx.d, scale * z.d, rtol=1e-6)
+    z.grad.zero()
+    second.backward()   # to z through DropoutMask's backward: mask * w / (1 - p)
+    assert written_on_device(z.grad)
+    np.testing.assert_allclose(z.g, scale * w.d, rtol=1e-6)

@@ -2,6 +2,7 @@
 subprocess under numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1 must be set before numba is
 imported, and this process runs the CPU path). The tests below need no simulator."""
 import os
+import re
 import subprocess
 import sys
 
@@ -69,3 +70,13 @@ def test_a_cuda_context_without_cuda_fails_clearly_when_run(monkeypatch):
         y = F.tanh(nn.Variable.from_numpy_array(np.ones(3, np.float32)))
     with pytest.raises(ImportError, match="NUMBA_ENABLE_CUDASIM"):
         y.forward()
+
+
+def test_every_op_without_cuda_kernels_is_named_in_docs_with_its_reason():
+    """Issue 10's rule: an op keeps CPU-only kernels only where docs/cuda.md says why."""
+    from nnabla_jit.cuda_ops import CUDA_OPS
+    from nnabla_jit.ops.registry import REGISTRY
+    with open(os.path.join(ROOT, "docs", "cuda.md")) as f:
+        doc = f.read()
+    host_only = [name for name in REGISTRY if name not in CUDA_OPS]
+    assert [name for name in host_only if not re.search(r"\b%s\b" % name, doc)] == []

@@ -13,8 +13,6 @@ import contextlib
 import types
 
 from numba import njit
-from numba.core import config
-from numba.core.compiler_lock import global_compiler_lock
 
 from ..deferred_compile import defer
 
@@ -49,29 +47,10 @@ def _twin(func, suffix):
     return twin
 
 
-def compile_at(dispatcher, level):
-    """Make ``dispatcher`` compile at LLVM optimisation level ``level`` instead of numba's
-    default 3 (numba reads ``config.OPT`` when it optimises a module; the compiler lock keeps
-    other compilations out meanwhile). For kernels whose branches -O3 multiplies (loop
-    unswitching) for no speed: they compile in half the time. Returns ``dispatcher``."""
-    compile_default = dispatcher.compile
-
-    def compile_at_level(sig):
-        with global_compiler_lock:
-            default, config.OPT = config.OPT, type(config.OPT)(level)
-            try:
-                return compile_default(sig)
-            finally:
-                config.OPT = default
-
-    dispatcher.compile = compile_at_level
-    return dispatcher
-
-
 class ParallelKernel:
     """The serial and parallel compilations of one kernel function."""
 
-    def __init__(self, func, opt=None, **options):
+    def __init__(self, func, **options):
         # numpy's error model: x / 0 gives inf or nan as in NumPy and nnabla, not an exception
         options.setdefault("error_model", "numpy")
         self.py_func = func
@@ -80,9 +59,6 @@ class ParallelKernel:
         # until then (deferred_compile.py)
         self.parallel = defer(njit(cache=True, parallel=True, **options)(_twin(func, "_parallel")),
                               self.serial)
-        if opt is not None:
-            compile_at(self.serial, opt)
-            compile_at(self.parallel, opt)
         self.__doc__ = func.__doc__
         self.__name__ = func.__name__
 
@@ -97,8 +73,7 @@ class ParallelKernel:
 
 def parallel_kernel(func=None, **options):
     """Decorator: compile ``func`` serial and parallel (see the module docstring).
-    ``@parallel_kernel(error_model="numpy")`` passes numba options to both; ``opt=2`` compiles
-    both at that LLVM optimisation level (:func:`compile_at`)."""
+    ``@parallel_kernel(error_model="numpy")`` passes numba options to both."""
     if func is None:
         return lambda f: ParallelKernel(f, **options)
     return ParallelKernel(func, **options)

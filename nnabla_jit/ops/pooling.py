@@ -237,7 +237,7 @@ LO, HI, SIZE, NEAR = 0, 1, 2, 3
 # ------------------------------------------------------------------------------ kernels
 # Samples arrive flattened, (N, D * H * W * C). Inner loops index with uint64: numba skips its
 # negative-index wraparound for unsigned ints, which keeps the loops tight.
-@parallel_kernel(opt=2)   # -O3 unswitches the mode / accum / padding branches: twice the compile time
+@parallel_kernel
 def pool_forward(x, y, index, wd, wh, ww, H, W, C, mode, including_pad, accum):
     """y[n, o, c] (+)= max / mean / sum of x over window o; for MAX, ``index`` gets the flat
     (d, h, w) position of the winner (ties: the first)."""

@@ -9,6 +9,7 @@ from numba.core import config, event
 
 import nnabla_jit as nn
 import nnabla_jit.functions as F
+from nnabla_jit import kernel_cache
 from nnabla_jit.ops import kernels, reduction
 from nnabla_jit.ops.registry import GRAD_RULES
 from nnabla_jit.testing import check_backward, check_double_backward, check_forward, check_function
@@ -97,7 +98,7 @@ def test_a_kernel_compiled_at_a_lower_optimisation_level_leaves_the_default_alon
         return 2 * x
 
     default = int(config.OPT)
-    lowered = kernels.compile_at(njit(double), 1)
+    lowered = kernel_cache.compile_at(njit(double), 1)
     with event.install_listener("numba:compile", Listener()):
         assert lowered(3.0) == 6.0
     assert seen and set(seen) == {1}
@@ -106,3 +107,28 @@ def test_a_kernel_compiled_at_a_lower_optimisation_level_leaves_the_default_alon
     with event.install_listener("numba:compile", Listener()):
         assert njit(double)(3) == 6   # another kernel: numba's level
     assert set(seen) == {default}
+
+
+def test_the_package_kernels_compile_at_the_package_level(monkeypatch, tmp_path):
+    monkeypatch.setenv(kernel_cache.ENV_VAR, str(tmp_path))   # an empty cache: it compiles
+    module = kernel_cache.load_generated("nnabla_jit_opt_level_test_", """
+from numba import njit
+
+
+@njit(cache=True)
+def triple(x):
+    return 3 * x
+""")
+    seen = []
+
+    class Listener(event.Listener):
+        def on_start(self, ev):
+            seen.append(int(config.OPT))
+
+        def on_end(self, ev):
+            pass
+
+    with event.install_listener("numba:compile", Listener()):
+        assert module.triple(2.0) == 6.0
+    assert seen == [kernel_cache.OPT_LEVEL]
+    assert int(config.OPT) != kernel_cache.OPT_LEVEL   # numba's own level for everything else

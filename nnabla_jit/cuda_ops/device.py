@@ -304,6 +304,16 @@ def _count(direction, nbytes):
     _STATS[direction + "_bytes"] += int(nbytes)
 
 
+def kept(owner, name, host):
+    """NumPy array ``host`` copied up on first use and kept on ``owner`` (an op) under ``name``
+    and its type: the op's set-up tables and constants, read by every later step."""
+    constants = owner.__dict__.setdefault("device_constants", {})
+    key = (name, np.dtype(host.dtype))
+    if key not in constants:
+        constants[key] = upload(host)
+    return constants[key]
+
+
 def upload(host):
     """A device array (from the pool) holding a copy of the NumPy array ``host``."""
     host = np.ascontiguousarray(host)

@@ -105,17 +105,6 @@ def warp_backward_kernel(x, coords, slope, sizes, strides, nearest, dy, dx, dgri
 
 
 # ---------------------------------------------------------------------------- AffineGrid
-def _on_device(op, name, host):
-    """``host`` copied up once and kept on ``op`` under ``name``."""
-    kept = op.__dict__.setdefault("device_constants", {})
-    key = (name, host.dtype)
-    if key not in kept:
-        # a copy: a table built with [:, None] has a zero stride that numba's copy to the
-        # device takes for a broadcast axis and refuses
-        kept[key] = device.upload(host.copy())
-    return kept[key]
-
-
 def _batches(n, shared):
     """Each of n batches reads batch 0 (``shared``) or its own."""
     return blas.batch_map(n, (1,) if shared else (n,), (n,))
@@ -126,7 +115,7 @@ def affine_grid_forward(op, inputs, outputs):
     """grid[b] = base theta[b]^T."""
     theta = inputs[0]
     batch, nd, _ = theta.shape
-    base = _on_device(op, "base", op.base_for(theta.dtype))
+    base = device.kept(op, "base", op.base_for(theta.dtype))
     n_points = base.shape[0]
     blas.matmul(base.reshape(1, n_points, nd + 1), theta,
                 outputs[0].reshape(batch, n_points, nd), trans_b=True,
@@ -140,7 +129,7 @@ def affine_grid_backward(op, inputs, outputs, output_grads, input_grads, propaga
         return
     dtheta = input_grads[0]
     batch, nd, _ = dtheta.shape
-    base = _on_device(op, "base", op.base_for(dtheta.dtype))
+    base = device.kept(op, "base", op.base_for(dtheta.dtype))
     n_points = base.shape[0]
     blas.matmul(output_grads[0].reshape(batch, n_points, nd), base.reshape(1, n_points, nd + 1),
                 dtheta, trans_a=True, accum=accum[0], a_batch=_batches(batch, False),
@@ -166,7 +155,7 @@ def _coordinates(op, inputs):
                             device.empty((batch, n_out, nd), grid.dtype))
     coords, slope = kept[grid.dtype]
     device.launch(coordinates_kernel, coords.size, grid3, from_flow, op.spatial[-1],
-                  _on_device(op, "sizes", op.sizes), *flags, coords, slope)
+                  device.kept(op, "sizes", op.sizes), *flags, coords, slope)
     return coords, slope
 
 
@@ -179,7 +168,7 @@ def warp_forward(op, inputs, outputs):
     coords, _ = _coordinates(op, inputs)
     y = outputs[0].reshape(op.y_view)
     device.launch(warp_kernel, y.size, inputs[0].reshape(op.x_view), coords,
-                  _on_device(op, "sizes", op.sizes), _on_device(op, "strides", op.strides),
+                  device.kept(op, "sizes", op.sizes), device.kept(op, "strides", op.strides),
                   op.nearest, y)
 
 
@@ -201,7 +190,7 @@ def warp_backward(op, inputs, outputs, output_grads, input_grads, propagate_down
     else:
         dgrid = coords   # a stand-in, not written
     device.launch(warp_backward_kernel, coords.shape[0] * coords.shape[1], x, coords, slope,
-                  _on_device(op, "sizes", op.sizes), _on_device(op, "strides", op.strides),
+                  device.kept(op, "sizes", op.sizes), device.kept(op, "strides", op.strides),
                   op.nearest, dy, dx, dgrid, want_dx, want_dgrid, to_flow,
                   bool(accum[1]) if want_dgrid else False)
 
@@ -262,7 +251,7 @@ def times_slope_kernel(dcoords, slope, dgrid, accum):
 def warp_coordinates_forward(op, inputs, outputs):
     coords = outputs[0]
     device.launch(coordinates_kernel, coords.size, inputs[0], False, 1,
-                  _on_device(op, "sizes", op.sizes), bool(op.pixel_units),
+                  device.kept(op, "sizes", op.sizes), bool(op.pixel_units),
                   bool(op.align_corners), op.padding, coords, outputs[1])
 
 
@@ -279,7 +268,7 @@ def warp_coordinates_backward(op, inputs, outputs, output_grads, input_grads, pr
 @forward("GridCorners")
 def grid_corners_forward(op, inputs, outputs):
     x, coords = inputs
-    sizes, strides = _on_device(op, "sizes", op.sizes), _on_device(op, "strides", op.strides)
+    sizes, strides = device.kept(op, "sizes", op.sizes), device.kept(op, "strides", op.strides)
     device.launch(gather_corners_kernel, outputs[0].size, x, coords, sizes, strides,
                   op.nearest, outputs[0])
     device.launch(floor_kernel, outputs[1].size, coords, outputs[1])
@@ -294,5 +283,5 @@ def grid_corners_backward(op, inputs, outputs, output_grads, input_grads, propag
         if not accum[0]:
             device.fill(dx, 0)
         device.launch(scatter_corners_kernel, output_grads[0].size, output_grads[0], inputs[1],
-                      _on_device(op, "sizes", op.sizes), _on_device(op, "strides", op.strides),
+                      device.kept(op, "sizes", op.sizes), device.kept(op, "strides", op.strides),
                       op.nearest, dx)

@@ -155,11 +155,8 @@ def min_max_quantize_backward_kernel(x, dy, qindex, grid, dx, d_min, d_max, fine
 
 
 def _index_map(op, name):
-    """The op's broadcast index map ``name`` (qindex, sindex, zindex), copied up once."""
-    kept = op.__dict__.setdefault("device_constants", {})
-    if name not in kept:
-        kept[name] = device.upload(getattr(op, name))
-    return kept[name]
+    """The op's broadcast index map ``name`` (qindex, sindex, zindex) on the device."""
+    return device.kept(op, name, getattr(op, name))
 
 
 def _nudged_grid(op, inputs):

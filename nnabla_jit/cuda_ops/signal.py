@@ -56,7 +56,7 @@ def resample_axis_adjoint_kernel(dy, index, weight, outside, dx):
 
 def _tables(op, k, step):
     """(index, weight, outside) of plan step k on the device, copied up once."""
-    return tuple(_kept(op, "resample {} {}".format(k, name), getattr(step, name))
+    return tuple(device.kept(op, "resample {} {}".format(k, name), getattr(step, name))
                  for name in ("index", "weight", "outside"))
 
 
@@ -256,20 +256,9 @@ def scale_samples_kernel(src, scale, dst, accum):
             dst[b, i] = v
 
 
-def _kept(op, name, host):
-    """``host`` copied up once and kept on the op."""
-    kept = op.__dict__.setdefault("device_constants", {})
-    key = (name, host.dtype)
-    if key not in kept:
-        # a copy: a table built with [:, None] has a zero stride that numba's copy to the
-        # device takes for a broadcast axis and refuses
-        kept[key] = device.upload(host.copy())
-    return kept[key]
-
-
 def _matrix(op, name, dtype):
     host = op.geometry.matrix(name, dtype)
-    return _kept(op, name, host).reshape(1, *host.shape)
+    return device.kept(op, name, host).reshape(1, *host.shape)
 
 
 def _frames(op, batch, dtype):
@@ -296,13 +285,13 @@ def _join(op, yr, yi):
 
 
 def _overlap_add(op, frames, x):
-    device.launch(scatter_frames_kernel, frames.size, frames, _kept(op, "index", op.index), x)
+    device.launch(scatter_frames_kernel, frames.size, frames, device.kept(op, "index", op.index), x)
 
 
 def run_analysis(op, x, yr, yi, accum=(False, False)):
     """(yr, yi) (+)= the DFT of the frames of x."""
     frames = _frames(op, x.shape[0], x.dtype)
-    device.launch(gather_frames_kernel, frames.size, x, _kept(op, "index", op.index), x, False,
+    device.launch(gather_frames_kernel, frames.size, x, device.kept(op, "index", op.index), x, False,
                   frames)
     z = _spectrum(op, x.shape[0], x.dtype)
     blas.matmul(_rows(frames), _matrix(op, "analysis", x.dtype), _rows(z))
@@ -329,7 +318,7 @@ def run_synthesis(op, yr, yi, x, accum=False):
     blas.matmul(_rows(z), _matrix(op, "synthesis", yr.dtype), _rows(frames))
     summed = device.zeros(x.shape, x.dtype)
     _overlap_add(op, frames, summed)
-    device.launch(scale_samples_kernel, x.size, summed, _kept(op, "inv_norm", op.inv_norm), x,
+    device.launch(scale_samples_kernel, x.size, summed, device.kept(op, "inv_norm", op.inv_norm), x,
                   accum)
     for a in (z, frames, summed):
         device.release(a)
@@ -337,8 +326,8 @@ def run_synthesis(op, yr, yi, x, accum=False):
 
 def run_synthesis_adjoint(op, x, yr, yi, accum=(False, False)):
     frames = _frames(op, x.shape[0], x.dtype)
-    device.launch(gather_frames_kernel, frames.size, x, _kept(op, "index", op.index),
-                  _kept(op, "inv_norm", op.inv_norm), True, frames)
+    device.launch(gather_frames_kernel, frames.size, x, device.kept(op, "index", op.index),
+                  device.kept(op, "inv_norm", op.inv_norm), True, frames)
     z = _spectrum(op, x.shape[0], x.dtype)
     blas.matmul(_rows(frames), _matrix(op, "synthesis", x.dtype), _rows(z), trans_b=True)
     _split(z, yr, yi, accum)

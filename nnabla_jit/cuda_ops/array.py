@@ -344,10 +344,7 @@ def one_hot_forward(op, inputs, outputs):
     index = inputs[0].reshape(inputs[0].size // dims, dims)
     y = outputs[0].reshape(index.shape[0], outputs[0].size // max(index.shape[0], 1))
     device.fill(y, 0)
-    bad = getattr(op, "saved_bad_indices", None)
-    if bad is None:
-        bad = op.saved_bad_indices = device.host_counter()
-    bad[0] = 0
+    bad = device.kept_counter(op, "bad indices")
     device.launch(one_hot_kernel, index.shape[0], index, tuple(int(s) for s in op.shape),
                   tuple(int(s) for s in op.strides), y, bad)
     if device.read_counter(bad):

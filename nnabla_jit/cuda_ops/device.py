@@ -347,6 +347,17 @@ def host_counter():
     return cuda.mapped_array(1, np.int64)
 
 
+def kept_counter(owner, name):
+    """The :func:`host_counter` kept on ``owner`` (an op) under ``name``, zeroed: what one
+    launch's kernels count (invalid labels, indices out of range, failed factorizations)."""
+    counters = owner.__dict__.setdefault("device_counters", {})
+    counter = counters.get(name)
+    if counter is None:
+        counter = counters[name] = host_counter()
+    counter[0] = 0
+    return counter
+
+
 def read_counter(counter):
     """The value of a :func:`host_counter` once the kernels queued so far are done."""
     cuda.synchronize()

@@ -100,10 +100,7 @@ def _flat(a):
 def _checked(op, index, launch_kernel, host_check):
     """Run ``launch_kernel(bad)`` with a mapped counter of out-of-range indices; when any is,
     ``host_check(indices on the host)`` raises the CPU's error."""
-    bad = getattr(op, "saved_bad_indices", None)
-    if bad is None:
-        bad = op.saved_bad_indices = device.host_counter()
-    bad[0] = 0
+    bad = device.kept_counter(op, "bad indices")
     launch_kernel(bad)
     if device.read_counter(bad):
         host_check(device.copy_down(index))
@@ -282,9 +279,7 @@ def mask_move_kernel(mask, rank, src, dst, block, mode, add):
 def _mask_ranks(op, x, mask):
     """The ranks of the mask's elements among its non-zeros (a workspace); raises the CPU's
     error when their number is not the input's rows."""
-    count = getattr(op, "saved_nonzero_count", None)
-    if count is None:
-        count = op.saved_nonzero_count = device.host_counter()
+    count = device.kept_counter(op, "non-zeros")
     rank = device.workspace("mask ranks", mask.size, np.int64)
     device.launch(mask_rank_kernel, 1, _flat(mask), rank, count)
     if device.read_counter(count) != x.shape[0]:

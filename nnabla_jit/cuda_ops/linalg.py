@@ -217,20 +217,12 @@ def triangle_kernel(x3, y3, k, upper, accum):
 
 
 # ---------------------------------------------------------------------------- helpers
-def _failures(op):
-    counter = getattr(op, "saved_failures", None)
-    if counter is None:
-        counter = op.saved_failures = device.host_counter()
-    counter[0] = 0
-    return counter
-
-
 def _gauss_jordan(op, x, what, inv=None, value=None):
     """Launch the elimination over the batch x (B, N, N); raises the CPU's error when a matrix
     to invert is singular."""
     batch, n, _ = x.shape
     work = device.workspace("gauss-jordan", batch * n * 2 * n, np.float64).reshape(batch, n, 2 * n)
-    failures = _failures(op)
+    failures = device.kept_counter(op, "failures")
     # the output not written gets a stand-in of its type: the workspace
     device.launch(gauss_jordan_kernel, batch, x, work, what, work if inv is None else inv,
                   work[0, 0] if value is None else value, failures)
@@ -287,7 +279,7 @@ def batch_det_backward(op, inputs, outputs, output_grads, input_grads, propagate
 @forward("BatchCholesky")
 def batch_cholesky_forward(op, inputs, outputs):
     x = inputs[0]
-    failures = _failures(op)
+    failures = device.kept_counter(op, "failures")
     device.launch(cholesky_kernel, x.shape[0], x, outputs[0], bool(op.upper), failures)
     if device.read_counter(failures):
         op.fail("Matrix is not positive definite (input of shape {})", x.shape)

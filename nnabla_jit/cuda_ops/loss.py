@@ -119,10 +119,7 @@ def categorical_cross_entropy_backward_kernel(x3, t3, dy, dx3, accum):
 def _checked(op, t3, launch_kernel):
     """Run ``launch_kernel(bad)`` with a mapped counter of invalid labels; the op's own check
     reports them (copying the labels down only then)."""
-    bad = getattr(op, "saved_bad_labels", None)
-    if bad is None:
-        bad = op.saved_bad_labels = device.host_counter()
-    bad[0] = 0
+    bad = device.kept_counter(op, "bad labels")
     launch_kernel(bad)
     n_bad = device.read_counter(bad)
     if n_bad:

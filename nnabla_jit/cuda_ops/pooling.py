@@ -426,10 +426,7 @@ def roi_align_backward_kernel(dy, boxes, dx, n_images, H, W, C, OH, OW, scale_y,
 def _roi_align_checked(op, boxes, roi_kernel, n, a, b):
     """Launch ``roi_kernel`` over n bins from a into b, then report out-of-range boxes as the
     CPU does (copying the boxes down only then)."""
-    bad = getattr(op, "saved_bad_boxes", None)
-    if bad is None:
-        bad = op.saved_bad_boxes = device.host_counter()
-    bad[0] = 0
+    bad = device.kept_counter(op, "bad boxes")
     device.launch(roi_kernel, n, _flat(a), boxes, _flat(b), op.N, *op.kernel_args(), bad)
     if device.read_counter(bad):
         op.check_boxes(device.copy_down(boxes))

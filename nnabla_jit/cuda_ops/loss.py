@@ -14,6 +14,18 @@ cuda = None  # numba.cuda, bound by device.load()
 label_of = device_function(cpu_label_of.py_func)
 
 
+@device_function
+def counted_label(t3, r, n_inner, n_class, bad):
+    """(o, i, class index) of sample r as the CPU's label_of decodes it; an invalid label is
+    counted in bad[0] (the op's host check then reports it)."""
+    o = r // n_inner
+    i = r - o * n_inner
+    k = label_of(t3, o, i, n_class)
+    if k == -2:
+        cuda.atomic.add(bad, 0, 1)
+    return o, i, k
+
+
 @kernel
 def softmax_cross_entropy_kernel(x3, t3, prob3, y, bad):
     """y = logsumexp(x) - x[label] per sample (o, i); the softmax into prob3; bad[0] counts
@@ -21,8 +33,7 @@ def softmax_cross_entropy_kernel(x3, t3, prob3, y, bad):
     r = cuda.grid(1)
     n_outer, n_class, n_inner = x3.shape
     if r < n_outer * n_inner:
-        o = r // n_inner
-        i = r - o * n_inner
+        o, i, k = counted_label(t3, r, n_inner, n_class, bad)
         m = x3[o, 0, i]
         for c in range(1, n_class):
             m = max(m, x3[o, c, i])
@@ -34,9 +45,6 @@ def softmax_cross_entropy_kernel(x3, t3, prob3, y, bad):
         inv = 1.0 / total
         for c in range(n_class):
             prob3[o, c, i] *= inv
-        k = label_of(t3, o, i, n_class)
-        if k == -2:
-            cuda.atomic.add(bad, 0, 1)
         y[r] = m + math.log(total) - x3[o, k, i] if k >= 0 else 0.0
 
 
@@ -68,8 +76,8 @@ def softmax_cross_entropy_forward(op, inputs, outputs):
     if prob is None or prob.shape != x3.shape or prob.dtype != x3.dtype:
         prob = op.saved_device_prob = device.empty(x3.shape, x3.dtype)
     y = outputs[0].reshape(outputs[0].size)
-    _checked(op, t3, lambda bad: device.launch(softmax_cross_entropy_kernel, n_outer * n_inner,
-                                               x3, t3, prob, y, bad))
+    checked_labels(op, t3, lambda bad: device.launch(softmax_cross_entropy_kernel, n_outer * n_inner,
+                                                     x3, t3, prob, y, bad))
 
 
 @backward("SoftmaxCrossEntropy")
@@ -90,11 +98,7 @@ def categorical_cross_entropy_kernel(x3, t3, y, bad):
     r = cuda.grid(1)
     n_outer, n_class, n_inner = x3.shape
     if r < n_outer * n_inner:
-        o = r // n_inner
-        i = r - o * n_inner
-        k = label_of(t3, o, i, n_class)
-        if k == -2:
-            cuda.atomic.add(bad, 0, 1)
+        o, i, k = counted_label(t3, r, n_inner, n_class, bad)
         y[r] = -math.log(x3[o, k, i]) if k >= 0 else 0.0
 
 
@@ -116,7 +120,7 @@ def categorical_cross_entropy_backward_kernel(x3, t3, dy, dx3, accum):
             dx3[o, c, i] = v
 
 
-def _checked(op, t3, launch_kernel):
+def checked_labels(op, t3, launch_kernel):
     """Run ``launch_kernel(bad)`` with a mapped counter of invalid labels; the op's own check
     reports them (copying the labels down only then)."""
     bad = device.kept_counter(op, "bad labels")
@@ -132,8 +136,8 @@ def categorical_cross_entropy_forward(op, inputs, outputs):
     x3 = inputs[0].reshape(op.shape3)
     t3 = inputs[1].reshape(n_outer, 1, n_inner)
     y = outputs[0].reshape(outputs[0].size)
-    _checked(op, t3, lambda bad: device.launch(categorical_cross_entropy_kernel,
-                                               n_outer * n_inner, x3, t3, y, bad))
+    checked_labels(op, t3, lambda bad: device.launch(categorical_cross_entropy_kernel,
+                                                     n_outer * n_inner, x3, t3, y, bad))
 
 
 @backward("CategoricalCrossEntropy")

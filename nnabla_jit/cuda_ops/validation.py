@@ -2,7 +2,7 @@
 one thread per sample, labels decoded by the CPU's ``label_of`` and invalid ones counted into
 mapped host memory, as the label losses do (``loss.py``). Neither has a gradient."""
 from . import device
-from .loss import _checked, label_of
+from .loss import checked_labels, counted_label
 from .registry import forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
@@ -15,11 +15,7 @@ def top_n_error_kernel(x3, t3, n, y, bad):
     r = cuda.grid(1)
     n_outer, n_class, n_inner = x3.shape
     if r < n_outer * n_inner:
-        o = r // n_inner
-        i = r - o * n_inner
-        k = label_of(t3, o, i, n_class)
-        if k == -2:
-            cuda.atomic.add(bad, 0, 1)
+        o, i, k = counted_label(t3, r, n_inner, n_class, bad)
         if k < 0:
             y[r] = 0.0
             return
@@ -37,11 +33,7 @@ def confusion_kernel(x3, t3, cm, bad):
     r = cuda.grid(1)
     n_outer, n_class, n_inner = x3.shape
     if r < n_outer * n_inner:
-        o = r // n_inner
-        i = r - o * n_inner
-        k = label_of(t3, o, i, n_class)
-        if k == -2:
-            cuda.atomic.add(bad, 0, 1)
+        o, i, k = counted_label(t3, r, n_inner, n_class, bad)
         if k >= 0:
             best = 0
             for c in range(1, n_class):
@@ -59,7 +51,8 @@ def _views(op, inputs):
 def top_n_error_forward(op, inputs, outputs):
     x3, t3 = _views(op, inputs)
     y = outputs[0].reshape(outputs[0].size)
-    _checked(op, t3, lambda bad: device.launch(top_n_error_kernel, y.size, x3, t3, op.n, y, bad))
+    checked_labels(op, t3, lambda bad: device.launch(top_n_error_kernel, y.size, x3, t3, op.n, y,
+                                                     bad))
 
 
 @forward("ConfusionMatrix")
@@ -68,5 +61,5 @@ def confusion_matrix_forward(op, inputs, outputs):
     cm = outputs[0]
     device.fill(cm.reshape(cm.size), 0)
     n_outer, _, n_inner = op.shape3
-    _checked(op, t3, lambda bad: device.launch(confusion_kernel, n_outer * n_inner, x3, t3, cm,
-                                               bad))
+    checked_labels(op, t3, lambda bad: device.launch(confusion_kernel, n_outer * n_inner, x3, t3,
+                                                     cm, bad))

@@ -1,5 +1,7 @@
 """nnabla_jit.utils.data_iterator / data_source: batches, epochs, shuffling, callbacks, slices."""
 import os
+import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -120,6 +122,31 @@ def test_thread_gives_the_same_batches():
         assert a.epoch == b.epoch
     a.close()
     b.close()
+
+
+def test_one_reader_thread_for_the_iterators_life():
+    """The batches are read ahead by one thread kept for the iterator's life (not one thread per
+    batch), which close() stops; a forked child reads with a thread of its own."""
+    before = set(threading.enumerate())
+    di = data_iterator_simple(load, 11, 4, use_thread=True)
+    reader = di._reader
+    for _ in range(20):
+        di.next()
+    assert di._reader is reader and reader.is_alive()
+    assert set(threading.enumerate()) - before == {reader}
+    if hasattr(os, "fork"):
+        while di._queue.empty():   # fork once the batch asked for is read (as a fork must)
+            reader.join(0.01)
+        with warnings.catch_warnings():   # Python 3.12+ warns about forking with threads
+            warnings.simplefilter("ignore", DeprecationWarning)
+            child = os.fork()
+        if child == 0:   # the child's next() must not wait for the parent's thread
+            ok = di.next()[0].shape == (4, 2) and di._reader is not reader
+            os._exit(0 if ok else 1)
+        assert os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) == 0
+    di.close()
+    reader.join(5)
+    assert not reader.is_alive()
 
 
 @pytest.mark.parametrize("use_thread", [False, True])

@@ -1,4 +1,7 @@
 """The GEMM every layer uses: transposes, accumulation, one BLAS call or parallel row blocks."""
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -29,3 +32,21 @@ def test_large_products_take_the_blocked_path(monkeypatch):
     out = np.empty((200, 100), np.float32)
     blas.gemm(a, b, out)
     assert calls and np.all(out == 300)
+
+
+def test_scipy_blas_without_importing_scipy_linalg():
+    """import nnabla_jit loads scipy's two BLAS modules, not the whole of scipy.linalg; a later
+    import of scipy.linalg (and of its BLAS submodules) gives what it gives without us."""
+    script = (
+        "import sys, nnabla_jit\n"
+        "assert 'scipy.linalg' not in sys.modules\n"
+        "import scipy.linalg.cython_blas, scipy.linalg as L, numpy as np\n"
+        "from nnabla_jit.ops import blas\n"
+        "assert L.cython_blas is sys.modules['scipy.linalg.cython_blas']\n"
+        "assert L._fblas is sys.modules['scipy.linalg._fblas']\n"
+        "assert L.blas.sgemm is blas._GEMM[np.dtype(np.float32)]\n"
+        "assert not any(type(f).__name__ == '_LinkOnImport' for f in sys.meta_path)\n"
+        "assert np.allclose(L.solve(2 * np.eye(3), np.ones(3)), 0.5)\n"
+        "print('ok')\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "ok", done.stderr

@@ -10,19 +10,77 @@ numba's) spin against each other between kernels; with one pool a training step 
 several times faster. ``NNABLA_JIT_BLAS_THREADS=keep`` leaves OpenBLAS as it was.
 """
 import ctypes
+import importlib.machinery
+import importlib.util
 import os
+import sys
 
 import numba
 import numpy as np
 from llvmlite import ir
 from numba import njit, prange, types
 from numba.extending import get_cython_function_address, intrinsic
-from scipy.linalg import blas
 
 from ..deferred_compile import defer
 from .kernels import parallel_kernel
 
-_GEMM = {np.dtype(np.float32): blas.sgemm, np.dtype(np.float64): blas.dgemm}
+
+_SCIPY_BLAS = ("scipy.linalg._fblas", "scipy.linalg.cython_blas")
+
+
+def _load_scipy_blas():
+    """scipy.linalg's ``_fblas`` (gemm called from Python) and ``cython_blas`` (gemm's address
+    for the kernels). When scipy.linalg is not imported yet they are loaded from their files
+    under their own names: importing scipy.linalg imports the whole of it (0.15 s of every
+    process's start, and of its compile worker's, for two extension modules that need only
+    NumPy). A later ``import scipy.linalg`` uses these same modules (_LinkOnImport)."""
+    if "scipy.linalg" not in sys.modules:
+        spec = importlib.util.find_spec("scipy")
+        folder = os.path.join(list(spec.submodule_search_locations)[0], "linalg") if spec else ""
+        for name in _SCIPY_BLAS:
+            files = [os.path.join(folder, name.rsplit(".", 1)[1] + suffix)
+                     for suffix in importlib.machinery.EXTENSION_SUFFIXES]
+            found = next((f for f in files if os.path.exists(f)), None)
+            if name in sys.modules or found is None:
+                continue   # (a scipy laid out otherwise: imported the usual way below)
+            module_spec = importlib.util.spec_from_file_location(name, found)
+            module = importlib.util.module_from_spec(module_spec)
+            sys.modules[name] = module
+            try:
+                module_spec.loader.exec_module(module)
+            except Exception:
+                del sys.modules[name]
+                raise
+        if any(name in sys.modules for name in _SCIPY_BLAS):
+            sys.meta_path.insert(0, _LinkOnImport())
+    return [importlib.import_module(name) for name in _SCIPY_BLAS]
+
+
+class _LinkOnImport:
+    """Import finder for scipy.linalg alone: a package imported normally has its submodules as
+    attributes (``scipy.linalg.cython_blas``), which submodules already in sys.modules do not
+    get; this sets them once the package is loaded, then leaves sys.meta_path."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "scipy.linalg":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_and_link(module):
+            exec_module(module)
+            for child in _SCIPY_BLAS:
+                if child in sys.modules:
+                    setattr(module, child.rsplit(".", 1)[1], sys.modules[child])
+        spec.loader.exec_module = exec_and_link
+        return spec
+
+
+_fblas, _ = _load_scipy_blas()
+_GEMM = {np.dtype(np.float32): _fblas.sgemm, np.dtype(np.float64): _fblas.dgemm}
 PARALLEL_FLOPS = 1 << 22   # multiply-adds below which one BLAS call beats splitting
 
 

@@ -63,7 +63,7 @@ ENV_VAR = "NNABLA_JIT_DEFER_PARALLEL"
 PARALLEL_SUFFIX = "_parallel"   # a generated module's parallel kernel X_parallel has the serial X
 _MAX_WORKERS = 3                # workers started per process (a killed one is replaced twice)
 MANIFEST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tables", "kernel_manifest.json")
-ELEMENTWISE = "<elementwise>"   # the manifest's name of the generated elementwise module
+ELEMENTWISE = "<elementwise>"   # the manifest's name of the generated elementwise modules
 _PREFETCH_ID = 0                # the worker's answers to prefetches are not waited for
 _REQUESTS_FIRST = -1            # tells the worker that requests now go before prefetches
 _PIPE_BYTES = 48 * 1024         # prefetch lines sent at once (Linux pipes buffer 64 KiB)
@@ -309,7 +309,8 @@ atexit.register(_worker.stop)
 
 def _manifest():
     """The manifest's entries in the order the worker compiles them: [module, qualname,
-    pickled signature], a generated elementwise kernel under the module name ELEMENTWISE."""
+    pickled signature], a generated elementwise kernel under the module name ELEMENTWISE (its
+    op's module is named by a hash of its text, which the manifest cannot know)."""
     try:
         with open(MANIFEST) as f:
             return json.load(f)["kernels"]
@@ -431,7 +432,7 @@ def _find(module, qualname):
     if disp is not None:
         return disp
     if module == ELEMENTWISE:
-        return getattr(importlib.import_module("nnabla_jit.ops.elementwise").kernel_module(), qualname)
+        return importlib.import_module("nnabla_jit.ops.elementwise").generated_kernel(qualname)
     try:
         found = getattr(importlib.import_module(module), qualname, None)
         if found is not None:   # a serial kernel: an njit function, or a ParallelKernel's twin

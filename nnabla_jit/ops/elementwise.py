@@ -12,8 +12,10 @@ gradient, the op's arguments from nnabla's table (``val``, ``alpha``, ...), and 
 
 From that one line come:
 
-* the CPU kernels: plain ``@njit`` loops rendered from :data:`_TEMPLATE` into one generated module
-  (written once to the kernel cache directory so numba can cache the compiled code on disk):
+* the CPU kernels: plain ``@njit`` loops rendered from :data:`_FORWARD` and :data:`_BACKWARD`
+  into a generated module per op, made when a network first uses the op (written once to the
+  kernel cache directory so numba can cache the compiled code on disk; one module of all 90 ops
+  cost a first training step 0.3 s to render and load, for the one or two it used):
   a flat loop for same-shaped operands, a 4-d strided loop for NumPy broadcasting, a ``prange``
   variant for large arrays, and the backward loops honouring ``accum``;
 * the grad-depends flags (does a derivative mention an input or ``y``?);
@@ -31,7 +33,7 @@ from .common import sum_to_shape
 from .kernels import uses_parallel
 from .registry import TABLE, Op, register
 
-__all__ = ["elementwise", "SCALAR_FUNCTIONS", "kernel_module"]
+__all__ = ["elementwise", "SCALAR_FUNCTIONS", "generated_kernel"]
 
 # Scalar functions an expression may call: the names of scalar_math's table, which also gives
 # the kernels' imports (CPU and CUDA) and the F op grad rules use for each (see _grad_namespace).
@@ -142,6 +144,7 @@ class _Line:
         self.kernel_forward = kernel_expression(forward, input_names)
         self.kernel_derivatives = [None if d is None else kernel_expression(d, input_names + ["y", "dy"])
                                    for d in derivatives]
+        self.module = None   # the generated kernels, made on first use (kernels())
 
     def _loads(self, expr, indent, index, with_grad):
         used = _names_in(expr)
@@ -169,6 +172,21 @@ class _Line:
                                           load4=self._loads(d, 20, "a, b, c, d", True)))
         return "".join(parts)
 
+    def kernel_names(self):
+        """The names of the functions source() defines."""
+        names = [self.ident + "_forward" + v for v in ("", "_parallel", "_nd")]
+        for k, d in enumerate(self.kernel_derivatives):
+            if d is not None:
+                names += ["{}_backward_{}{}".format(self.ident, k, v) for v in ("", "_parallel", "_nd")]
+        return names
+
+    def kernels(self):
+        """The module of this op's kernels (rendered and imported on first use)."""
+        if self.module is None:
+            self.module = load_generated("nnabla_jit_elementwise_{}_".format(self.ident),
+                                         _prelude() + self.source())
+        return self.module
+
 
 _LINES = []
 
@@ -177,15 +195,14 @@ def declared_lines():
     """Every declared line, in declaration order (the grad rules are made from them)."""
     return list(_LINES)
 
-_module = [None]
 
-
-def kernel_module():
-    """The generated module of every elementwise kernel (rendered and imported on first use)."""
-    if _module[0] is None:
-        _module[0] = load_generated("nnabla_jit_elementwise_",
-                                    _prelude() + "".join(line.source() for line in _LINES))
-    return _module[0]
+def generated_kernel(name):
+    """The generated kernel called ``name`` (e.g. ``re_l_u_forward``), whichever op's it is: how
+    the compile worker finds the kernels of the manifest (deferred_compile.py)."""
+    for line in _LINES:
+        if name in line.kernel_names():
+            return getattr(line.kernels(), name)
+    raise KeyError("no elementwise kernel is called {!r}".format(name))
 
 
 # ------------------------------------------------------------------------------ shapes
@@ -258,7 +275,7 @@ class ElementwiseOp(Op):
         out = tuple(shapes[0]) if len(shapes) == 1 else broadcast_shape(self, shapes)
         # Pick the kernels once: flat (same shapes) or 4-d strided (broadcasting), serial or
         # prange by size. They take any-dimensional C-contiguous arrays.
-        kernels = kernel_module()
+        kernels = self.line.kernels()
         self.same_shape = all(tuple(s) == out for s in shapes)
         parallel = uses_parallel(int(np.prod(out, dtype=np.int64)))
         ident = self.line.ident

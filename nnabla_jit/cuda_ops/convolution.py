@@ -130,20 +130,23 @@ def col2im_kernel(col, img, bias, init, n_batch, channels, group, channel_last, 
             img[i] = acc
 
 
+@device_function
+def map_position(i, n_rows, n_map, channel_last):
+    """(m, b * O + o) of element i of a map (B, M, O) -- or (B, O, M) channel-last -- in the
+    (M, B * O) rows of a GEMM."""
+    if channel_last:
+        return i % n_rows, i // n_rows
+    bm = i // n_map
+    o = i - bm * n_map
+    return bm % n_rows, bm // n_rows * n_map + o
+
+
 @kernel
 def rows_to_map_kernel(rows, mp, bias, init, n_map, channel_last):
     """mp[b, m, o] = rows[m, b * O + o], added to mp (INIT_ADD), to zero or to bias[m]."""
     i = cuda.grid(1)
     if i < mp.size:
-        n_rows = rows.shape[0]
-        if channel_last:
-            m = i % n_rows
-            bo = i // n_rows
-        else:
-            bm = i // n_map
-            o = i - bm * n_map
-            m = bm % n_rows
-            bo = bm // n_rows * n_map + o
+        m, bo = map_position(i, rows.shape[0], n_map, channel_last)
         v = rows[m, bo]
         if init == INIT_ADD:
             mp[i] += v
@@ -158,15 +161,7 @@ def map_to_rows_kernel(mp, rows, n_map, channel_last):
     """rows[m, b * O + o] = mp[b, m, o]."""
     i = cuda.grid(1)
     if i < mp.size:
-        n_rows = rows.shape[0]
-        if channel_last:
-            m = i % n_rows
-            bo = i // n_rows
-        else:
-            bm = i // n_map
-            o = i - bm * n_map
-            m = bm % n_rows
-            bo = bm // n_rows * n_map + o
+        m, bo = map_position(i, rows.shape[0], n_map, channel_last)
         rows[m, bo] = mp[i]
 
 

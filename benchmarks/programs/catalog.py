@@ -1,0 +1,84 @@
+"""The nnabla-examples programs the runner knows: where each is, the arguments that make it
+short, the datasets it reads, where to stop and what to compare.
+
+``args`` may name ``{cwd}`` (the run's working directory), ``{prog_dir}`` (the program's
+folder) and ``{corpus}``. ``stop`` is ``"series name:N"``: the run ends after that
+``MonitorSeries`` got its N-th value. ``compare``: the series compared (default: those whose
+name has "loss"). ``tol``: the largest relative difference accepted; deterministic programs
+are held to float32 round-off accumulated over the iterations run. ``floor``: relative
+differences are taken against max(|nnabla's value|, floor). ``links``: files of the program's
+folder it opens by a path relative to the working directory (``./learning_rate.yaml``): they
+are linked into the run's working directory.
+"""
+
+
+class Entry:
+    def __init__(self, name, path, args=(), data=(), stop="", compare=None, tol=1e-4, floor=1e-3,
+                 timing=None, pythonpath=("utils",), setup=(), stdout_series=None, links=(),
+                 note=""):
+        self.name, self.path, self.args = name, path, list(args)
+        self.data = [(d, {}) if isinstance(d, str) else (d[0], dict(d[1])) for d in data]
+        self.stop, self.compare, self.tol, self.floor = stop, compare, tol, floor
+        self.timing, self.pythonpath, self.setup = timing, list(pythonpath), list(setup)
+        self.stdout_series, self.links, self.note = stdout_series, list(links), note
+
+    def key(self):
+        return [self.name, self.path, self.args, self.data, self.stop, self.pythonpath,
+                self.setup, self.stdout_series, self.links]
+
+
+PROGRAMS = [
+    Entry("pfc-mnist", "parametric_function_classes/mnist-collection/main.py",
+          data=[("mnist", {"train": 640, "test": 128})],
+          stop="Training loss:8",
+          note="nn.Module-style parametric function classes; image_augmentation replayed"),
+    Entry("svd-mnist", "compression/mnist/svd/classification.py",
+          args=["-c", "cpu", "-i", "8", "-v", "1000", "-b", "32", "-m", "{cwd}/tmp.monitor"],
+          data=[("mnist", {"train": 640, "test": 128})],
+          stop="Training loss:8"),
+    Entry("quantization-cifar10", "compression/cifar10/quantization/classification.py",
+          args=["-c", "cpu", "-i", "6", "-v", "1000", "-b", "1000", "-m", "{cwd}/tmp.monitor"],
+          data=["cifar10"], stop="Training loss:6",
+          note="binary connect ResNet-23"),
+    Entry("wgan-gp", "image-generation/wgan/train.py",
+          args=["-c", "cpu", "-b", "16", "-i", "6", "--maps", "16", "--latent", "16",
+                "--n-critic", "2", "--up", "nearest", "--monitor-path", "{cwd}/result", "--save-interval", "1000"],
+          data=["cifar10"], stop="Generator Loss:6",
+          tol=2e-3, note="WGAN-GP: nn.grad gradient penalty; F.rand replayed"),
+    Entry("maml", "meta-learning/maml/train_maml.py",
+          args=["--datasource", "omniglot", "--dataset_root", "{cwd}", "--metatrain_iterations", "6",
+                "--meta_batch_size", "4", "--num_shots", "1", "--update_lr", "0.4", "--num_updates", "1",
+                "--num_filters", "32", "--logdir", "{cwd}/logs", "--context", "cpu",
+                "--print_interval", "1", "--test_print_interval", "1000", "--save_interval", "1000"],
+          data=["omniglot"], stop="Training loss:6",
+          note="MAML: second-order nn.grad through the inner update"),
+    Entry("pointnet", "3d-object-classification/pointnet/train.py",
+          args=["--data_dir", "{cwd}/data/modelnet40_normal_resampled", "--num_points", "256",
+                "--batch_size", "8", "--max_epoch", "1", "--context", "cpu",
+                "--result_dir", "{cwd}/result", "--eval_interval", "1"],
+          data=[("modelnet40", {"points": 256})], stop="training loss:8",
+          note="PointNet classification (ModelNet40 layout)"),
+    Entry("pointnet2", "3d-object-classification/pointnet2/train.py",
+          args=["--data_dir", "{cwd}/data/modelnet40_normal_resampled", "--num_points", "256",
+                "--batch_size", "8", "--max_epoch", "1", "--context", "cpu",
+                "--result_dir", "{cwd}/result", "--eval_interval", "1"],
+          data=[("modelnet40", {"points": 256})], stop="training loss:6",
+          note="PointNet++ (SSG) classification"),
+    Entry("tracin", "responsible_ai/tracin/train.py",
+          args=["--input", "{cwd}/cifar10_npy", "--model", "resnet23", "--train_batch_size", "16",
+                "--val_batch_size", "16", "--train_epochs", "3", "--context", "cpu",
+                "--monitor-path", "{cwd}/monitor", "--model_save_path", "{cwd}/model"],
+          data=["cifar10_npy"], links=["learning_rate.yaml"], stop="Training loss:3",
+          note="TracIn's training run (ResNet-23, momentum SGD, warmup schedule)"),
+]
+
+
+def select(names):
+    by_name = {e.name: e for e in PROGRAMS}
+    if not names:
+        return list(PROGRAMS)
+    missing = [n for n in names if n not in by_name]
+    if missing:
+        raise SystemExit("catalog: unknown program(s) {} (known: {})".format(
+            ", ".join(missing), ", ".join(by_name)))
+    return [by_name[n] for n in names]

@@ -1,0 +1,376 @@
+"""Run nnabla-examples programs unchanged on nnabla 1.39 and on nnabla_jit, compare.
+
+    python benchmarks/programs/runner.py                      # every program of catalog.py
+    python benchmarks/programs/runner.py wgan-gp pfc-mnist    # some of them
+    python benchmarks/programs/runner.py --list
+
+For each program: the datasets it reads are written (``program_data.py``) into a fresh working
+directory (``home/nnabla_data`` is its ``$HOME``'s data home, where nnabla's ``download()``
+looks first); the program runs there as ``python prog.py ARGS`` on the oracle (nnabla 1.39,
+``../shared/tools/nnabla-oracle``) and as ``python -m nnabla_jit.as_nnabla prog.py ARGS`` on
+nnabla_jit, both with ``program_hook.py`` loaded at start (seeds, the monitor log, the random
+draws recorded from nnabla and replayed on nnabla_jit, the stop after a few iterations). The
+loss series of both runs are compared value by value; the table gives the largest relative
+difference and the seconds per iteration of each run (median time between two values of the
+program's main series, the first two left out: they include the compilation).
+
+The oracle's results are kept in ``--work`` (default ``~/.cache/nnabla_jit_programs``) and
+reused while the program's entry, its sources and the hook are unchanged; ``--record-fixtures``
+copies them to ``tests/fixtures/programs`` for the programs CI runs without the oracle.
+"""
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import catalog  # noqa: E402
+import program_data  # noqa: E402
+
+HOOK = os.path.join(HERE, "program_hook.py")
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "programs")
+ORACLE = os.environ.get("NNABLA_ORACLE") or next(
+    (p for p in (os.path.join(ROOT, "..", "shared", "tools", "nnabla-oracle"),
+                 "/work/shared/tools/nnabla-oracle") if os.path.exists(p)), None)
+
+
+def find_corpus():
+    """nnabla-examples' sources: ``$NNABLA_EXAMPLES`` or ``../shared/nnabla-examples``."""
+    for p in (os.environ.get("NNABLA_EXAMPLES"), os.path.join(ROOT, "..", "shared", "nnabla-examples"),
+              "/work/shared/nnabla-examples"):
+        if p and os.path.isdir(p):
+            return os.path.abspath(p)
+    return None
+
+
+def _hash(*parts):
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(json.dumps(p, sort_keys=True, default=str).encode())
+    return h.hexdigest()[:16]
+
+
+def _tree_hash(directory):
+    """Hash of the Python sources of a program's directory (its edits invalidate the oracle)."""
+    h = hashlib.sha256()
+    for base, dirs, files in sorted(os.walk(directory)):
+        dirs.sort()
+        for f in sorted(files):
+            if f.endswith(".py"):
+                with open(os.path.join(base, f), "rb") as fh:
+                    h.update(f.encode() + fh.read())
+    return h.hexdigest()[:16]
+
+
+# ------------------------------------------------------------------------------ data
+def dataset_dir(work, name, params):
+    """The tree of dataset ``name`` made once under ``work/data`` (made now if missing)."""
+    d = os.path.join(work, "data", "{}-{}".format(name, _hash(name, params)))
+    if not os.path.exists(os.path.join(d, ".done")):
+        shutil.rmtree(d, ignore_errors=True)
+        print("  making dataset {} {}".format(name, params or ""), flush=True)
+        program_data.make(name, d, **params)
+        open(os.path.join(d, ".done"), "w").close()
+    return d
+
+
+def overlay(src, dst):
+    """Hard-link (copy where linking fails) every file of ``src`` into ``dst``."""
+    for base, _, files in os.walk(src):
+        rel = os.path.relpath(base, src)
+        os.makedirs(os.path.join(dst, rel), exist_ok=True)
+        for f in files:
+            if f == ".done":
+                continue
+            s, t = os.path.join(base, f), os.path.join(dst, rel, f)
+            try:
+                os.link(s, t)
+            except OSError:
+                shutil.copy2(s, t)
+
+
+def _site_dir(work):
+    """A folder holding a ``sitecustomize.py`` that loads program_hook.py."""
+    d = os.path.join(work, "site")
+    os.makedirs(d, exist_ok=True)
+    text = ("import sys\nsys.path.insert(0, {!r})\nimport program_hook  # noqa\n"
+            "sys.path.remove({!r})\n").format(HERE, HERE)
+    path = os.path.join(d, "sitecustomize.py")
+    if not os.path.exists(path) or open(path).read() != text:
+        with open(path + ".tmp", "w") as f:
+            f.write(text)
+        os.replace(path + ".tmp", path)
+    return d
+
+
+# ------------------------------------------------------------------------------- run
+def run_side(entry, side, work, corpus, run_dir, draws=None, timeout=1800):
+    """Run ``entry`` on ``side`` ("oracle" or "jit") in a fresh ``run_dir``; return the
+    result (exit status, seconds, series, the tail of its output)."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    os.makedirs(run_dir)
+    for name, params in entry.data:
+        overlay(dataset_dir(work, name, params), run_dir)
+    prog = os.path.join(corpus, entry.path)
+    fmt = dict(cwd=run_dir, prog_dir=os.path.dirname(prog), corpus=corpus)
+    for name in entry.links:
+        os.symlink(os.path.join(os.path.dirname(prog), name), os.path.join(run_dir, name))
+    env = dict(os.environ)
+    env.update({
+        "HOME": os.path.join(run_dir, "home"),
+        "XDG_CACHE_HOME": os.environ.get("XDG_CACHE_HOME")
+        or os.path.join(os.path.expanduser("~"), ".cache"),
+        "PYTHONHASHSEED": "0", "MPLBACKEND": "Agg",
+        "NNABLA_PROGRAMS_MODE": "record" if side == "oracle" else "replay",
+        "NNABLA_PROGRAMS_OUT": run_dir, "NNABLA_PROGRAMS_STOP": entry.stop,
+        "NNABLA_PROGRAMS_DRAWS": draws or "",
+    })
+    os.makedirs(env["HOME"], exist_ok=True)
+    paths = [_site_dir(work)] + [os.path.join(corpus, p) for p in entry.pythonpath]
+    if side == "jit":
+        paths.append(ROOT)
+    env["PYTHONPATH"] = os.pathsep.join(paths + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    if side == "oracle":
+        if ORACLE is None:
+            raise RuntimeError("runner: no nnabla oracle (set NNABLA_ORACLE)")
+        python = [ORACLE, "python"]
+    else:
+        python = [sys.executable, "-m", "nnabla_jit.as_nnabla"]
+    log_path = os.path.join(run_dir, "log.txt")
+    start = time.time()
+    rc = 0
+    with open(log_path, "w") as log:
+        for script, args in list(entry.setup) + [(entry.path, entry.args)]:
+            cmd = python + [os.path.join(corpus, script)] + [a.format(**fmt) for a in args]
+            log.write("$ " + " ".join(cmd) + "\n")
+            log.flush()
+            try:
+                rc = subprocess.call(cmd, cwd=run_dir, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                     timeout=timeout)
+            except subprocess.TimeoutExpired:
+                rc = "timeout"
+            if rc != 0:
+                break
+    seconds = time.time() - start
+    with open(log_path, errors="replace") as f:
+        text = f.read()
+    return {"rc": rc, "seconds": round(seconds, 1), "series": read_series(run_dir, entry, text),
+            "tail": _error_tail(text)}
+
+
+def read_series(run_dir, entry, text):
+    """{series name: [[index, value, time], ...]} from the hook's log (and, for a program
+    printing its losses, from its output through ``entry.stdout_series``)."""
+    series = {}
+    path = os.path.join(run_dir, "series.jsonl")
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue
+                series.setdefault(r["series"], []).append([r["i"], r["v"], r["t"]])
+    if entry.stdout_series:
+        import re
+        for name, pattern in entry.stdout_series.items():
+            for k, m in enumerate(re.finditer(pattern, text)):
+                series.setdefault(name, []).append([k, float(m.group(1)), None])
+    return series
+
+
+def _last_line(text):
+    lines = text.strip().splitlines()
+    return lines[-1].replace("nnabla_jit", "nnabla") if lines else ""
+
+
+def _error_tail(text):
+    lines = [l for l in text.splitlines() if l.strip()]
+    for k in range(len(lines) - 1, -1, -1):
+        if lines[k].startswith("Traceback") and not (k and lines[k - 1].startswith("Exception ignored")):
+            return "\n".join(lines[k:])[-3000:]
+    return "\n".join(lines[-15:])[-3000:]
+
+
+# --------------------------------------------------------------------------- compare
+def compared_names(entry, oracle_series):
+    if entry.compare:
+        return list(entry.compare)
+    return [n for n in oracle_series if "loss" in n.lower()] or list(oracle_series)
+
+
+def agreement(entry, oracle_series, jit_series):
+    """(largest relative difference over the compared series, the same over their first
+    values only, values compared, problem)."""
+    worst, first, count = 0.0, 0.0, 0
+    for name in compared_names(entry, oracle_series):
+        a, b = oracle_series.get(name, []), jit_series.get(name, [])
+        if not a:
+            return None, None, 0, "nnabla logged no series {!r}".format(name)
+        if len(b) != len(a):
+            return None, None, 0, "series {!r}: {} values on nnabla, {} on nnabla_jit".format(
+                name, len(a), len(b))
+        for k, ((i, x, _), (j, y, _)) in enumerate(zip(a, b)):
+            if i != j:
+                return None, None, 0, "series {!r}: index {} vs {}".format(name, i, j)
+            if x != x or y != y:
+                if not (x != x and y != y):
+                    return float("inf"), None, count, "series {!r}: NaN on one side only".format(name)
+                continue
+            diff = abs(x - y) / max(abs(x), entry.floor)
+            worst = max(worst, diff)
+            if k == 0:
+                first = max(first, diff)
+            count += 1
+    return worst, first, count, None
+
+
+def seconds_per_iteration(entry, series):
+    name = entry.timing or (entry.stop.rpartition(":")[0] if ":" in entry.stop else None)
+    times = [t for _, _, t in series.get(name, [])] if name else []
+    if len(times) < 4:
+        return None
+    deltas = sorted(b - a for a, b in zip(times[2:], times[3:]))
+    return deltas[len(deltas) // 2]
+
+
+def oracle_key(entry, corpus):
+    with open(HOOK, "rb") as f:
+        hook = f.read().decode()
+    return _hash(entry.key(), _tree_hash(os.path.dirname(os.path.join(corpus, entry.path))), hook,
+                 [(n, p) for n, p in entry.data])
+
+
+def run_program(entry, work, corpus, fresh_oracle=False, timeout=1800):
+    """Run ``entry`` on both sides (the oracle's run reused when cached); the result row."""
+    key = oracle_key(entry, corpus)
+    oracle_dir = os.path.join(work, "oracle", entry.name)
+    cached = os.path.join(oracle_dir, "result.json")
+    oracle = None
+    if not fresh_oracle and os.path.exists(cached):
+        with open(cached) as f:
+            oracle = json.load(f)
+        if oracle.get("key") != key:
+            oracle = None
+    if oracle is None:
+        print("  oracle run ...", flush=True)
+        oracle = run_side(entry, "oracle", work, corpus, oracle_dir, timeout=timeout)
+        oracle["key"] = key
+        with open(cached + ".tmp", "w") as f:
+            json.dump(oracle, f)
+        os.replace(cached + ".tmp", cached)
+    draws = os.path.join(oracle_dir, "draws.npz")
+    print("  nnabla_jit run ...", flush=True)
+    jit = run_side(entry, "jit", work, corpus, os.path.join(work, "runs", entry.name),
+                   draws=draws if os.path.exists(draws) else None, timeout=timeout)
+    return compare_runs(entry, oracle, jit)
+
+
+def compare_runs(entry, oracle, jit):
+    row = {"program": entry.name, "path": entry.path, "oracle_rc": oracle["rc"], "jit_rc": jit["rc"],
+           "oracle_s_iter": seconds_per_iteration(entry, oracle["series"]),
+           "jit_s_iter": seconds_per_iteration(entry, jit["series"]),
+           "tolerance": entry.tol, "note": entry.note}
+    if oracle["rc"] != 0:
+        same = jit["rc"] != 0 and _last_line(jit["tail"]) == _last_line(oracle["tail"])
+        row.update(status="fails on nnabla 1.39 too, alike" if same else "fails on nnabla 1.39",
+                   detail=oracle["tail"] if same else oracle["tail"] + "\n--- nnabla_jit:\n" + jit["tail"])
+        return row
+    if jit["rc"] != 0:
+        row.update(status="fails", detail=jit["tail"])
+        return row
+    worst, first, count, problem = agreement(entry, oracle["series"], jit["series"])
+    row.update(max_rel_diff=worst, first_rel_diff=first, values=count)
+    if problem:
+        row.update(status="differs", detail=problem)
+    elif worst <= entry.tol:
+        row.update(status="ok")
+    else:
+        row.update(status="differs", detail="max relative difference {:.3g} > {:.3g}".format(worst, entry.tol))
+    return row
+
+
+# ---------------------------------------------------------------------------- report
+def _fmt(v, spec):
+    return "" if v is None else format(v, spec)
+
+
+def table(rows):
+    lines = ["| program | status | loss agreement: max rel. diff (first values; values compared) "
+             "| s/iter nnabla 1.39 | s/iter nnabla_jit |",
+             "|---|---|---|---:|---:|"]
+    for r in rows:
+        agree = "" if r.get("max_rel_diff") is None else "{:.1e} ({:.1e}; {})".format(
+            r["max_rel_diff"], r["first_rel_diff"] or 0.0, r["values"])
+        lines.append("| `{}` | {} | {} | {} | {} |".format(
+            r["path"], r["status"], agree, _fmt(r["oracle_s_iter"], ".3f"), _fmt(r["jit_s_iter"], ".3f")))
+    return "\n".join(lines)
+
+
+def record_fixture(entry, work):
+    """Copy the oracle's cached result for ``entry`` to tests/fixtures/programs (for CI)."""
+    oracle_dir = os.path.join(work, "oracle", entry.name)
+    with open(os.path.join(oracle_dir, "result.json")) as f:
+        oracle = json.load(f)
+    series = {n: [[i, v] for i, v, _ in s] for n, s in oracle["series"].items()}
+    os.makedirs(FIXTURES, exist_ok=True)
+    out = os.path.join(FIXTURES, entry.name + ".json")
+    with open(out + ".tmp", "w") as f:
+        json.dump({"program": entry.path, "args": entry.args, "stop": entry.stop,
+                   "nnabla": "1.39.0", "series": series}, f, indent=1)
+    os.replace(out + ".tmp", out)
+    draws = os.path.join(oracle_dir, "draws.npz")
+    if os.path.exists(draws):
+        shutil.copy2(draws, os.path.join(FIXTURES, entry.name + ".draws.npz"))
+    return out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("programs", nargs="*", help="catalog names (default: all)")
+    p.add_argument("--work", default=os.path.join(os.path.expanduser("~"), ".cache", "nnabla_jit_programs"))
+    p.add_argument("--fresh-oracle", action="store_true", help="run nnabla again even if cached")
+    p.add_argument("--list", action="store_true")
+    p.add_argument("--json", help="write the result rows here")
+    p.add_argument("--record-fixtures", action="store_true",
+                   help="copy the cached oracle results of the named programs to tests/fixtures/programs")
+    p.add_argument("--timeout", type=int, default=1800, help="seconds per run")
+    a = p.parse_args(argv)
+    entries = catalog.select(a.programs)
+    if a.list:
+        for e in entries:
+            print("{:24s} {}".format(e.name, e.path))
+        return 0
+    if a.record_fixtures:
+        for e in entries:
+            print(record_fixture(e, a.work))
+        return 0
+    corpus = find_corpus()
+    if corpus is None:
+        print("runner: nnabla-examples not found (set NNABLA_EXAMPLES)", file=sys.stderr)
+        return 2
+    rows = []
+    for e in entries:
+        print("{} ({})".format(e.name, e.path), flush=True)
+        row = run_program(e, a.work, corpus, a.fresh_oracle, a.timeout)
+        rows.append(row)
+        print("  -> {} {}".format(row["status"], row.get("detail", "") if row["status"] != "ok" else
+                                  "max rel diff {:.2e}".format(row["max_rel_diff"])), flush=True)
+    print()
+    print(table(rows))
+    if a.json:
+        with open(a.json + ".tmp", "w") as f:
+            json.dump(rows, f, indent=1)
+        os.replace(a.json + ".tmp", a.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

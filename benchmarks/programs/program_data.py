@@ -197,6 +197,28 @@ def cifar10_npy(root, directory="cifar10_npy", train=64, test=32):
     _npy(os.path.join(base, "y_val.npy"), labels.astype(np.int64).reshape(-1, 1))
 
 
+# -------------------------------------------------------------------- Penn Treebank
+@maker
+def ptb(root, words=20000, vocabulary=1000):
+    """``ptb.train.txt`` (and valid/test): lines of space-separated words, ``<unk>`` among
+    them, as in the Penn Treebank files language models download. Words follow a Zipf-like
+    law, and each word makes its successors likelier, so there is something to learn."""
+    rng = np.random.RandomState(13)
+    vocab = ["<unk>"] + ["w{}".format(k) for k in range(1, vocabulary)]
+    p = 1.0 / np.arange(1, vocabulary + 1)
+    p /= p.sum()
+    for split, n in (("train", words), ("valid", words // 10), ("test", words // 10)):
+        ids = rng.choice(vocabulary, n, p=p)
+        follow = rng.rand(n) < 0.3
+        ids[1:][follow[1:]] = (ids[:-1][follow[1:]] * 7 + 1) % vocabulary
+        lines, k = [], 0
+        while k < n:
+            length = rng.randint(5, 25)
+            lines.append(" " + " ".join(vocab[i] for i in ids[k:k + length]) + " ")
+            k += length
+        _write(os.path.join(root, DATA_HOME, "ptb.{}.txt".format(split)), ("\n".join(lines) + "\n").encode())
+
+
 def make(name, root, **params):
     """Write dataset ``name`` (a function of this module) under ``root``."""
     if name not in MAKERS:

@@ -5,7 +5,9 @@ before it knows which nnabla it is in, so the same file serves both interpreters
 What it does, driven by environment variables the runner sets:
 
 - seeds NumPy's and Python's global generators (``NNABLA_PROGRAMS_SEED``), so a program drawing
-  its noise or shuffles from them draws the same numbers in both runs;
+  its noise or shuffles from them draws the same numbers in both runs; a
+  ``np.random.RandomState()`` made without a seed (from the OS's entropy: a different order of
+  the data in every run, on nnabla too) gets one from a counter instead;
 - logs every ``MonitorSeries.add`` (series name, index, value, time) to ``series.jsonl``: the
   loss series and the seconds between iterations come from there;
 - ``record``: keeps what nnabla's random functions drew (the outputs of Rand, Randn, ...,
@@ -40,6 +42,7 @@ SEED = int(os.environ.get("NNABLA_PROGRAMS_SEED", "0"))
 STOP = os.environ.get("NNABLA_PROGRAMS_STOP", "")
 DRAWS = os.environ.get("NNABLA_PROGRAMS_DRAWS", "")   # replay: the oracle's draws.npz
 CPU = os.environ.get("NNABLA_PROGRAMS_CPU", "1") == "1"
+DUMP = os.environ.get("NNABLA_PROGRAMS_DUMP", "") == "1"   # debugging: see _install_dump
 
 # nnabla's functions that draw random numbers when they run forward
 GENERATORS = ("Rand", "Randint", "Randn", "RandBinomial", "RandBeta", "RandGamma")
@@ -94,6 +97,7 @@ def _wrap_monitor(series_class):
 
     def add_and_log(self, index, value):
         add(self, index, value)
+        _save_dump()
         name = getattr(self, "name", "?")
         f = _open_series()
         if f is not None:
@@ -114,26 +118,40 @@ def _wrap_monitor(series_class):
 
 # ---------------------------------------------------------------- nnabla 1.39: record draws
 def _install_recorder(nn):
-    held = []   # Dropout: its input's values while the function runs on ones
+    """Record the draws with nnabla's global function hooks. nnabla calls them around the
+    backward of each function too, and says not which: a call that leaves the output as it
+    was is taken for a backward (a random function's forward draws anew; one drawing exactly
+    the output of the previous call would be missed, and the replay then stops at the end
+    with a count mismatch, never silently)."""
+    held = []   # (output before the call, Dropout's input values while it runs on ones)
 
     def pre(f):
-        if f.info.type_name == "Dropout":
+        name = f.info.type_name
+        if name not in RANDOM_TYPES:
+            return
+        before = np.array(f.outputs[0].d)
+        x_values = None
+        if name == "Dropout":
             x = f.inputs[0]
-            held.append(x.d.copy())
-            x.d = np.ones(x.shape, x.d.dtype)   # the output is then the mask itself
+            x_values = x.d.copy()
+            x.d = np.ones(x.shape, x_values.dtype)   # the output is then the mask itself
+        held.append((before, x_values))
 
     def post(f):
         name = f.info.type_name
         if name not in RANDOM_TYPES:
             return
+        before, x_values = held.pop()
+        out = f.outputs[0]
+        drawn = not np.array_equal(out.d, before)
         if name == "Dropout":
-            x_values = held.pop()
-            mask = f.outputs[0].d.copy()
+            mask = out.d.copy()
             f.inputs[0].d = x_values
-            f.outputs[0].d = x_values * mask
-            _draws.append((name, mask))
-        else:
-            _draws.append((name, f.outputs[0].d.copy()))
+            if drawn:
+                out.d = x_values * mask
+                _draws.append((name, mask))
+        elif drawn:
+            _draws.append((name, out.d.copy()))
 
     nn.set_function_pre_hook("nnabla_programs_record", pre)
     nn.set_function_post_hook("nnabla_programs_record", post)
@@ -190,6 +208,38 @@ def _install_replay(nnabla_jit):
             wrap(REGISTRY[name], name)
 
 
+_dump = {"on": False, "k": 0, "outputs": {}}
+
+
+def _install_dump(nn):
+    """Debugging a difference: save every parameter (``params0.npz``) when the first function
+    runs, and the outputs of every function run before the first ``MonitorSeries.add``
+    (``forward0.npz``, keyed by execution order and type), so that the two runs can be
+    compared step by step."""
+    _dump["on"] = True
+
+    def pre(f):
+        if _dump["k"] == 0 and _dump["on"] and OUT:
+            params = {k: v.d.copy() for k, v in nn.get_parameters(grad_only=False).items()}
+            np.savez(os.path.join(OUT, "params0.npz"), **params)
+
+    def post(f):
+        if _dump["on"]:
+            for j, o in enumerate(f.outputs):
+                _dump["outputs"]["{:05d}_{}_{}".format(_dump["k"], f.info.type_name, j)] = np.array(o.d)
+            _dump["k"] += 1
+
+    nn.set_function_pre_hook("nnabla_programs_dump", pre)
+    nn.set_function_post_hook("nnabla_programs_dump", post)
+
+
+def _save_dump():
+    if _dump["on"] and OUT:
+        _dump["on"] = False
+        np.savez(os.path.join(OUT, "forward0.npz"), **_dump["outputs"])
+        _dump["outputs"] = {}
+
+
 def _cpu_for_gpu(ext_utils):
     original = ext_utils.import_extension_module
 
@@ -226,10 +276,29 @@ def _restore_numpy_names():
         np.asfarray = lambda a, dtype=np.float64: np.asarray(a, dtype=dtype)
 
 
+def _seed_unseeded_random_states():
+    original = np.random.RandomState
+    made = [0]
+
+    class RandomState(original):
+        """``np.random.RandomState`` whose ``seed=None`` means the next seed of a counter."""
+
+        def __init__(self, seed=None):
+            if seed is None:
+                made[0] += 1
+                seed = 1000 * (SEED + 1) + made[0]
+            super().__init__(seed)
+
+    RandomState.__module__ = original.__module__
+    RandomState.__qualname__ = original.__qualname__
+    np.random.RandomState = RandomState
+
+
 def _install():
     if MODE == "off":
         return
     _restore_numpy_names()
+    _seed_unseeded_random_states()
     np.random.seed(SEED)
     random.seed(SEED)
     if MODE == "record":
@@ -237,6 +306,8 @@ def _install():
         import nnabla.monitor
         _wrap_monitor(nnabla.monitor.MonitorSeries)
         _install_recorder(nn)
+        if DUMP:
+            _install_dump(nn)
         if CPU:
             import nnabla.ext_utils
             _cpu_for_gpu(nnabla.ext_utils)
@@ -245,6 +316,8 @@ def _install():
         import nnabla_jit.monitor
         _wrap_monitor(nnabla_jit.monitor.MonitorSeries)
         _install_replay(nnabla_jit)
+        if DUMP:
+            _install_dump(nnabla_jit)
         if CPU:
             import nnabla_jit.ext_utils
             _cpu_for_gpu(nnabla_jit.ext_utils)

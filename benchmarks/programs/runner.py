@@ -111,7 +111,7 @@ def _site_dir(work):
 
 
 # ------------------------------------------------------------------------------- run
-def run_side(entry, side, work, corpus, run_dir, draws=None, timeout=1800):
+def run_side(entry, side, work, corpus, run_dir, draws=None, timeout=1800, dump=False):
     """Run ``entry`` on ``side`` ("oracle" or "jit") in a fresh ``run_dir``; return the
     result (exit status, seconds, series, the tail of its output)."""
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -130,7 +130,7 @@ def run_side(entry, side, work, corpus, run_dir, draws=None, timeout=1800):
         "PYTHONHASHSEED": "0", "MPLBACKEND": "Agg",
         "NNABLA_PROGRAMS_MODE": "record" if side == "oracle" else "replay",
         "NNABLA_PROGRAMS_OUT": run_dir, "NNABLA_PROGRAMS_STOP": entry.stop,
-        "NNABLA_PROGRAMS_DRAWS": draws or "",
+        "NNABLA_PROGRAMS_DRAWS": draws or "", "NNABLA_PROGRAMS_DUMP": "1" if dump else "",
     })
     os.makedirs(env["HOME"], exist_ok=True)
     paths = [_site_dir(work)] + [os.path.join(corpus, p) for p in entry.pythonpath]
@@ -248,20 +248,20 @@ def oracle_key(entry, corpus):
                  [(n, p) for n, p in entry.data])
 
 
-def run_program(entry, work, corpus, fresh_oracle=False, timeout=1800):
+def run_program(entry, work, corpus, fresh_oracle=False, timeout=1800, dump=False):
     """Run ``entry`` on both sides (the oracle's run reused when cached); the result row."""
     key = oracle_key(entry, corpus)
     oracle_dir = os.path.join(work, "oracle", entry.name)
     cached = os.path.join(oracle_dir, "result.json")
     oracle = None
-    if not fresh_oracle and os.path.exists(cached):
+    if not (fresh_oracle or dump) and os.path.exists(cached):
         with open(cached) as f:
             oracle = json.load(f)
         if oracle.get("key") != key:
             oracle = None
     if oracle is None:
         print("  oracle run ...", flush=True)
-        oracle = run_side(entry, "oracle", work, corpus, oracle_dir, timeout=timeout)
+        oracle = run_side(entry, "oracle", work, corpus, oracle_dir, timeout=timeout, dump=dump)
         oracle["key"] = key
         with open(cached + ".tmp", "w") as f:
             json.dump(oracle, f)
@@ -269,7 +269,7 @@ def run_program(entry, work, corpus, fresh_oracle=False, timeout=1800):
     draws = os.path.join(oracle_dir, "draws.npz")
     print("  nnabla_jit run ...", flush=True)
     jit = run_side(entry, "jit", work, corpus, os.path.join(work, "runs", entry.name),
-                   draws=draws if os.path.exists(draws) else None, timeout=timeout)
+                   draws=draws if os.path.exists(draws) else None, timeout=timeout, dump=dump)
     return compare_runs(entry, oracle, jit)
 
 
@@ -342,6 +342,8 @@ def main(argv=None):
     p.add_argument("--record-fixtures", action="store_true",
                    help="copy the cached oracle results of the named programs to tests/fixtures/programs")
     p.add_argument("--timeout", type=int, default=1800, help="seconds per run")
+    p.add_argument("--dump", action="store_true",
+                   help="debugging: both runs save params0.npz and forward0.npz (see program_hook)")
     a = p.parse_args(argv)
     entries = catalog.select(a.programs)
     if a.list:
@@ -359,7 +361,7 @@ def main(argv=None):
     rows = []
     for e in entries:
         print("{} ({})".format(e.name, e.path), flush=True)
-        row = run_program(e, a.work, corpus, a.fresh_oracle, a.timeout)
+        row = run_program(e, a.work, corpus, a.fresh_oracle, a.timeout, a.dump)
         rows.append(row)
         print("  -> {} {}".format(row["status"], row.get("detail", "") if row["status"] != "ok" else
                                   "max rel diff {:.2e}".format(row["max_rel_diff"])), flush=True)

@@ -219,6 +219,41 @@ def ptb(root, words=20000, vocabulary=1000):
         _write(os.path.join(root, DATA_HOME, "ptb.{}.txt".format(split)), ("\n".join(lines) + "\n").encode())
 
 
+# -------------------------------------------------------------------- Tiny ImageNet
+def _jpeg(image_hwc):
+    from PIL import Image
+    buffer = io.BytesIO()
+    Image.fromarray(image_hwc).save(buffer, format="JPEG", quality=90)
+    return buffer.getvalue()
+
+
+@maker
+def tiny_imagenet(root, train_per_class=2, val=40, classes=200):
+    """``tiny-imagenet-200`` already extracted in the data home (the obsolete ImageNet
+    example extracts the zip there and skips the download when the folder exists):
+    ``wnids.txt``, ``train/<wnid>/images/<wnid>_<k>.JPEG`` and ``val/images/val_<k>.JPEG``
+    with ``val/val_annotations.txt``; 64x64 RGB JPEGs."""
+    base = os.path.join(root, DATA_HOME, "tiny-imagenet-200")
+    wnids = ["n{:08d}".format(1000 + k) for k in range(classes)]
+    _write(os.path.join(base, "wnids.txt"), ("\n".join(wnids) + "\n").encode())
+    images, labels = class_images(classes * train_per_class, classes, (3, 64, 64), 14)
+    count = {}
+    labels = np.arange(classes * train_per_class) % classes   # uint8 would wrap at 256 classes
+    for image, label in zip(images, labels):
+        k = count.get(label, 0)
+        count[label] = k + 1
+        wnid = wnids[label]
+        _write(os.path.join(base, "train", wnid, "images", "{}_{}.JPEG".format(wnid, k)),
+               _jpeg(image.transpose(1, 2, 0)))
+    images, _ = class_images(val, classes, (3, 64, 64), 15)
+    lines = []
+    for k, image in enumerate(images):
+        name = "val_{}.JPEG".format(k)
+        _write(os.path.join(base, "val", "images", name), _jpeg(image.transpose(1, 2, 0)))
+        lines.append("{}\t{}\t0\t0\t63\t63".format(name, wnids[k % classes]))
+    _write(os.path.join(base, "val", "val_annotations.txt"), ("\n".join(lines) + "\n").encode())
+
+
 def make(name, root, **params):
     """Write dataset ``name`` (a function of this module) under ``root``."""
     if name not in MAKERS:

@@ -146,14 +146,22 @@ def run_side(entry, side, work, corpus, run_dir, draws=None, timeout=1800, dump=
     log_path = os.path.join(run_dir, "log.txt")
     start = time.time()
     rc = 0
+    steps = [(script, args, "setup{}".format(k)) for k, (script, args) in enumerate(entry.setup)]
+    steps.append((entry.path, entry.args, ""))
     with open(log_path, "w") as log:
-        for script, args in list(entry.setup) + [(entry.path, entry.args)]:
+        for script, args, sub in steps:
+            # a setup step (e.g. training the model a program loads) logs and draws apart from
+            # the program and runs to its end
+            step_env = dict(env, NNABLA_PROGRAMS_OUT=os.path.join(run_dir, sub),
+                            NNABLA_PROGRAMS_STOP=env["NNABLA_PROGRAMS_STOP"] if not sub else "")
+            if sub and draws:
+                step_env["NNABLA_PROGRAMS_DRAWS"] = os.path.join(os.path.dirname(draws), sub, "draws.npz")
             cmd = python + [os.path.join(corpus, script)] + [a.format(**fmt) for a in args]
             log.write("$ " + " ".join(cmd) + "\n")
             log.flush()
             try:
-                rc = subprocess.call(cmd, cwd=run_dir, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                     timeout=timeout)
+                rc = subprocess.call(cmd, cwd=run_dir, env=step_env, stdout=log,
+                                     stderr=subprocess.STDOUT, timeout=timeout)
             except subprocess.TimeoutExpired:
                 rc = "timeout"
             if rc != 0:
@@ -269,7 +277,7 @@ def run_program(entry, work, corpus, fresh_oracle=False, timeout=1800, dump=Fals
     draws = os.path.join(oracle_dir, "draws.npz")
     print("  nnabla_jit run ...", flush=True)
     jit = run_side(entry, "jit", work, corpus, os.path.join(work, "runs", entry.name),
-                   draws=draws if os.path.exists(draws) else None, timeout=timeout, dump=dump)
+                   draws=draws, timeout=timeout, dump=dump)   # a missing file: no draws
     return compare_runs(entry, oracle, jit)
 
 

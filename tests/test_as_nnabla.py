@@ -173,3 +173,38 @@ def test_an_unreadable_script_is_one_line(tmp_path):
     r = _run(["-m", "nnabla_jit.as_nnabla", str(script)], cwd=str(tmp_path))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "secret.py" in r.stderr and "Traceback" not in r.stderr
+
+
+# ---------------------------------------------------------------- values no forward computed
+UNCOMPUTED = textwrap.dedent("""
+    import numpy as np
+    import nnabla as nn
+    import nnabla.functions as F
+    z = nn.Variable.from_numpy_array(np.ones((2, 3), np.float32), need_grad=True)
+    h = F.tanh(z * 2)
+    loss = F.sum(F.sin(h) + 1)
+    loss.backward()                      # before any forward: nnabla reads a fresh buffer
+    print("grad", z.g.ravel()[0])
+    loss.forward(clear_buffer=True)
+    print("freed", h.d.ravel()[0])       # nnabla: what its memory pool left there
+""")
+
+
+def test_as_nnabla_values_no_forward_computed_read_as_zeros_with_one_warning(tmp_path):
+    script = tmp_path / "uncomputed.py"
+    script.write_text(UNCOMPUTED)
+    r = _run(["-m", "nnabla_jit.as_nnabla", str(script)], cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "grad 2.0" in r.stdout and "freed 0.0" in r.stdout
+    assert r.stderr.count("UncomputedReadWarning") == 1, r.stderr
+
+    direct = tmp_path / "direct.py"    # the same program on nnabla_jit imported as itself
+    direct.write_text(UNCOMPUTED.replace("import nnabla", "import nnabla_jit"))
+    r = _run([str(direct)], cwd=str(tmp_path))
+    assert r.returncode != 0 and "InputNotComputed" in r.stderr
+
+    env_error = dict(os.environ, NNABLA_JIT_UNCOMPUTED_READS="error",
+                     PYTHONPATH=REPO)
+    r = subprocess.run([sys.executable, "-m", "nnabla_jit.as_nnabla", str(script)],
+                       capture_output=True, text=True, env=env_error, cwd=str(tmp_path), timeout=300)
+    assert r.returncode != 0 and "InputNotComputed" in r.stderr

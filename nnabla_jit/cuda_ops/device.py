@@ -273,6 +273,14 @@ class DeviceMemory:
     def add_into(nd, array, dtype):
         add_into(accumulator(nd, dtype), array)
 
+    @staticmethod
+    def fill(nd, value):
+        """Set every element of ``nd`` to the scalar ``value`` on the device, which then holds
+        the newest values (nothing is copied up, even when ``nd`` had no device copy)."""
+        if nd.device_mirror is None:
+            write(nd, nd.dtype)
+        nd.fill(value)
+
 
 MEMORY = DeviceMemory()
 

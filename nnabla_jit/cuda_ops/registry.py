@@ -12,7 +12,12 @@ launch :func:`bind_kernels` imports numba.cuda, binds ``cuda`` in each such modu
 every marked function by its ``cuda.jit`` dispatcher, so the kernels read as ordinary numba.cuda
 code (``cuda.grid(1)``, ``cuda.shared.array``) and refer to each other by name. ``cuda`` has to
 be a module global: numba's simulator swaps module globals to run the kernels.
+
+``NNABLA_JIT_CUDA_CACHE=1`` compiles them with ``cache=True``: numba writes each kernel's
+machine code next to its source (or under ``NUMBA_CACHE_DIR``), and a later process with the same
+sources loads it instead of compiling (off by default: not yet measured on enough GPUs).
 """
+import os
 import sys
 
 __all__ = ["FORWARD", "BACKWARD", "WHEN", "UPDATES", "handles", "forward", "backward", "kernel", "device_function",
@@ -24,6 +29,7 @@ WHEN = {}       # op name -> predicate on the set-up op: whether its launchers h
 UPDATES = {}    # op name -> fn(op): the indices of the inputs its forward writes in place
 
 _bound = [False]
+CACHE = os.environ.get("NNABLA_JIT_CUDA_CACHE", "0") == "1"   # cache=True on every kernel
 
 
 def forward(*names, when=None, updates=None):
@@ -90,5 +96,5 @@ def bind_kernels(cuda):
         if marked:
             namespace["cuda"] = cuda
         for name, value in marked:
-            namespace[name] = cuda.jit(device=value.device)(value.fn)
+            namespace[name] = cuda.jit(device=value.device, cache=CACHE)(value.fn)
     _bound[0] = True

@@ -120,6 +120,7 @@ def gemm(a, b, c, trans_a, trans_b, accum, a_map, b_map):
     beta = np.full(1, 1 if accum else 0, scalar)
     item = c.dtype.itemsize
     handle = cupy.cuda.device.get_cublas_handle()
+    handle = int(getattr(handle, "handle", handle))   # an int, or a Handle holding one
 
     def run(b_ptr, b_stride, a_ptr, a_stride, c_ptr, count):
         cublas_bindings.setPointerMode(handle, _POINTER_MODE_HOST)

@@ -19,6 +19,7 @@ sources loads it instead of compiling (off by default: not yet measured on enoug
 """
 import os
 import sys
+import warnings
 
 __all__ = ["FORWARD", "BACKWARD", "WHEN", "UPDATES", "handles", "forward", "backward", "kernel", "device_function",
            "bind_kernels"]
@@ -97,4 +98,37 @@ def bind_kernels(cuda):
             namespace["cuda"] = cuda
         for name, value in marked:
             namespace[name] = cuda.jit(device=value.device, cache=CACHE)(value.fn)
+            if CACHE:
+                guard_cache(namespace[name])
     _bound[0] = True
+
+
+def guard_cache(dispatcher):
+    """A kernel whose machine code numba cannot save or load (a pickling limit, a damaged
+    file) compiles as it would without the cache, with one warning, instead of failing."""
+    cache = getattr(dispatcher, "_cache", None)
+    if cache is None or not hasattr(cache, "save_overload"):
+        return
+    save, load = cache.save_overload, cache.load_overload
+
+    def save_overload(sig, data):
+        try:
+            save(sig, data)
+        except Exception as e:
+            _cache_warning(dispatcher, "saved", e)
+
+    def load_overload(sig, target_context):
+        try:
+            return load(sig, target_context)
+        except Exception as e:
+            _cache_warning(dispatcher, "loaded", e)
+            return None
+
+    cache.save_overload, cache.load_overload = save_overload, load_overload
+
+
+def _cache_warning(dispatcher, verb, error):
+    name = getattr(getattr(dispatcher, "py_func", None), "__qualname__", "?")
+    warnings.warn("NNABLA_JIT_CUDA_CACHE: kernel {} could not be {} ({}: {}); it is compiled "
+                  "without the cache".format(name, verb, type(error).__name__, error),
+                  RuntimeWarning)

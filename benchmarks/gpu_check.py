@@ -211,7 +211,7 @@ class Check:
         if os.path.exists(junit):
             os.remove(junit)
         cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-o", "addopts=",
-               "-m", "slow or not slow", "-q", "-rfE", "--tb=short", "--durations=15",
+               "-m", "slow or not slow", "-v", "-rfE", "--tb=short", "--durations=15",
                "--junitxml", junit]
         workers = 0
         if importlib.util.find_spec("xdist") is not None and not self.args.simulate:
@@ -234,8 +234,8 @@ class Check:
             status = _wait_or_stop(proc, max(cap, 5))
         result = parse_junit(junit)
         result.update(status=status, workers=workers, elapsed_s=round(time.monotonic() - t0, 1))
-        if not result.get("tests"):
-            result["summary_line"] = _last_summary(self.path("pytest.log"))
+        if not result.get("tests"):   # stopped before the report: count pytest -v's lines
+            result.update(progress_counts(self.path("pytest.log")))
         self.log("pytest {}: {} tests, {} failed, {} errors, {} skipped ({}, {:.0f} s)".format(
             junit_name, result.get("tests"), result.get("failures"), result.get("errors"),
             result.get("skipped"), status, result["elapsed_s"]))
@@ -259,28 +259,36 @@ class Check:
 
     def section_bench(self):
         names = list(self.args.bench or (TINY_BENCHMARKS if self.args.simulate else BENCHMARKS))
+        # PyTorch and the default route for every workload, then the tiled kernel for the GEMM
+        # workloads when the default is cuBLAS: the slow route cannot starve the others
+        items = ["{}:default".format(n) for n in names]
+        if self.default_route == "cublas":
+            sys.path.insert(0, HERE)
+            import gpu_workloads
+            items += ["{}:numba".format(n) for n in names if n in gpu_workloads.HAS_GEMM]
         section = self.results["sections"]["bench"] = {"results": {}, "runs": []}
-        while names and self.left() > 5:
+        while items and self.left() > 10:
             result, status = self.worker("bench", self.left() - 3,
-                                         ["--bench"] + names + ["--bench-deadline",
+                                         ["--bench"] + items + ["--bench-deadline",
                                                                 str(time.time() + self.left() - 8)])
-            done = result.get("results", {})
-            section["results"].update(done)
-            section["runs"].append({"status": status, "names": names,
-                                    "torch": result.get("torch"),
+            for name, r in result.get("results", {}).items():
+                section["results"].setdefault(name, {}).update(r)
+            section["runs"].append({"status": status, "items": items,
                                     "elapsed_s": result.get("elapsed_s")})
             for key in ("torch", "torch_settings", "routes"):
                 if key in result:
                     section[key] = result[key]
-            if status == "ok":
-                break
-            # the worker died or hung in a workload: skip that one, go on with the rest
+            done = set(result.get("done", []))
             current = result.get("current")
-            if current in names:
-                section["results"].setdefault(current, {})["error"] = "worker {}".format(status)
-                names = names[names.index(current) + 1:]
-            else:
+            if status == "ok" or current not in items:
                 break
+            # the worker died, hung or lost its CUDA context in an item: skip that one, go on
+            # with the rest in a fresh process
+            name = current.split(":")[0]
+            if current not in done:
+                section["results"].setdefault(name, {})["error"] = "{}: worker {}".format(
+                    current, status)
+            items = [i for i in items[items.index(current) + 1:] if i not in done]
             self.save()
         for name, r in section["results"].items():
             self.log("bench {}: {}".format(name, _bench_line(r)))
@@ -536,26 +544,30 @@ def worker_bench(args):
     ctx = get_extension_context("cudnn")
     torch_sync = (lambda: torch.cuda.synchronize()) if torch is not None and \
         torch.cuda.is_available() else (lambda: None)
-    names = list(args.bench)
-    passes = [(name, route) for route in routes for name in names
-              if route == default or name in gpu_workloads.HAS_GEMM]
-    for i, (name, route) in enumerate(passes):
-        left_items = len(passes) - i
-        cap = time.time() + max((deadline - time.time()) / left_items * (1.5 if route == default
-                                                                          else 1.0), 1)
-        cap = min(cap, deadline)
+    out["done"] = []
+    for i, item in enumerate(args.bench):
+        name, _, route = item.partition(":")
+        route = default if route in ("", "default") else route
         if time.time() >= deadline:
             break
-        out["current"] = name
+        cap = time.time() + max((deadline - time.time()) / (len(args.bench) - i) *
+                                (1.5 if route == default else 1.0), 1)
+        cap = min(cap, deadline)
+        out["current"] = item
         r = out["results"].setdefault(name, {"title": gpu_workloads.TITLES[name], "size": size})
         save()
         if route == default and torch is not None:
             r["torch"] = _attempt(lambda: _measure(gpu_workloads.torch_step(name, size), torch_sync,
                                                    time.time() + (cap - time.time()) * 0.35,
                                                    args.simulate))
-            torch.cuda.empty_cache() if torch.cuda.is_available() else None
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
             save()
-        previous = blas.use_backend(route)
+        try:
+            previous = blas.use_backend(route)
+        except ImportError as e:
+            r[route] = {"error": str(e)}
+            continue
         try:
             def ours():
                 with nn.context_scope(ctx):
@@ -570,7 +582,11 @@ def worker_bench(args):
         for key in ("cublas", "numba"):
             if key in r and "ms_per_step" in r[key] and "ms_per_step" in r.get("torch", {}):
                 r["ratio_" + key] = r["torch"]["ms_per_step"] / r[key]["ms_per_step"]
+        out["done"].append(item)
         save()
+        errors = " ".join(str(v.get("error", "")) for v in r.values() if isinstance(v, dict))
+        if "CUDA_ERROR" in errors or "cudaError" in errors or "CUDA error" in errors:
+            return 3   # the context may be unusable: the orchestrator goes on in a new process
     out["current"] = None
     save()
     return 0
@@ -649,14 +665,32 @@ def parse_junit(path):
     return totals
 
 
-def _last_summary(path):
+def progress_counts(path):
+    """Outcomes counted from the last pytest run's ``-v`` lines in ``path`` (pytest-xdist:
+    ``[gw3] [ 12%] PASSED tests/...::test``; plain: ``tests/...::test PASSED [ 12%]``), for a
+    run stopped before writing its junit report."""
     try:
         with open(path) as f:
-            lines = [ln.strip() for ln in f if " in " in ln and ("passed" in ln or "failed" in ln
-                                                                 or "error" in ln)]
-        return lines[-1] if lines else None
+            text = f.read()
     except OSError:
-        return None
+        return {}
+    text = text[text.rfind("\n===== "):]
+    outcomes = {}   # test id -> its last outcome (the short summary repeats the failures)
+    for line in text.splitlines():
+        words = line.split()
+        for outcome in ("PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL", "XPASS"):
+            if outcome in words and any("::" in w for w in words):
+                test = next(w for w in words if "::" in w)
+                outcomes[test] = {"XFAIL": "skipped", "XPASS": "passed"}.get(outcome,
+                                                                             outcome.lower())
+                break
+    counts = {k: sum(1 for v in outcomes.values() if v == k)
+              for k in ("passed", "failed", "error", "skipped")}
+    failed = [{"test": t, "kind": v, "message": "(from -v)"} for t, v in outcomes.items()
+              if v in ("failed", "error")]
+    return {"tests": len(outcomes), "failures": counts["failed"],
+            "errors": counts["error"], "skipped": counts["skipped"], "failed": failed[:200],
+            "counted_from": "pytest -v lines (no junit report)"}
 
 
 def _bench_line(r):
@@ -713,8 +747,8 @@ def render_markdown(results):
                 "{} tests, {} failures, {} errors, {} skipped{}".format(
                     run.get("tests"), run.get("failures"), run.get("errors"), run.get("skipped"),
                     "; " + str(run.get("junit")) if run.get("junit") else ""), ""]
-            if run.get("summary_line"):
-                lines += ["pytest's last summary line: `{}`".format(run["summary_line"]), ""]
+            if run.get("counted_from"):
+                lines += ["(counted from {})".format(run["counted_from"]), ""]
             if run.get("files"):
                 lines += ["| test file | tests | failed | skipped | time (s) |",
                           "|---|---:|---:|---:|---:|"]
@@ -801,9 +835,12 @@ def summary_text(results):
                          .format(run.get("route"), run.get("tests"), run.get("failures"),
                                  run.get("errors"), run.get("skipped"), run.get("status"),
                                  run.get("elapsed_s"),
-                                 " | " + run["summary_line"] if run.get("summary_line") else ""))
-            for bad in run.get("failed", [])[:25]:
-                lines.append("  FAIL {} : {}".format(bad["test"], bad["message"][:160]))
+                                 " | " + run["counted_from"] if run.get("counted_from") else ""))
+            for bad in run.get("failed", [])[:15]:
+                lines.append("  FAIL {} : {}".format(bad["test"].replace("tests.cuda.", ""),
+                                                     bad["message"][:120]))
+            if len(run.get("failed", [])) > 15:
+                lines.append("  ... {} more in results.md".format(len(run["failed"]) - 15))
     dig = sec.get("digits")
     if dig:
         lines.append("digits: {} | {} steps | max abs {} | max rel {} | {}".format(
@@ -872,7 +909,8 @@ def parse_args(argv=None):
     p.add_argument("--test-timeout", type=int, default=180, help="pytest-timeout per test (s)")
     p.add_argument("--digits-steps", type=int, default=0)
     p.add_argument("--digits-batch", type=int, default=32)
-    p.add_argument("--bench", nargs="*", help="benchmarks to run (default: all)")
+    p.add_argument("--bench", nargs="*", help="benchmarks to run (default: all of {})".format(
+        ", ".join(BENCHMARKS)))
     p.add_argument("--bench-deadline", type=float, default=0.0, help=argparse.SUPPRESS)
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--result", help=argparse.SUPPRESS)

@@ -117,3 +117,23 @@ def test_the_device_check_runs_under_the_simulator(tmp_path):
         assert "skipped" in results["bench"]["torch"]
     for name in ("results.md", "gpu_check.log", "pytest.log", "junit.xml", "sections.log"):
         assert (out / name).stat().st_size > 0, name
+
+
+def test_progress_counts_read_pytest_verbose_lines(tmp_path):
+    """A pytest run stopped before its junit report is counted from its -v lines (the last
+    run's only), with and without pytest-xdist."""
+    gc = _module()
+    log = tmp_path / "pytest.log"
+    log.write_text("\n===== first run\ntests/cuda/test_a.py::test_old FAILED [ 50%]\n"
+                   "\n===== second run\n"
+                   "[gw0] [ 10%] PASSED tests/cuda/test_a.py::test_x \n"
+                   "[gw1] [ 20%] FAILED tests/cuda/test_b.py::test_y[1-2] \n"
+                   "tests/cuda/test_c.py::test_z SKIPPED (no GPU) [ 30%]\n"
+                   "tests/cuda/test_c.py::test_w ERROR [ 40%]\n"
+                   "FAILED tests/cuda/test_b.py - summary lines name no outcome word first\n")
+    r = gc.progress_counts(str(log))
+    assert (r["tests"], r["failures"], r["errors"], r["skipped"]) == (4, 1, 1, 1)
+    assert [f["test"] for f in r["failed"]] == ["tests/cuda/test_b.py::test_y[1-2]",
+                                                "tests/cuda/test_c.py::test_w"]
+    log.write_text(log.read_text() + "FAILED tests/cuda/test_b.py::test_y[1-2] - AssertionError\n")
+    assert gc.progress_counts(str(log))["failures"] == 1   # the short summary is no new test

@@ -22,6 +22,9 @@ from .function import PythonFunction, no_grad
 # nnabla_jit.auto_forward later does not rebind them), as nnabla's __init__ does.
 from .auto_forward import auto_forward, get_auto_forward, set_auto_forward
 from .graph import forward_all
+# The devices register their runners with runners.py (the executor imports none of them);
+# importing cuda_ops does not import numba.cuda, its first node run does.
+from . import cuda_ops  # noqa: F401
 from .recompute import get_global_recompute, recompute, recompute_fn, set_global_recompute
 from . import functions  # noqa: F401  (builds F from the op registry)
 from . import backward_function  # noqa: F401  (files the grad rules, built from F, by op name)

@@ -8,7 +8,8 @@ is — an input read as the compute type, an output overwritten, a gradient accu
 overwritten or zeroed, a scratch buffer for an output nobody holds, a temporary for an input
 that appears twice — is decided here, once. Where the arrays live is a *memory*: :data:`HOST`
 (NumPy arrays, through NdArray's methods) or the device (``cuda_ops.device.MEMORY``), which
-gives each kind of slot its getter.
+gives each kind of slot its getter, and fills an array in place (the gradient seed of
+``backward``). ``runners.py`` picks the memory of a node's context.
 """
 import functools
 
@@ -102,6 +103,11 @@ class HostMemory:
         """nd's buffer (as ``dtype``) += array."""
         buf = nd.grad_buffer(dtype)
         buf += array
+
+    @staticmethod
+    def fill(nd, value):
+        """Set every element of ``nd`` to the scalar ``value`` (0: zeroing), here."""
+        nd.fill(value)
 
 
 HOST = HostMemory()

@@ -275,6 +275,8 @@ class Check:
                 section["results"].setdefault(name, {}).update(r)
             section["runs"].append({"status": status, "items": items,
                                     "elapsed_s": result.get("elapsed_s")})
+            if isinstance(result.get("error"), str):
+                section["runs"][-1]["error"] = result["error"].strip().splitlines()[-1][:300]
             for key in ("torch", "torch_settings", "routes"):
                 if key in result:
                     section[key] = result[key]
@@ -482,9 +484,9 @@ def worker_digits(args):
             values.append(float(loss.d))
         return values
 
-    for name, ctx in (("cpu", nn.Context()), ("gpu", get_extension_context("cudnn"))):
+    for name, make_ctx in (("cpu", nn.Context), ("gpu", lambda: get_extension_context("cudnn"))):
         t0 = time.perf_counter()
-        out[name + "_losses"] = losses(ctx)
+        out[name + "_losses"] = losses(make_ctx())
         out[name + "_s"] = round(time.perf_counter() - t0, 2)
         save()
     cpu, gpu = np.array(out["cpu_losses"]), np.array(out["gpu_losses"])
@@ -554,8 +556,11 @@ def worker_bench(args):
                                 (1.5 if route == default else 1.0), 1)
         cap = min(cap, deadline)
         out["current"] = item
-        r = out["results"].setdefault(name, {"title": gpu_workloads.TITLES[name], "size": size})
         save()
+        if os.environ.get("GPU_CHECK_CRASH_IN") == item:   # tests/test_gpu_check.py: recovery
+            os._exit(9)
+        r = out["results"].setdefault(name, {"title": gpu_workloads.TITLES.get(name, name),
+                                             "size": size})
         if route == default and torch is not None:
             r["torch"] = _attempt(lambda: _measure(gpu_workloads.torch_step(name, size), torch_sync,
                                                    time.time() + (cap - time.time()) * 0.35,
@@ -693,6 +698,15 @@ def progress_counts(path):
             "counted_from": "pytest -v lines (no junit report)"}
 
 
+def _brief(value, width=240):
+    """``value`` for a report line: dicts without their tracebacks, long strings cut."""
+    if isinstance(value, dict):
+        return {k: _brief(v, width) for k, v in value.items() if k != "traceback"}
+    if isinstance(value, str) and len(value) > width:
+        return value[:width] + "..."
+    return value
+
+
 def _bench_line(r):
     def ms(key):
         v = r.get(key, {})
@@ -728,10 +742,11 @@ def render_markdown(results):
                       "{} {}".format(k, v) for k, v in probe.get("versions", {}).items())),
                   "- blas route by default: {} (cuBLAS unavailable because: {})".format(
                       probe.get("blas_backend"), probe.get("cublas_unavailable")),
-                  "- CuPy on a numba device array: {}".format(probe.get("cupy_on_numba_array")),
-                  "- blas.matmul per route vs NumPy: {}".format(probe.get("matmul_routes")),
+                  "- CuPy on a numba device array: {}".format(_brief(probe.get("cupy_on_numba_array"))),
+                  "- blas.matmul per route vs NumPy: {}".format(_brief(probe.get("matmul_routes"))),
                   "- tiny graph on the device vs NumPy: {} ({} s, compiling)".format(
-                      probe.get("tiny_graph"), probe.get("tiny_graph_s")),
+                      _brief(probe.get("tiny_graph")), probe.get("tiny_graph_s")),
+                  "- worker error: {}".format(_brief(probe.get("error"), 2000)),
                   "- kernel cache: {} (second probe {} s, {} cache files)".format(
                       env.get("kernel_cache"), env.get("cached_tiny_graph_s"),
                       env.get("cache_files")), ""]
@@ -808,7 +823,8 @@ def render_markdown(results):
         for n, k, e in errors:
             lines.append("- {} / {}: {}".format(n, k, e))
         for run in bench.get("runs", []):
-            lines.append("- bench worker: {} ({} s)".format(run["status"], run.get("elapsed_s")))
+            lines.append("- bench worker: {} ({} s){}".format(
+                run["status"], run.get("elapsed_s"), ": " + run["error"] if run.get("error") else ""))
         lines.append("")
     for name, s in sec.items():
         if isinstance(s, dict) and s.get("error") and name != "digits":
@@ -823,10 +839,11 @@ def summary_text(results):
     env = sec.get("env", {})
     probe = env.get("probe", {})
     lines.append("env: {} | GPU {} | blas default {} | cupy interop {} | matmul routes {} | "
-                 "kernel cache {}".format(env.get("status"), probe.get("gpu", {}).get("name"),
-                                          probe.get("blas_backend"),
-                                          probe.get("cupy_on_numba_array"),
-                                          probe.get("matmul_routes"), env.get("kernel_cache")))
+                 "tiny graph {} | kernel cache {}".format(
+                     env.get("status"), _brief(probe.get("gpu", {}).get("name")),
+                     probe.get("blas_backend"), _brief(probe.get("cupy_on_numba_array"), 160),
+                     _brief(probe.get("matmul_routes"), 160), _brief(probe.get("tiny_graph"), 160),
+                     env.get("kernel_cache")))
     cor = sec.get("correctness", {})
     for key in ("default", "numba"):
         run = cor.get(key)
@@ -843,12 +860,16 @@ def summary_text(results):
                 lines.append("  ... {} more in results.md".format(len(run["failed"]) - 15))
     dig = sec.get("digits")
     if dig:
-        lines.append("digits: {} | {} steps | max abs {} | max rel {} | {}".format(
+        lines.append("digits: {} | {} steps | max abs {} | max rel {} | {}{}".format(
             dig.get("status"), dig.get("steps"), dig.get("max_abs_diff"), dig.get("max_rel_diff"),
-            dig.get("verdict")))
+            dig.get("verdict"), " | " + dig["error"].strip().splitlines()[-1][:200]
+            if isinstance(dig.get("error"), str) else ""))
     bench = sec.get("bench")
     if bench:
         lines.append("bench: {}".format(bench.get("torch")))
+        for run in bench.get("runs", []):
+            if run.get("error"):
+                lines.append("  worker {}: {}".format(run["status"], run["error"]))
         for name, r in bench.get("results", {}).items():
             lines.append("  {}: {}".format(name, _bench_line(r)))
     for name, s in sec.items():
@@ -915,6 +936,9 @@ def parse_args(argv=None):
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--result", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    unknown = [b for b in args.bench or () if b.partition(":")[0] not in BENCHMARKS]
+    if unknown and not args.worker:
+        p.error("--bench: unknown {} (known: {})".format(unknown, ", ".join(BENCHMARKS)))
     if args.budget is None:
         args.budget = 900.0 if args.simulate else 420.0
     args.sections = [s.strip() for s in args.sections.split(",") if s.strip()]

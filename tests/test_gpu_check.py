@@ -92,9 +92,11 @@ def test_bad_sections_are_refused():
 @pytest.mark.slow
 def test_the_device_check_runs_under_the_simulator(tmp_path):
     """The whole script, as the GPU machine runs it, under numba's simulator: every section
-    gives a result (about 3 minutes on 2 cores: the simulator runs GPU threads in Python)."""
+    gives a result (about 3 minutes on 2 cores: the simulator runs GPU threads in Python). The
+    benchmark worker is made to die in ResNet-18: the orchestrator records it and goes on."""
     out = tmp_path / "gc"
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["GPU_CHECK_CRASH_IN"] = "resnet18:default"
     proc = subprocess.run([sys.executable, SCRIPT, "--simulate", "--out", str(out)], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
@@ -109,6 +111,8 @@ def test_the_device_check_runs_under_the_simulator(tmp_path):
     assert np.isfinite(results["digits"]["max_rel_diff"])
     bench = results["bench"]["results"]
     assert set(bench) == {"elementwise", "resnet18", "resnet50_b1"}
+    assert bench.pop("resnet18")["error"] == "resnet18:default: worker exit code 9"
+    assert [run["status"] for run in results["bench"]["runs"]] == ["exit code 9", "ok"]
     for name, r in bench.items():
         assert r["numba"]["ms_per_step"] > 0, (name, r)
         has_torch = importlib.util.find_spec("torch") is not None

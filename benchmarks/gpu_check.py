@@ -173,7 +173,8 @@ class Check:
         elif not self.args.simulate:
             again, status2 = self.worker("env", cap - (time.monotonic() - t0), cache=True)
             self.cache = status2 == "ok"
-            section["kernel_cache"] = "on" if self.cache else "off (second probe: {})".format(status2)
+            section["kernel_cache"] = ("on" if self.cache else
+                                       "off (second probe: {})".format(status2))
             section["cached_tiny_graph_s"] = again.get("tiny_graph_s")
             section["cache_files"] = again.get("cache_files")
         else:
@@ -407,7 +408,8 @@ def _matmul_routes():
                     c = cuda.device_array((2, 17, 9), np.float32)
                     same = blas.batch_map(2, (2,), (2,))
                     blas.matmul(cuda.to_device(a), cuda.to_device(b), c, ta, tb, False, same, same)
-                    ref = np.matmul(a.transpose(0, 2, 1) if ta else a, b.transpose(0, 2, 1) if tb else b)
+                    ref = np.matmul(a.transpose(0, 2, 1) if ta else a,
+                                    b.transpose(0, 2, 1) if tb else b)
                     errs.append(float(np.abs(c.copy_to_host() - ref).max()))
             report[route] = {"max_abs_err": max(errs)}
         except Exception as e:
@@ -494,7 +496,8 @@ def worker_digits(args):
     rel = diff / np.maximum(np.abs(cpu), 1e-12)
     out.update(max_abs_diff=float(diff.max()), max_rel_diff=float(rel.max()),
                max_rel_diff_first_10=float(rel[:10].max()),
-               first_loss=[float(cpu[0]), float(gpu[0])], last_loss=[float(cpu[-1]), float(gpu[-1])],
+               first_loss=[float(cpu[0]), float(gpu[0])],
+               last_loss=[float(cpu[-1]), float(gpu[-1])],
                verdict=("equal within float32 tolerance (rel <= 1e-3)" if rel.max() <= 1e-3 else
                         "close (rel <= 1e-2)" if rel.max() <= 1e-2 else "DIFFERENT"))
     save()
@@ -613,24 +616,28 @@ def _measure(step, sync, cap, simulate, min_window=0.25, windows=3, max_steps=25
     if not simulate:
         step()   # the second step still fills the device pool
         sync()
+    # host: the time to queue the window's steps (before the synchronisation); close to the
+    # step time, the step is bound by Python and launches, not by the GPU
     n, best, rough, done, timed = 1, None, None, 0, 0
     while done < windows and time.time() < cap:
         t = time.perf_counter()
         for _ in range(n):
             step()
+        queued = time.perf_counter() - t
         sync()
         dt = time.perf_counter() - t
         timed += n
         if dt >= min_window or n >= max_steps:
-            best = dt / n if best is None else min(best, dt / n)
+            if best is None or dt / n < best[0]:
+                best = (dt / n, queued / n)
             done += 1
         else:   # too short to time well: kept only if the cap ends the doubling
-            rough = dt / n
+            rough = (dt / n, queued / n)
             n = min(max_steps, n * 2)
     best = rough if best is None else best
     if best is not None:
-        res.update(ms_per_step=best * 1e3, steps_per_s=1.0 / best, timed_steps=timed,
-                   windows=done)
+        res.update(ms_per_step=best[0] * 1e3, host_ms_per_step=best[1] * 1e3,
+                   steps_per_s=1.0 / best[0], timed_steps=timed, windows=done)
     if done < windows:
         res["capped"] = "{} of {} windows".format(done, windows)
     return res
@@ -742,7 +749,8 @@ def render_markdown(results):
                       "{} {}".format(k, v) for k, v in probe.get("versions", {}).items())),
                   "- blas route by default: {} (cuBLAS unavailable because: {})".format(
                       probe.get("blas_backend"), probe.get("cublas_unavailable")),
-                  "- CuPy on a numba device array: {}".format(_brief(probe.get("cupy_on_numba_array"))),
+                  "- CuPy on a numba device array: {}".format(
+                      _brief(probe.get("cupy_on_numba_array"))),
                   "- blas.matmul per route vs NumPy: {}".format(_brief(probe.get("matmul_routes"))),
                   "- tiny graph on the device vs NumPy: {} ({} s, compiling)".format(
                       _brief(probe.get("tiny_graph")), probe.get("tiny_graph_s")),
@@ -794,7 +802,8 @@ def render_markdown(results):
     bench = sec.get("bench")
     if bench:
         lines += ["## Benchmarks (ms per step, best window; ratio = PyTorch time / ours, "
-                  ">= 1 means faster than PyTorch)", "",
+                  ">= 1 means faster than PyTorch; host: ms to queue a step before the "
+                  "synchronisation, about the step time when Python and launches bound it)", "",
                   "{}; {}; routes {}".format(bench.get("torch"), bench.get("torch_settings"),
                                              bench.get("routes")), "",
                   "| workload | PyTorch | nnabla_jit cuBLAS | ratio | nnabla_jit numba tiled | "
@@ -803,14 +812,16 @@ def render_markdown(results):
             def cell(key):
                 v = r.get(key) or {}
                 if "ms_per_step" in v:
-                    return "{:.2f}".format(v["ms_per_step"])
+                    return "{:.2f} (host {:.2f})".format(v["ms_per_step"],
+                                                         v.get("host_ms_per_step", float("nan")))
                 if "error" in v:
                     return "error"
                 return v.get("capped", "-") if v else "-"
             first = ", ".join("{} {}s".format(k, r[k]["first_step_s"]) for k in
                               ("torch", "cublas", "numba") if "first_step_s" in (r.get(k) or {}))
             lines.append("| {} | {} | {} | {} | {} | {} | {} |".format(
-                r.get("title", name) + (" (TINY shapes)" if r.get("size") == "tiny" else ""), cell("torch"), cell("cublas"),
+                r.get("title", name) + (" (TINY shapes)" if r.get("size") == "tiny" else ""),
+                cell("torch"), cell("cublas"),
                 "{:.2f}x".format(r["ratio_cublas"]) if "ratio_cublas" in r else "-",
                 cell("numba"), "{:.2f}x".format(r["ratio_numba"]) if "ratio_numba" in r else "-",
                 first))
@@ -824,7 +835,8 @@ def render_markdown(results):
             lines.append("- {} / {}: {}".format(n, k, e))
         for run in bench.get("runs", []):
             lines.append("- bench worker: {} ({} s){}".format(
-                run["status"], run.get("elapsed_s"), ": " + run["error"] if run.get("error") else ""))
+                run["status"], run.get("elapsed_s"),
+                ": " + run["error"] if run.get("error") else ""))
         lines.append("")
     for name, s in sec.items():
         if isinstance(s, dict) and s.get("error") and name != "digits":
@@ -917,7 +929,8 @@ def _wait_or_stop(proc, timeout, grace=20):
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, help="folder for the results and logs")
     p.add_argument("--simulate", action="store_true",
                    help="numba's CUDA simulator, tiny shapes and a subset (a dry run)")
@@ -955,7 +968,8 @@ def main(argv=None):
     if args.worker:
         sys.path.insert(0, ROOT)
         try:
-            return {"env": worker_env, "digits": worker_digits, "bench": worker_bench}[args.worker](args)
+            workers = {"env": worker_env, "digits": worker_digits, "bench": worker_bench}
+            return workers[args.worker](args)
         except Exception:
             traceback.print_exc()
             current = _read_json(args.result) or {}

@@ -237,7 +237,10 @@ class Check:
         with open(self.path("pytest.log"), "a") as log:
             log.write("\n===== {}\n".format(" ".join(cmd)))
             log.flush()
-            proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env(route=route), stdout=log,
+            env = self.env(route=route)
+            if workers:   # the CPU references of tiny graphs: threads would only contend
+                env.setdefault("NUMBA_NUM_THREADS", "2")
+            proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log,
                                     stderr=subprocess.STDOUT, start_new_session=True)
             status = _wait_or_stop(proc, max(cap, 5))
         result = parse_junit(junit)

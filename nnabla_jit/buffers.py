@@ -49,9 +49,19 @@ class HostMemory:
 
     @staticmethod
     def read_needed(nd):
-        """Values a kernel needs; :class:`NotComputed` when none are held (zeros instead when
-        ``ops.common.STRICT_READS`` is off)."""
-        return nd.host_needed if common.STRICT_READS else nd.host_as
+        """Values a kernel needs; when none are held, :class:`NotComputed`, or zeros (with the
+        warning of the 'warn' policy), as ``ops.common.uncomputed_reads()`` says."""
+        mode = common.uncomputed_reads()
+        if mode == "error":
+            return nd.host_needed
+        if mode == "zeros":
+            return nd.host_as
+
+        def get(dtype):
+            if not nd.holds_values:
+                common.warn_uncomputed_read("Values a backward kernel needs (NdArray{})".format(nd.shape))
+            return nd.host_as(dtype)
+        return get
 
     @staticmethod
     def read_or_absent(nd):

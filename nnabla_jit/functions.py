@@ -22,8 +22,8 @@ def _axes(x, axis):
     """nnabla's ``axis`` argument (None, int or iterable) as a tuple of axes."""
     if axis is None:
         return tuple(range(len(x.shape)))
-    if isinstance(axis, (int, np.integer)):
-        return (int(axis),)
+    if not hasattr(axis, "__iter__"):
+        return (int(axis),)   # a float axis truncates, as nnabla's int64 arguments do
     return tuple(int(a) for a in axis)
 
 
@@ -168,7 +168,9 @@ def split(x, axis=0):
         >>> a, b, c = F.split(x, axis=0)  # a.shape == (4, 5)
     """
     shape = tuple(getattr(x, "shape", ()))
-    in_range = isinstance(axis, (int, np.integer)) and -len(shape) <= axis < len(shape)
+    if not isinstance(axis, (int, np.integer)):   # nnabla indexes the shape with it
+        raise TypeError("F.split: axis must be an integer, got {!r}".format(axis))
+    in_range = -len(shape) <= axis < len(shape)
     # an axis out of range is left to Split's setup, whose error names the op and the axis
     outs = _fb.split(x, axis, n_outputs=shape[axis] if in_range else -1)
     return tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)

@@ -24,6 +24,9 @@ FUSION = os.environ.get("NNABLA_JIT_FUSION", "1") != "0"   # set 0 to run every 
 STRICT_GRAD = os.environ.get("NNABLA_JIT_STRICT_GRAD", "0") == "1"
 
 
+_RECOMPUTE_FREE = "the executor (recompute=True: freed after its last use, computed again when needed)"
+
+
 def graph_changed():
     """Invalidate every cached plan (called when links or need_grad flags change)."""
     _version[0] += 1
@@ -96,7 +99,7 @@ def _resetup(nodes):
 
 class _ForwardPlan:
     __slots__ = ("version", "nodes", "steps", "runners", "fused", "data_dependent", "recompute",
-                 "save_random")
+                 "save_random", "freed_by")
 
     def __init__(self, roots, clear_buffer, clear_no_need_grad, fuse=True):
         nodes = upstream_functions(roots)
@@ -117,7 +120,8 @@ class _ForwardPlan:
                     inplaced.update(id(r()) for r in node._outputs if r() is not None)
         for k, v in last_use.values():
             if (v._recompute and v._parent is not None and not v._persistent
-                    and id(v._body) not in root_bodies and id(v) not in inplaced):
+                    and id(v._body) not in root_bodies and id(v) not in inplaced
+                    and not v._body.data.kept_for_user):
                 frees[k].append(v)
         self.recompute = any(frees)
         # ops drawing random numbers whose outputs will be recomputed: save the generators first
@@ -134,10 +138,14 @@ class _ForwardPlan:
                 for v in node.inputs:
                     last_use[id(v)] = (k, v)
             for k, v in last_use.values():
+                # values a user's variable shares (h0.data = h.data) are not the graph's to free
                 if (v._parent is not None and not v._persistent and id(v._body) not in keep
-                        and id(v) not in needed and not v._recompute):
+                        and id(v) not in needed and not v._recompute
+                        and not v._body.data.kept_for_user):
                     frees[k].append(v)
         self.steps = list(zip(nodes, frees))
+        self.freed_by = ("forward(clear_buffer=True)" if clear_buffer
+                         else "forward(clear_no_need_grad=True)")
         self.runners = [runners.forward_runner(node) for node in nodes]
         # Clearing flags let the intermediates of elementwise runs stay in registers.
         self.fused = (fuse and FUSION and (clear_buffer or clear_no_need_grad)
@@ -289,7 +297,7 @@ def _plan_backward_frees(steps, root):
     sink_inputs = {id(v) for s in steps if s.node.op.name == "Sink" for v in s.node.inputs}
     for k, v in last_read.values():
         if (v._parent is not None and not v._persistent and id(v._body) != root_body
-                and id(v) not in sink_inputs):
+                and id(v) not in sink_inputs and not v._body.data.kept_for_user):
             steps[k].free_data.append(v)
     for s in steps:
         for r in s.node._outputs:
@@ -339,7 +347,7 @@ def forward(roots, clear_buffer=False, clear_no_need_grad=False,
         if function_post_hook is not None:
             function_post_hook(node)
         for v in frees:
-            v._body.data.clear()
+            v._body.data.free(_RECOMPUTE_FREE if v._recompute else plan.freed_by)
         if recording:
             callback.record_inputs(node)
         if plan.data_dependent and plan.version != _version[0] and node.op.data_dependent:
@@ -404,7 +412,8 @@ def recompute_data(var, backward_reads=None, recording=False, recomputed=None):
                 if u._parent is not None and id(u._parent) in seen:
                     last_use[id(u)] = (k, u)
         for k, u in last_use.values():
-            if id(u) not in backward_reads and u is not var and not u._persistent:
+            if (id(u) not in backward_reads and u is not var and not u._persistent
+                    and not u._body.data.kept_for_user):
                 frees[k].append(u)
     for node, free in zip(nodes, frees):
         with replayed_random_state(node.op):
@@ -412,7 +421,7 @@ def recompute_data(var, backward_reads=None, recording=False, recomputed=None):
         if recomputed is not None:
             recomputed.update(id(r()) for r in node._outputs)
         for u in free:
-            u._body.data.clear()
+            u._body.data.free(_RECOMPUTE_FREE)
         if recording:
             callback.record_inputs(node)
 
@@ -496,7 +505,7 @@ def backward(root, grad=1, clear_buffer=False, communicator_callbacks=None,
             for v in s.free_grads:
                 v._body.grad.clear()
             for v in s.free_data:
-                v._body.data.clear()
+                v._body.data.free("backward(clear_buffer=True)")
             if free_seed:
                 seed.clear()
                 free_seed = False

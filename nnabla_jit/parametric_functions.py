@@ -57,14 +57,24 @@ def parametric_function_api(scope_name=None, param_desc=None):
 
 # Arguments that are sizes (a positive integer; those in _SIZE_TUPLES also a tuple of them), checked
 # before any parameter is created, so that a bad one is reported by name, not by the initializer
-# or numpy (``PF.affine(x, -1)``, ``PF.convolution(x, 2, (0, 0))``).
+# or numpy (``PF.affine(x, -1)``, ``PF.convolution(x, 2, (0, 0))``). A float size is taken as
+# nnabla takes it (programs pass ``maps * 0.5``): it flows into the initializers' bounds as given,
+# and parameter shapes truncate it toward zero (:func:`_dims`), as nnabla's Variable does.
 _SIZES = ("n_outmaps", "outmaps", "kernel", "group", "n_inputs", "n_features", "state_size",
           "num_heads", "r", "multiplier", "divisor", "num_groups", "embed_dim", "batch_size")
 _SIZE_TUPLES = ("n_outmaps", "kernel")
 
 
 def _is_size(value):
+    if isinstance(value, (float, np.floating)):
+        return bool(np.isfinite(value)) and int(value) > 0
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value > 0
+
+
+def _dims(shape):
+    """A parameter's shape with float sizes truncated toward zero, as nnabla's Variable
+    truncates them (``PF.convolution(x, 4.7, ...)`` makes 4 maps)."""
+    return tuple(int(s) if isinstance(s, (float, np.floating)) else s for s in shape)
 
 
 def _check_sizes(layer, sig, args, kwargs):
@@ -90,7 +100,10 @@ def _check_sizes(layer, sig, args, kwargs):
     inp = args[0] if args else None
     if base_axis is not None and hasattr(inp, "shape"):
         ndim = len(inp.shape)
-        if not isinstance(base_axis, (int, np.integer)) or not -ndim <= base_axis < ndim:
+        if not isinstance(base_axis, (int, np.integer)):
+            # nnabla indexes the shape with it: a TypeError there
+            raise TypeError("PF.{}: base_axis must be an integer, got {!r}".format(layer, base_axis))
+        if not -ndim <= base_axis < ndim:
             raise ValueError("PF.{}: base_axis {!r} is out of range for an input of shape {}"
                              .format(layer, base_axis, tuple(inp.shape)))
 
@@ -113,12 +126,12 @@ def _glorot_uniform(inmaps, outmaps, kernel=(1, 1), rng=None):
 
 def _trainable(name, shape, initializer, fix_parameters):
     """A parameter a solver updates (registered with need_grad=True), fixed on request."""
-    return get_parameter_or_create(name, shape, initializer, True, not fix_parameters)
+    return get_parameter_or_create(name, _dims(shape), initializer, True, not fix_parameters)
 
 
 def _buffer(name, shape, initializer):
     """A parameter no gradient reaches (running statistics, quantized copies, ...)."""
-    return get_parameter_or_create(name, shape, initializer, False)
+    return get_parameter_or_create(name, _dims(shape), initializer, False)
 
 
 def _written_into(param_name, shape, initializer, transform):
@@ -1909,7 +1922,7 @@ class LSTMCell:
         self.c = c if c is not None else self._zeros()
 
     def _zeros(self):
-        v = Variable((self.batch_size, self.state_size))
+        v = Variable(_dims((self.batch_size, self.state_size)))
         v.data.zero()
         return v
 

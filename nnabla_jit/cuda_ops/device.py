@@ -244,13 +244,17 @@ class DeviceMemory:
     @staticmethod
     def read_needed(nd):
         """Values a kernel needs (copied up if the host has the newer); zeros when none are
-        held: ``NotComputed``, or zeros when ``ops.common.STRICT_READS`` is off."""
-        if not common.STRICT_READS:
+        held: ``NotComputed``, or zeros (warned of under the 'warn' policy), as
+        ``ops.common.uncomputed_reads()`` says."""
+        mode = common.uncomputed_reads()
+        if mode == "zeros":
             return functools.partial(read, nd)
 
         def get(dtype):
             if not nd.holds_values:
-                raise NotComputed("NdArray{}: no values held".format(nd.shape))
+                if mode == "error":
+                    raise NotComputed("NdArray{}: no values held".format(nd.shape))
+                common.warn_uncomputed_read("Values a backward kernel needs (NdArray{})".format(nd.shape))
             return read(nd, dtype)
         return get
 

@@ -151,11 +151,8 @@ def _coerce(op_name, spec, value):
         if t in ("float", "double"):
             return float(value)
         if t == "int64":
-            if value is None:
-                return None
-            if isinstance(value, (float, np.floating)) and not float(value).is_integer():
-                raise ValueError("not an integer")
-            return int(value)
+            # a float is truncated toward zero, as nnabla's int64 arguments take it (2.7 -> 2)
+            return None if value is None else int(value)
         if t == "bool":
             return bool(value)
         if t == "string":

@@ -671,7 +671,7 @@ def parse_junit(path):
         f = files.setdefault(name, {"tests": 0, "failed": 0, "skipped": 0, "time_s": 0.0})
         f["tests"] += 1
         f["time_s"] = round(f["time_s"] + float(case.get("time", 0) or 0), 2)
-        slowest.append((float(case.get("time", 0) or 0), case.get("name")))
+        slowest.append((float(case.get("time", 0) or 0), str(case.get("name"))))
         for tag in ("failure", "error"):
             bad = case.find(tag)
             if bad is not None:
@@ -683,7 +683,7 @@ def parse_junit(path):
         else:
             if case.find("skipped") is not None:
                 f["skipped"] += 1
-    totals.update(files=files, failed=failed[:200], slowest=sorted(slowest, reverse=True)[:10])
+    totals.update(files=files, failed=failed[:200], slowest=sorted(slowest, key=lambda t: t[0], reverse=True)[:10])
     return totals
 
 

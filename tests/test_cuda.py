@@ -125,3 +125,18 @@ def test_the_matmul_route_follows_the_environment(monkeypatch):
     assert blas._initial_backend() == "numba"   # no CuPy: the tiled kernel
     with pytest.raises(ValueError, match="use_backend"):
         blas.use_backend("mkl")
+
+
+def test_numpy_row_stack_alias_restored_for_numba_cuda(monkeypatch):
+    """NumPy 2.5 removed np.row_stack, which numba-cuda 0.30 still overloads when its typing
+    tables load: device.load gives the alias back (np.vstack) where it is missing, and leaves
+    an existing one alone."""
+    from nnabla_jit.cuda_ops import device
+    if hasattr(np, "row_stack"):
+        existing = np.row_stack
+        assert device.restore_numpy_aliases_for_numba_cuda() == []
+        assert np.row_stack is existing
+        monkeypatch.delattr(np, "row_stack")
+    assert not hasattr(np, "row_stack")
+    assert device.restore_numpy_aliases_for_numba_cuda() == ["row_stack"]
+    assert np.row_stack is np.vstack

@@ -106,6 +106,25 @@ def test_seeds_removed_numpy_names_and_gpu_contexts(tmp_path):
     assert "CTX ['cpu:float']" in out1
 
 
+def test_perturbation_moves_every_parameter_by_eps_when_the_first_function_runs(tmp_path):
+    rc, out = run_hooked(tmp_path, """
+        import numpy as np, nnabla as nn, nnabla.functions as F, nnabla.parametric_functions as PF
+        x = nn.Variable.from_numpy_array(np.ones((2, 3), np.float32))
+        y = PF.affine(x, 4, name="fc")
+        w0 = nn.get_parameters()["fc/affine/W"].d.copy()
+        y.forward()
+        w1 = nn.get_parameters()["fc/affine/W"].d.copy()
+        y.forward()
+        w2 = nn.get_parameters()["fc/affine/W"].d
+        ratio = w1 / w0
+        print("RATIO", float(ratio.min()), float(ratio.max()), bool((w2 == w1).all()))
+    """, NNABLA_PROGRAMS_PERTURB="1e-3")
+    assert rc == 0, out
+    low, high, once = next(l for l in out.splitlines() if l.startswith("RATIO")).split()[1:]
+    assert float(low) == pytest.approx(1 - 1e-3, rel=1e-6) and float(high) == pytest.approx(1 + 1e-3, rel=1e-6)
+    assert once == "True"
+
+
 def test_mnist_files_are_gzip_idx(tmp_path):
     program_data.make("mnist", str(tmp_path), train=30, test=20)
     home = tmp_path / "home" / "nnabla_data"

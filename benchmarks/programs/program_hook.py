@@ -24,6 +24,8 @@ What it does, driven by environment variables the runner sets:
   ``np.float_``, ``np.NaN``, ``np.product``, ... gone in 2.0) are put back where missing, on
   both sides: the programs were written against older NumPy, nnabla 1.39's environment has
   1.26 and nnabla_jit's has 2.x, and a program must not fail on one side for NumPy's sake;
+- ``NNABLA_PROGRAMS_PERTURB=eps``: every parameter is multiplied by 1 ± eps
+  when the first function runs, to measure how much the program amplifies round-off;
 - ``NNABLA_PROGRAMS_STOP=name:N`` ends the process (exit status 0) right after series ``name``
   got its N-th value (``N`` alone: any series), so a program runs a few iterations unchanged.
 """
@@ -36,6 +38,10 @@ import time
 
 import numpy as np
 
+# Bump when a change alters what nnabla's runs record (the runner reuses those runs while the
+# program, its entry and this number are unchanged).
+HOOK_VERSION = 2
+
 MODE = os.environ.get("NNABLA_PROGRAMS_MODE", "off")
 OUT = os.environ.get("NNABLA_PROGRAMS_OUT")
 SEED = int(os.environ.get("NNABLA_PROGRAMS_SEED", "0"))
@@ -43,6 +49,7 @@ STOP = os.environ.get("NNABLA_PROGRAMS_STOP", "")
 DRAWS = os.environ.get("NNABLA_PROGRAMS_DRAWS", "")   # replay: the oracle's draws.npz
 CPU = os.environ.get("NNABLA_PROGRAMS_CPU", "1") == "1"
 DUMP = os.environ.get("NNABLA_PROGRAMS_DUMP", "") == "1"   # debugging: see _install_dump
+PERTURB = float(os.environ.get("NNABLA_PROGRAMS_PERTURB", "0") or 0)   # see _install_perturbation
 
 # nnabla's functions that draw random numbers when they run forward
 GENERATORS = ("Rand", "Randint", "Randn", "RandBinomial", "RandBeta", "RandGamma")
@@ -240,6 +247,23 @@ def _save_dump():
         _dump["outputs"] = {}
 
 
+def _install_perturbation(nn):
+    """How much does the program itself amplify round-off? Multiply every parameter by
+    (1 ± PERTURB), signs drawn from a generator of its own, when the first function runs;
+    the runner compares this run of nnabla with the plain one (see runner.sensitivity)."""
+    done = []
+
+    def pre(f):
+        if not done:
+            done.append(True)
+            signs = np.random.RandomState(2718)
+            for v in nn.get_parameters(grad_only=False).values():
+                d = v.d
+                v.d = d * (1 + PERTURB * np.where(signs.rand(*d.shape) < 0.5, -1, 1)).astype(d.dtype)
+
+    nn.set_function_pre_hook("nnabla_programs_perturb", pre)
+
+
 def _cpu_for_gpu(ext_utils):
     original = ext_utils.import_extension_module
 
@@ -308,6 +332,8 @@ def _install():
         _install_recorder(nn)
         if DUMP:
             _install_dump(nn)
+        if PERTURB:
+            _install_perturbation(nn)
         if CPU:
             import nnabla.ext_utils
             _cpu_for_gpu(nnabla.ext_utils)
@@ -318,6 +344,8 @@ def _install():
         _install_replay(nnabla_jit)
         if DUMP:
             _install_dump(nnabla_jit)
+        if PERTURB:
+            _install_perturbation(nnabla_jit)
         if CPU:
             import nnabla_jit.ext_utils
             _cpu_for_gpu(nnabla_jit.ext_utils)

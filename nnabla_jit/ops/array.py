@@ -323,7 +323,8 @@ class Transpose(Op):
 
 @register
 class Slice(Op):
-    """x[start:stop:step] along each axis (Python slice semantics, negatives wrap)."""
+    """x[start:stop:step] along each axis (Python slice semantics, negatives wrap); given for
+    fewer axes than x has, the entries apply to the last ones."""
 
     def setup(self, x):
         n = len(x)
@@ -331,9 +332,11 @@ class Slice(Op):
         if not (len(start) == len(stop) == len(step)) or len(start) > n:
             self.fail("start {}, stop {} and step {} must have one entry per axis (input shape {})",
                       tuple(start), tuple(stop), tuple(step), x)
-        start += [0] * (n - len(start))
-        stop += list(x[len(stop):])
-        step += [1] * (n - len(step))
+        # fewer entries than axes slice the last axes (nnabla's Slice); the leading ones are whole
+        lead = n - len(start)
+        start = [0] * lead + start
+        stop = list(x[:lead]) + stop
+        step = [1] * lead + step
         if any(s == 0 for s in step):
             self.fail("step {} must not contain 0", tuple(step))
         self.slices = []

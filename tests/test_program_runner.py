@@ -93,6 +93,8 @@ def test_seeds_removed_numpy_names_and_gpu_contexts(tmp_path):
     script = """
         import numpy as np, random
         from nnabla.ext_utils import get_extension_context
+        import nnabla_ext.cuda
+        nnabla_ext.cuda.clear_memory_cache()
         print("DRAWS", np.random.rand(), random.random(), np.random.RandomState().rand())
         print("NAMES", np.int is int, np.float is float, np.float_ is np.float64, np.NaN != np.NaN)
         print("CTX", get_extension_context("cudnn", device_id="0").backend)

@@ -111,7 +111,13 @@ PROGRAMS = [
                 "-p", "{cwd}/result"],
           data=["cifar10"], stop="Training loss:4",
           note="mixed-data learning (mixup, alpha drawn by np.random), image_augmentation and "
-               "random_shift replayed; ResNet-18; validates on all 10000 test images first"),
+               "random_shift replayed; ResNet-18; validates on all 10000 test images first"),    Entry("pggan", "image-generation/pggan/train.py",
+          args=["-c", "cpu", "-b", "4", "--img-path", "{cwd}/celeba/img_align_celeba_png",
+                "--epoch-per-resolution", "1", "--latent", "64", "--monitor-path", "{cwd}/result",
+                "--save-image-interval", "1000", "--valid-samples", "4"],
+          data=["celeba"], stop="Generator Loss:6",
+          note="progressive GAN in nn.auto_forward (dynamic) mode: solvers re-set each step, "
+               "F.randn replayed"),
 ]
 
 

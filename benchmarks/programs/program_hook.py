@@ -18,7 +18,7 @@ What it does, driven by environment variables the runner sets:
   global ``nn.random.prng`` is put back to where it was (nnabla's random functions draw from
   the C++ generator and never advance ``nn.random.prng``; nnabla_jit's draw from it);
 - ``NNABLA_PROGRAMS_CPU=1``: the GPU extensions (``cuda``, ``cudnn``) a program asks for by
-  name are given as the CPU one, on both sides (this machine has no GPU, and many programs
+  name or imports are given as the CPU one, on both sides (this machine has no GPU, and many programs
   name ``cudnn`` in their code or defaults);
 - NumPy's names that newer NumPy removed (``np.int``, ``np.float``, ... gone in 1.24;
   ``np.float_``, ``np.NaN``, ``np.product``, ... gone in 2.0) are put back where missing, on
@@ -40,7 +40,7 @@ import numpy as np
 
 # Bump when a change alters what nnabla's runs record (the runner reuses those runs while the
 # program, its entry and this number are unchanged).
-HOOK_VERSION = 2
+HOOK_VERSION = 2   # 2: also nnabla_ext.cuda imported as the CPU one (no run so far imported it)
 
 MODE = os.environ.get("NNABLA_PROGRAMS_MODE", "off")
 OUT = os.environ.get("NNABLA_PROGRAMS_OUT")
@@ -56,6 +56,8 @@ GENERATORS = ("Rand", "Randint", "Randn", "RandBinomial", "RandBeta", "RandGamma
 AUGMENTERS = ("ImageAugmentation", "RandomCrop", "RandomFlip", "RandomShift", "RandomErase",
               "RandomChoice")
 RANDOM_TYPES = ("Dropout",) + GENERATORS + AUGMENTERS
+_SNAKE = {"Rand": "rand", "Randint": "randint", "Randn": "randn", "RandBinomial": "rand_binomial",
+          "RandBeta": "rand_beta", "RandGamma": "rand_gamma"}
 
 _series_file = None
 _series_counts = {}
@@ -162,6 +164,33 @@ def _install_recorder(nn):
 
     nn.set_function_pre_hook("nnabla_programs_record", pre)
     nn.set_function_post_hook("nnabla_programs_record", post)
+    _record_auto_forward_generators(nn)
+
+
+def _record_auto_forward_generators(nn):
+    """nnabla calls no global hook for a function run as it is built (``nn.auto_forward``):
+    there, the generators (F.rand, F.randn, ...) are recorded as they return. (Dropout and
+    the augmenters run that way are not recorded: their replay then stops with a count
+    mismatch.)"""
+    import nnabla.functions as F
+    from nnabla import function_bases
+
+    def wrap(name, fn):
+        def recorded(*args, **kwargs):
+            y = fn(*args, **kwargs)
+            if nn.get_auto_forward():
+                _draws.append((name, np.array(y.d)))
+            return y
+        recorded.__wrapped__ = fn
+        recorded.__name__ = fn.__name__
+        return recorded
+
+    for name in GENERATORS:
+        attr = _SNAKE[name]
+        for module in (F, function_bases):
+            fn = getattr(module, attr, None)
+            if fn is not None and not hasattr(fn, "__wrapped__"):
+                setattr(module, attr, wrap(name, fn))
 
 
 # --------------------------------------------------------------- nnabla_jit: replay draws
@@ -265,12 +294,21 @@ def _install_perturbation(nn):
 
 
 def _cpu_for_gpu(ext_utils):
+    """The CPU extension stands for ``cuda`` and ``cudnn``, asked for by name
+    (``get_extension_context``, ``import_extension_module``) or imported
+    (``import nnabla_ext.cuda``), the same way on both sides."""
     original = ext_utils.import_extension_module
 
     def import_extension_module(ext_name):
         return original("cpu" if ext_name in ("cuda", "cudnn", "cuda.cudnn") else ext_name)
 
     ext_utils.import_extension_module = import_extension_module
+    if MODE == "record":   # nnabla_jit's alias imports nnabla_ext.X through the function above
+        cpu = original("cpu")
+        import nnabla_ext
+        for name in ("cuda", "cudnn"):
+            sys.modules["nnabla_ext." + name] = cpu
+            setattr(nnabla_ext, name, cpu)
 
 
 # NumPy names removed in 1.24 (the builtin-type aliases) and in 2.0, with what they meant
@@ -285,9 +323,12 @@ _REMOVED_NUMPY_NAMES = {
 
 
 def _restore_numpy_names():
+    import warnings
     for name, meaning in _REMOVED_NUMPY_NAMES.items():
         try:
-            getattr(np, name)
+            with warnings.catch_warnings():   # NumPy 1.2x warns when asked for some of them
+                warnings.simplefilter("ignore")
+                getattr(np, name)
         except AttributeError:
             setattr(np, name, getattr(np, meaning) if isinstance(meaning, str) else meaning)
     try:

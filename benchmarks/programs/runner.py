@@ -170,6 +170,8 @@ def run_side(entry, side, work, corpus, run_dir, draws=None, timeout=1800, dump=
     seconds = time.time() - start
     with open(log_path, errors="replace") as f:
         text = f.read()
+    if "Error in sitecustomize" in text:   # the program ran without the hook: nothing to compare
+        rc = "program_hook failed to load"
     return {"rc": rc, "seconds": round(seconds, 1), "series": read_series(run_dir, entry, text),
             "tail": _error_tail(text)}
 

@@ -117,7 +117,33 @@ PROGRAMS = [
                 "--save-image-interval", "1000", "--valid-samples", "4"],
           data=["celeba"], stop="Generator Loss:6",
           note="progressive GAN in nn.auto_forward (dynamic) mode: solvers re-set each step, "
-               "F.randn replayed"),
+               "F.randn replayed"),    Entry("structured-sparsity-cifar10", "compression/cifar10/structured-sparsity/classification.py",
+          args=["-c", "cpu", "-b", "100", "-i", "4", "-v", "10000", "-m", "{cwd}/tmp.monitor",
+                "-o", "{cwd}/tmp.monitor"],
+          data=["cifar10"], stop="Training loss:4",
+          note="group-lasso (filter and channel) regularisation added to the gradients; ResNet-23 "
+               "(64 maps); validates on all 10000 test images first"),
+    Entry("resnet2rnn-cifar10", "compression/cifar10/resnet2rnn/classification.py",
+          args=["-c", "cpu", "-n", "cifar10_resnet2rnn_10_prediction", "-b", "100", "-i", "4",
+                "-v", "10000", "-m", "{cwd}/tmp.monitor", "-o", "{cwd}/tmp.monitor"],
+          data=["cifar10"], stop="Training loss:4",
+          note="ResNet folded into a recurrence (weights shared across unrolled steps); "
+               "validates on all 10000 test images first"),
+    Entry("inq-cifar10", "compression/cifar10/quantization/classification.py",
+          args=["-c", "cpu", "-n", "cifar10_inq_resnet23_prediction", "-i", "4", "-v", "1000",
+                "-b", "100", "-m", "{cwd}/tmp.monitor"],
+          data=["cifar10"], stop="Training loss:4",
+          note="the quantization program with incremental network quantization "
+               "(inq_convolution/inq_affine); validates on all 10000 test images first"),    Entry("stargan", "image-translation/stargan/train.py",
+          args=["-c", "cpu", "--image-size", "32", "--g-conv-dim", "16", "--d-conv-dim", "16",
+                "--g-repeat-num", "2", "--d-repeat-num", "3", "--batch-size", "4", "--num-data", "16",
+                "--max-epoch", "2", "--n-critic", "1", "--log-step", "1", "--sample-step", "1000",
+                "--celeba-image-dir", "{cwd}/data/celeba/images",
+                "--attr-path", "{cwd}/data/celeba/list_attr_celeba.txt",
+                "--monitor-path", "{cwd}/result", "--model-save-path", "{cwd}/result"],
+          data=["celeba_attributes"], stop="generator_loss:6",
+          note="StarGAN: WGAN-GP gradient penalty through nn.grad, unlinked variables, "
+               "domain labels permuted by np.random; F.rand replayed"),
 ]
 
 

@@ -268,6 +268,31 @@ def celeba(root, directory="celeba/img_align_celeba_png", n=16):
         _write(os.path.join(root, directory, "{:06d}.png".format(k + 1)), buffer.getvalue())
 
 
+CELEBA_ATTRIBUTES = (
+    "5_o_Clock_Shadow Arched_Eyebrows Attractive Bags_Under_Eyes Bald Bangs Big_Lips Big_Nose "
+    "Black_Hair Blond_Hair Blurry Brown_Hair Bushy_Eyebrows Chubby Double_Chin Eyeglasses Goatee "
+    "Gray_Hair Heavy_Makeup High_Cheekbones Male Mouth_Slightly_Open Mustache Narrow_Eyes No_Beard "
+    "Oval_Face Pale_Skin Pointy_Nose Receding_Hairline Rosy_Cheeks Sideburns Smiling Straight_Hair "
+    "Wavy_Hair Wearing_Earrings Wearing_Hat Wearing_Lipstick Wearing_Necklace Wearing_Necktie Young"
+).split()
+
+
+@maker
+def celeba_attributes(root, directory="data/celeba", n=2016):
+    """CelebA as StarGAN reads it: ``images/NNNNNN.jpg`` (178x218 RGB JPEGs) and
+    ``list_attr_celeba.txt`` (the count, the 40 attribute names, then one line per image with
+    its 40 values of 1 or -1)."""
+    rng = np.random.RandomState(17)
+    images, _ = class_images(n, 8, (3, 218, 178), 18)
+    values = np.where(rng.rand(n, len(CELEBA_ATTRIBUTES)) < 0.5, 1, -1)
+    lines = [str(n), " ".join(CELEBA_ATTRIBUTES)]
+    for k, image in enumerate(images):
+        name = "{:06d}.jpg".format(k + 1)
+        _write(os.path.join(root, directory, "images", name), _jpeg(image.transpose(1, 2, 0)))
+        lines.append(name + " " + " ".join("{:2d}".format(v) for v in values[k]))
+    _write(os.path.join(root, directory, "list_attr_celeba.txt"), ("\n".join(lines) + "\n").encode())
+
+
 def make(name, root, **params):
     """Write dataset ``name`` (a function of this module) under ``root``."""
     if name not in MAKERS:

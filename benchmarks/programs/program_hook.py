@@ -10,7 +10,8 @@ What it does, driven by environment variables the runner sets:
   the data in every run, on nnabla too) gets one from a counter instead;
 - logs every ``MonitorSeries.add`` (series name, index, value, time) to ``series.jsonl``: the
   loss series and the seconds between iterations come from there;
-- ``record``: keeps what nnabla's random functions drew (the outputs of Rand, Randn, ...,
+- ``record``: seeds nnabla's generator of random functions (nnabla seeds it from the OS);
+  keeps what nnabla's random functions drew (the outputs of Rand, Randn, ...,
   ImageAugmentation; Dropout's mask) in execution order, per function type, and saves them to
   ``draws.npz`` when the process ends;
 - ``replay``: nnabla_jit's random ops draw as usual (so their own state stays consistent), then
@@ -40,7 +41,7 @@ import numpy as np
 
 # Bump when a change alters what nnabla's runs record (the runner reuses those runs while the
 # program, its entry and this number are unchanged).
-HOOK_VERSION = 2   # 2: also nnabla_ext.cuda imported as the CPU one (no run so far imported it)
+HOOK_VERSION = 3   # 3: nnabla's generator seeded (nn.seed(313)) in its runs
 
 MODE = os.environ.get("NNABLA_PROGRAMS_MODE", "off")
 OUT = os.environ.get("NNABLA_PROGRAMS_OUT")
@@ -368,6 +369,10 @@ def _install():
     random.seed(SEED)
     if MODE == "record":
         import nnabla as nn
+        # nnabla seeds the C++ generator of its random functions from the OS at start: a
+        # second run (the perturbed one) would draw other numbers. 313 also leaves
+        # nn.random.prng, which initializers draw from, as nnabla made it.
+        nn.seed(313)
         import nnabla.monitor
         _wrap_monitor(nnabla.monitor.MonitorSeries)
         _install_recorder(nn)

@@ -168,3 +168,23 @@ def test_omniglot_and_modelnet_and_ptb_layouts(tmp_path):
 def test_unknown_dataset_names_the_known_ones(tmp_path):
     with pytest.raises(KeyError, match="no dataset maker 'imagenet'.*mnist"):
         program_data.make("imagenet", str(tmp_path))
+
+
+def test_a_difference_within_nnabla_own_spread_counts_as_round_off_only_if_the_first_values_agree():
+    import catalog
+    entry = catalog.Entry("x", "x.py", stop="loss:3")
+
+    def run(*values):
+        return {"rc": 0, "series": {"loss": [[i, v, float(i)] for i, v in enumerate(values)]}, "tail": ""}
+
+    nnabla, perturbed = run(1.0, 2.0, 3.0), run(1.0, 2.1, 3.3)       # own spread 0.1
+    row = runner.compare_runs(entry, nnabla, run(1.0 + 1e-6, 2.2, 3.6))   # 0.2 <= 3 * 0.1
+    assert row["status"] == "differs"
+    runner.judge_by_spread(entry, row, nnabla, perturbed, 1e-6)
+    assert row["status"] == "ok, round-off amplified" and row["nnabla_spread"] == pytest.approx(0.1)
+    row = runner.compare_runs(entry, nnabla, run(1.0 + 1e-3, 2.2, 3.6))   # first value off
+    runner.judge_by_spread(entry, row, nnabla, perturbed, 1e-6)
+    assert row["status"] == "differs"
+    row = runner.compare_runs(entry, nnabla, run(1.0, 2.0, 4.5))         # 0.5 > 3 * 0.1
+    runner.judge_by_spread(entry, row, nnabla, perturbed, 1e-6)
+    assert row["status"] == "differs"

@@ -12,11 +12,16 @@ nnabla_jit, both with ``program_hook.py`` loaded at start (seeds, the monitor lo
 draws recorded from nnabla and replayed on nnabla_jit, the stop after a few iterations). The
 loss series of both runs are compared value by value; the table gives the largest relative
 difference and the seconds per iteration of each run (median time between two values of the
-program's main series, the first two left out: they include the compilation).
+program's main series, the first two left out: they include the compilation). Where the
+difference passes the entry's tolerance, nnabla runs once more with its parameters perturbed
+by ``--sensitivity`` (1e-6): a difference within 3x that run's own spread, with the first
+values agreeing within 1e-4, is round-off the program amplified.
 
 The oracle's results are kept in ``--work`` (default ``~/.cache/nnabla_jit_programs``) and
 reused while the program's entry, its sources and the hook are unchanged; ``--record-fixtures``
 copies them to ``tests/fixtures/programs`` for the programs CI runs without the oracle.
+Programs importing packages the oracle's environment lacks (prototypical: matplotlib) need
+``ORACLE_VENV`` pointing at a copy of it with them installed.
 """
 import argparse
 import hashlib

@@ -64,6 +64,8 @@ class DataIterator(object):
         self._reader = None          # the thread reading ahead, and the process it runs in
         self._reader_pid = None
         self._wanted = queue.SimpleQueue()   # True: read the next batch; False: stop
+        self._read_done = threading.Event()   # clear while the reader owes a batch
+        self._read_done.set()
         # Slices share their parent's order, and a slice's reset draws the next permutation
         # for all of them: when a batch is read then decides what it holds. nnabla's thread
         # per batch reads it as soon as it is asked for, before the caller goes on; the reader
@@ -89,6 +91,7 @@ class DataIterator(object):
                                             name="DataIterator reader")
             self._reader_pid = os.getpid()
             self._reader.start()
+        self._read_done.clear()
         self._wanted.put(True)
 
     def _read_ahead(self):
@@ -97,6 +100,16 @@ class DataIterator(object):
                 self._next()
             except Exception as error:   # handed to next(), which would otherwise wait forever
                 self._queue.put((error, 0))
+            finally:
+                self._read_done.set()
+
+    def _reset(self):
+        """Rewind the data source (nnabla's private method, which programs call: nnabla-examples'
+        data_augmentation rewinds its validation iterator with it). The batch already asked of
+        the reader is read first, as nnabla's thread has read it by then, and comes next."""
+        if self._reader is not None and self._reader_pid == os.getpid():
+            self._read_done.wait()
+        self._data_source.reset()
 
     def __iter__(self):
         return self

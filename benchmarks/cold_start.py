@@ -231,18 +231,19 @@ def print_convergence(names, runs, pause):
     print("convergence: {} short runs per workload from an empty cache, {}".format(
         runs, "waiting between runs until no compile worker is left" if pause else "back to back"))
     print("| workload | run | first step s | steps/s | vs fully compiled | compiled in process "
-          "| worker started | earlier run's worker compiling | cache files |")
-    print("|---|---:|---:|---:|---:|---:|---|---|---:|")
+          "| worker started | earlier run's worker compiling | cache files | then waited s |")
+    print("|---|---:|---:|---:|---:|---:|---|---|---:|---:|")
     summary = {}
     for name in names:
         results, settled, full = converge(name, runs, pause)
         for i, r in enumerate(results):
-            print("| {} | {} | {:.1f} | {:.1f} | {:.2f} | {} | {} | {} | {} |".format(
+            print("| {} | {} | {:.1f} | {:.1f} | {:.2f} | {} | {} | {} | {} | {} |".format(
                 name if i == 0 else "", i + 1, r["first_step_s"], r["steps_per_s"], r["vs_fully_compiled"],
                 r["compiles"], "yes" if r["worker"] else "no",
-                {-1: "-", 0: "no", 1: "yes"}[r["earlier_worker"]], r["cache_files"]), flush=True)
-        print("| {} | fully compiled | | {:.1f} | 1.00 | | | | |".format(name, full))
-        print("| | last run's worker done {:.1f} s after it | | | | | | | |".format(settled), flush=True)
+                {-1: "-", 0: "no", 1: "yes"}[r["earlier_worker"]], r["cache_files"],
+                "{:.1f}".format(r["paused_s"]) if "paused_s" in r else ""), flush=True)
+        print("| {} | fully compiled | | {:.1f} | 1.00 | | | | | |".format(name, full))
+        print("| | last run's worker done {:.1f} s after it | | | | | | | | |".format(settled), flush=True)
         summary[name] = {"runs": results, "settled_s": settled, "fully_compiled": full}
     print("load average after: {:.1f} {:.1f} {:.1f}".format(*os.getloadavg()))
     return summary

@@ -148,7 +148,8 @@ def compare(names, rounds, seconds, converge_names):
     for name in converge_names:   # run 2 starts once run 1's detached worker is done
         runs, settled, full = cold_start.converge(name, 2, pause=True)
         convergence[name] = {"runs_steps_per_s": [r["steps_per_s"] for r in runs], "fully_compiled": full,
-                             "worker_after_run_1_s": runs[0]["paused_s"]}
+                             "worker_after_run_1_s": runs[0]["paused_s"],
+                             "run_2_compiled": runs[1]["compiles"], "run_2_worker": runs[1]["worker"]}
         ratios["convergence/" + name] = runs[1]["steps_per_s"] / full
         print("  convergence {}: run 1 {:.1f}, run 2 {:.1f}, fully compiled {:.1f} steps/s".format(
             name, runs[0]["steps_per_s"], runs[1]["steps_per_s"], full), flush=True)
@@ -200,8 +201,16 @@ def print_comparison(result):
 
 # ------------------------------------------------------------------------------ the baseline
 def check(result, baseline):
-    """Print each ratio against the baseline; the keys more than TOLERANCE below it."""
+    """Print each ratio against the baseline; the keys more than TOLERANCE below it, and the
+    convergence workloads whose second run (after the first run's worker) still compiled or
+    started a worker -- a fact that, unlike a ratio, does not depend on the machine's load."""
     failed = []
+    for name, c in sorted(result["convergence"].items()):
+        if c["run_2_compiled"] or c["run_2_worker"]:
+            failed.append("convergence/" + name + " (run 2 compiled)")
+            print("convergence {}: run 2 compiled {} kernel(s), {} a worker: FAILED (the first run's "
+                  "kernels did not all reach the cache)".format(
+                      name, c["run_2_compiled"], "started" if c["run_2_worker"] else "did not start"))
     print()
     print("| ratio | baseline | now | change | |")
     print("|---|---:|---:|---:|---|")

@@ -160,8 +160,8 @@ print("done", t1 - t0, (steps - 1) / (t2 - t1), kernel_cache.compile_count(),
 # Waits (bounded) until no compile worker is alive on the cache; prints the seconds waited.
 WAIT_FOR_WORKERS = r'''
 import time
-t0 = time.perf_counter()
 from nnabla_jit import deferred_compile
+t0 = time.perf_counter()
 wait = getattr(deferred_compile, "wait_for_workers", None)   # None: a tree from before it
 done = wait(deferred_compile.DETACHED_SECONDS + 60) if wait else True
 print("waited", time.perf_counter() - t0, int(done))

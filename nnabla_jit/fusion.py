@@ -141,6 +141,7 @@ class FusedForward:
         self.fetches = ([(HOST.write(v._body.data), self.dtype) for v, _ in stored]
                         + [(HOST.read(v._body.data), self.dtype) for v in inputs])
         self.scalars = typed_scalars([op.args[a] for _, op, a in scalars], self.dtype)
+        self.nodes = region_nodes   # what the region holds (a trace names them)
 
     def __call__(self):
         self.kernel(*fetch_all(self.fetches), *self.scalars)

@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 
+from .. import tracing
 from ..ndarray import NotComputed
 from ..ops import common
 from . import registry
@@ -356,12 +357,21 @@ def upload(host):
 def copy_up(host, array):
     """Copy the NumPy array ``host`` into the device array ``array`` (same shape and type)."""
     _count("host_to_device", host.nbytes)
+    if tracing.recorder is not None:
+        return tracing.recorder.copy("host_to_device", host.nbytes, array.copy_to_device, host)
     array.copy_to_device(host)
 
 
 def copy_down(array, host=None):
     """The device array ``array`` copied into ``host`` (a new NumPy array when None)."""
     _count("device_to_host", array.size * array.dtype.itemsize)
+    if tracing.recorder is not None:
+        return tracing.recorder.copy("device_to_host", array.size * array.dtype.itemsize,
+                                     _copy_to_host, array, host)
+    return _copy_to_host(array, host)
+
+
+def _copy_to_host(array, host):
     if host is None:
         return array.copy_to_host()
     array.copy_to_host(host)

@@ -66,8 +66,10 @@ def profile(name, steps, out):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("names", nargs="*", default=["lenet", "convbn"], help="workloads (default: lenet convbn)")
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("names", nargs="*", default=["lenet", "convbn"],
+                        help="workloads (default: lenet convbn)")
     parser.add_argument("--steps", type=int, default=20, help="traced steps per workload")
     parser.add_argument("--out", help="write each workload's trace here as NAME.json")
     args = parser.parse_args()

@@ -212,11 +212,19 @@ def test_a_second_trace_inside_the_first_is_refused():
 def test_imperative_calls_are_recorded():
     nn.set_auto_forward(True)
     with trace() as t, nn.context_scope(get_extension_context("cpu", type_config="double")):
-        y = F.tanh(nn.Variable.from_numpy_array(np.ones((2, 3), np.float64)))
+        y = F.sum(F.tanh(nn.Variable.from_numpy_array(np.ones((2, 3), np.float64))), axis=1)
     events = check_chrome_trace(t.chrome_trace())
-    (e,) = slices(events, "op")
-    assert e["args"]["op"] == "Tanh" and e["args"]["outputs"] == ["float64[2,3]"]
-    assert y.d.shape == (2, 3)
+    tanh, total = slices(events, "op")
+    assert tanh["args"]["op"] == "Tanh" and tanh["args"]["outputs"] == ["float64[2,3]"]
+    assert total["args"]["op"] == "Sum" and total["args"]["outputs"] == ["float64[2]"]
+    assert y.d.shape == (2,)
+
+
+def test_a_path_in_a_missing_directory_is_refused_before_the_step(tmp_path):
+    with pytest.raises(FileNotFoundError, match="trace: path .*missing"):
+        with trace(tmp_path / "missing" / "step.json"):
+            raise AssertionError("the block ran")
+    assert tracing.recorder is None
 
 
 def test_deferred_compiles_are_async_spans_closed_at_the_end():
@@ -290,3 +298,52 @@ def test_an_empty_kernel_cache_shows_compiles_and_a_warm_one_loads(tmp_path):
                    for k in kernels) for c in compiles)
     assert not slices(warm, "compile")
     assert any(e["args"].get("kernel") == "fused" for e in slices(warm, "numba"))
+
+
+DEFERRING = textwrap.dedent('''
+    import sys
+    import numpy as np
+    from nnabla_jit import deferred_compile as dc
+    from nnabla_jit.utils.profiler import trace
+    m = dc.load_generated("nnabla_jit_tracetest_", """
+    from numba import njit, prange
+
+
+    @njit(cache=True)
+    def double(x, out):
+        for i in range(x.size):
+            out[i] = 2 * x[i]
+
+
+    @njit(cache=True, parallel=True)
+    def double_parallel(x, out):
+        for i in prange(x.size):
+            out[i] = 2 * x[i]
+    """)
+    x, out = np.arange(6.0), np.zeros(6)
+    with trace(sys.argv[1]):
+        m.double_parallel(x, out)   # the serial twin runs; the worker compiles this one
+        assert dc.wait(300)
+        m.double_parallel(x, out)   # loaded from the cache the worker wrote
+''')
+
+
+def test_a_deferred_compile_is_an_async_span_from_request_to_answer(tmp_path):
+    numba_part = tmp_path / "cache" / "numba"
+    numba_part.mkdir(parents=True)
+    (numba_part / "unrelated.nbi").write_text("")   # not empty: no manifest prefetch at import
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env.update(NNABLA_JIT_CACHE_DIR=str(tmp_path / "cache"), NNABLA_JIT_DEFER_PARALLEL="1",
+               PYTHONPATH=ROOT + os.pathsep + env.get("PYTHONPATH", ""))
+    path = tmp_path / "deferred.json"
+    done = subprocess.run([sys.executable, "-c", DEFERRING, str(path)], cwd=str(tmp_path),
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    events = check_chrome_trace(json.loads(path.read_text()))
+    check_nested(events)
+    begin, end = [e for e in events if e["ph"] in ("b", "e")]
+    assert (begin["ph"], end["ph"]) == ("b", "e") and begin["id"] == end["id"]
+    assert begin["name"] == end["name"] == "double_parallel"
+    assert end["args"]["state"] == "ok" and end["ts"] >= begin["ts"]
+    loads = [e for e in slices(events, "numba") if e["args"].get("kernel") == "double_parallel"]
+    assert loads and loads[-1]["ts"] >= end["ts"]

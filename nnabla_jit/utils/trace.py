@@ -13,7 +13,8 @@
 thread, nested as the calls were:
 
 * ``forward`` / ``backward``: one executor call; inside it one slice per kernel run: an op
-  (``Affine (fc1)``, ``Convolution backward (conv1)``) with its type, phase, input and output
+  (``Affine (fc1/affine)``, ``Convolution backward (conv1/conv)``: the scope of its parameters)
+  with its type, phase, input and output
   shapes and types in ``args``, or a fused elementwise region (``fused: MulScalar+Tanh``, what
   actually ran: one generated loop) naming the ops it holds. The gaps between kernel slices are
   the executor's own Python (plan lookups, buffer frees, calls).
@@ -148,6 +149,10 @@ class trace:
         if tracing.recorder is not None:
             raise RuntimeError("trace: another trace is recording; nest nothing inside a "
                                "trace block, or end the first one")
+        folder = os.path.dirname(os.path.abspath(self.path)) if self.path is not None else None
+        if folder is not None and not os.path.isdir(folder):   # say so before the step runs
+            raise FileNotFoundError("trace: path {!r}: directory {} does not exist".format(
+                self.path, folder))
         self._names = parameter_names()
         self._thread_names = {}
         self._owner = _ident()
@@ -269,9 +274,10 @@ class trace:
         described = {}
         for start, dur, ident, name, cat, args in slices:
             if name is None:   # a kernel run: (runner, node, phase)
-                known = described.get(id(args[0]))
+                key = (id(args[0]), id(args[1]), args[2])
+                known = described.get(key)
                 if known is None:
-                    known = described[id(args[0])] = self._describe_run(*args)
+                    known = described[key] = self._describe_run(*args)
                 name, args = known
                 cat = args["kind"]
             elif callable(args):

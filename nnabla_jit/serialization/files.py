@@ -16,7 +16,8 @@ import threading
 from contextlib import contextmanager
 
 __all__ = ["FileFormatError", "file_label", "extension_of", "check_readable", "read_bytes",
-           "write_bytes", "atomic_path", "remove_stale_temps"]
+           "write_bytes", "atomic_path", "remove_stale_temps", "fsync_path",
+           "name_as_file_name"]
 
 
 class FileFormatError(ValueError):
@@ -180,6 +181,15 @@ def _umask():
     return mask
 
 
+def fsync_path(path):
+    """Flush a file written by another library (h5py) to the disk before it replaces a target."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_bytes(target, data):
     """Write ``data`` to a path (atomically) or to a writable file object."""
     if isinstance(target, (str, os.PathLike)):
@@ -197,3 +207,14 @@ def write_bytes(target, data):
         raise TypeError("expected a file name or a file object, got {}".format(type(target).__name__))
     if hasattr(target, "seek"):
         target.seek(0)
+
+
+def name_as_file_name(name, what, source):
+    """``name`` (the ``what`` read from ``source``) where it becomes a file name in an output
+    folder: refused when it would be a path there (a separator, '.', '..', a NUL), so that a
+    name in a file never writes outside the folder the user named."""
+    separators = {"/", "\\", "\0", os.sep} | ({os.altsep} if os.altsep else set())
+    if not name or name in (".", "..") or any(c in name for c in separators):
+        raise ValueError("{} '{}' in {} cannot be a file name (it is a path, '.' or '..'); "
+                         "rename it".format(what, name, file_label(source)))
+    return name

@@ -41,6 +41,7 @@ class NnpContents:
         self.proto = nnabla_pb2.NNablaProtoBuf()
         self.parameters = []
         self.optimizer_states = OrderedDict()
+        self.source = "<NnpContents>"   # the files read, as errors name them
 
 
 # ------------------------------------------------------------------------------------ parsing
@@ -213,6 +214,7 @@ def read(files, extension=None, exclude_parameter=False, parameter_only=False):
     if isinstance(files, (str, os.PathLike)) or hasattr(files, "read"):
         files = [files]
     contents = NnpContents()
+    contents.source = ", ".join(file_label(f) for f in files) or contents.source
     for source in files:
         ext = extension_of(source, extension, "load")
         if ext not in PARAMETER_EXTENSIONS:
@@ -220,6 +222,13 @@ def read(files, extension=None, exclude_parameter=False, parameter_only=False):
                 file_label(source), ext, ", ".join(PARAMETER_EXTENSIONS)))
         if ext == ".nnp":
             _read_nnp(contents, source, exclude_parameter, parameter_only)
+            continue
+        if ext == ".h5" and isinstance(source, (str, os.PathLike)):
+            # read in place by h5py: a large file is never held in memory as bytes
+            if check_readable(source) == 0:
+                raise FileFormatError(source, "the file is empty")
+            if not exclude_parameter:
+                contents.parameters.extend(params_io.read_h5(source))
             continue
         data = read_bytes(source)
         if not data and ext == ".h5":

@@ -20,10 +20,15 @@ __all__ = ["open_file", "checked_datasets", "check_dataset", "logical_bytes"]
 
 
 def open_file(source, data=None):
-    """An h5py File (read-only) of the path ``source``, or of ``data`` (bytes) named ``source``."""
+    """An h5py File (read-only) of the path ``source``, or of ``data`` (bytes, or a seekable
+    binary file object) named ``source``."""
     import h5py
+    if data is None:
+        opened = os.fspath(source)
+    else:
+        opened = io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
     try:
-        return h5py.File(io.BytesIO(data) if data is not None else os.fspath(source), "r")
+        return h5py.File(opened, "r")
     except (OSError, ValueError, RuntimeError) as e:
         raise FileFormatError(source, "not a readable HDF5 file ({})".format(e)) from None
 

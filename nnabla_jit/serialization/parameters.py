@@ -9,6 +9,7 @@ Loading (also from ``.nntxt`` and ``.nnp``) parses and checks the whole file fir
 creates or overwrites the parameters of the current scope: a bad file changes nothing.
 """
 import io
+import math
 import os
 from collections import namedtuple
 from contextlib import contextmanager
@@ -19,7 +20,7 @@ from ..parameter import (get_current_parameter_scope, get_parameter, get_paramet
                          set_parameter)
 from ..variable import Variable
 from . import hdf5
-from .files import FileFormatError, atomic_path, extension_of, fsync_path, write_bytes
+from .files import FileFormatError, atomic_path, check_shape, extension_of, fsync_path, write_bytes
 from .proto import nnabla_pb2
 
 __all__ = ["ParameterEntry", "save", "load", "entries_of", "h5_bytes", "write_h5", "read_h5",
@@ -59,12 +60,23 @@ def h5_bytes(entries):
     return buf.getvalue()
 
 
+def _size_of(source, data):
+    if data is None:
+        return os.path.getsize(source)
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return len(data)
+    position = data.tell()
+    size = data.seek(0, io.SEEK_END)
+    data.seek(position)
+    return size
+
+
 def read_h5(source, data=None):
     """``ParameterEntry`` list (saved order) of the ``.h5`` parameter file at path ``source``
-    (read in place: only the values themselves are held in memory), or of its bytes ``data``.
-    Datasets whose data lies in other files, or that would expand beyond the limits, are
-    refused before anything is read (see ``hdf5.py``)."""
-    size = len(data) if data is not None else os.path.getsize(source)
+    (read in place: only the values themselves are held in memory), or of ``data`` (its bytes,
+    or a seekable file object) named ``source``. Datasets whose data lies in other files, or that
+    would expand beyond the limits, are refused before anything is read (see ``hdf5.py``)."""
+    size = _size_of(source, data)
     f = hdf5.open_file(source, data)
     found = []
     with f:
@@ -100,8 +112,8 @@ def entries_from_proto(proto, source):
     meant cannot be told)."""
     entries, seen = [], set()
     for p in proto.parameter:
-        shape = tuple(int(d) for d in p.shape.dim)
-        if any(d < 0 for d in shape) or int(np.prod(shape)) != len(p.data):
+        shape = check_shape(p.shape.dim, "parameter '{}'".format(p.variable_name), source)
+        if any(d < 0 for d in shape) or math.prod(shape) != len(p.data):
             raise FileFormatError(source, "parameter '{}' has shape {} but {} values".format(
                 p.variable_name, shape, len(p.data)))
         if p.variable_name in seen:

@@ -11,6 +11,7 @@ States are an ``OrderedDict`` parameter name -> :class:`SolverStateData` ``(t, p
   ``SolverState`` (``t`` and ``state_parameter``: name -> shape and float data).
 """
 import io
+import math
 import os
 from collections import OrderedDict, namedtuple
 
@@ -19,7 +20,7 @@ import numpy as np
 from ..ndarray import NdArray
 from ..variable import Variable
 from . import hdf5
-from .files import FileFormatError, check_readable, extension_of, read_bytes, write_bytes
+from .files import FileFormatError, check_readable, check_shape, extension_of, read_bytes, write_bytes
 from .proto import nnabla_pb2
 
 __all__ = ["SolverStateData", "save_states", "load_states", "states_to_h5_bytes",
@@ -120,8 +121,8 @@ def states_from_proto(solver_msg, source="<Solver message>"):
     for name, entry in sorted(solver_msg.states.items()):
         pstate = OrderedDict()
         for sname, sp in sorted(entry.state_parameter.items()):
-            shape = tuple(sp.shape.dim)
-            if int(np.prod(shape)) != len(sp.data):
+            shape = check_shape(sp.shape.dim, "state '{}' of '{}'".format(sname, name), source)
+            if math.prod(shape) != len(sp.data):
                 raise FileFormatError(source, "state '{}' of '{}' has shape {} but {} values"
                                       .format(sname, name, shape, len(sp.data)))
             pstate[sname] = np.array(sp.data, np.float32).reshape(shape)

@@ -123,7 +123,8 @@ def _is_marked(path):
 def _takeable(path):
     """Whether an unmarked directory may become the cache: empty, or holding only what an older
     nnabla_jit (before the marker) left: kernels/ of generated modules, and numba/."""
-    entries = os.listdir(path)
+    # (a temporary file: another process is writing the marker just now)
+    entries = [e for e in os.listdir(path) if not _TEMPORARY.fullmatch(e)]
     if not set(entries) <= {"kernels", "numba"}:
         return False
     for entry in entries:
@@ -148,9 +149,8 @@ def _claim(path, created):
 def _make_private(path):
     """Create ``path`` (mode 0700) if missing, check it is private and ours (marked), check it
     is writable."""
-    parent = os.path.dirname(path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     try:
-        os.makedirs(parent, exist_ok=True)
         os.mkdir(path, 0o700)
         created = True
     except FileExistsError:
@@ -561,6 +561,7 @@ def compile_status(bar):
 # What the cache writes: generated modules (and the temporary files of their atomic writes) in
 # kernels/, numba's index and data files (and its temporary files) under numba/. Only these are
 # counted and removed; anything else a user put into the cache directory stays.
+_TEMPORARY = re.compile(r"tmp\w+\.tmp")   # _write_atomic's
 _GENERATED = re.compile(r"nnabla_jit_\w*[0-9a-f]{32}\.py|tmp\w+\.tmp")
 _NUMBA_FILE = re.compile(r".+\.(nbi|nbc)(\.tmp\.[0-9a-f]+)?")
 _NUMBA_SUBDIR = re.compile(r".*_[0-9a-f]{40}")   # numba's "<source dir name>_<sha1 of its path>"

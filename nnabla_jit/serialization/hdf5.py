@@ -46,11 +46,12 @@ def logical_bytes(ds):
 def check_dataset(ds, name, source):
     """Refuse dataset ``ds`` (named ``name``) when its data lies in other files or expands
     beyond the limits; returns its logical size in bytes."""
-    external = ds.external
+    plist = ds.id.get_create_plist()
+    external = [plist.get_external(k)[0] for k in range(plist.get_external_count())]
     if external:
         raise FileFormatError(source, "dataset '{}' keeps its data in another file (HDF5 external "
                               "storage: {}); refused".format(name, ", ".join(
-                                  os.fsdecode(e[0]) for e in external)))
+                                  os.fsdecode(e) for e in external)))
     if ds.is_virtual:
         raise FileFormatError(source, "dataset '{}' is a virtual dataset (its data lies in other "
                               "files); refused".format(name))

@@ -93,17 +93,17 @@ def predicted_output_sizes(onnx, node, feeds, opset):
     them from the inputs' values (Python ints), before anything is computed; None for an
     output whose shape it cannot tell."""
     helper = onnx.helper
-    inputs, initializers = [], []
-    for name, value in feeds.items():
-        value = np.asarray(value)
-        inputs.append(helper.make_tensor_value_info(
-            name, helper.np_dtype_to_tensor_dtype(value.dtype), value.shape))
-        if value.size <= _VALUE_INPUT_MAX:
-            initializers.append(onnx.numpy_helper.from_array(value, name))
     outputs = [helper.make_empty_tensor_value_info(name) for name in node.output if name]
-    graph = helper.make_graph([node], "predict", inputs, outputs, initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     try:
+        inputs, initializers = [], []
+        for name, value in feeds.items():
+            value = np.asarray(value)
+            inputs.append(helper.make_tensor_value_info(
+                name, helper.np_dtype_to_tensor_dtype(value.dtype), value.shape))
+            if value.size <= _VALUE_INPUT_MAX:
+                initializers.append(onnx.numpy_helper.from_array(value, name))
+        graph = helper.make_graph([node], "predict", inputs, outputs, initializers)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     except Exception:   # noqa: BLE001 -- inference is a hint; the evaluation decides
         return [None] * len(outputs)

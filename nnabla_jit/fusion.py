@@ -159,7 +159,7 @@ def fuse_forward(plan, roots, needed_by_backward, clear_buffer):
         members = {id(nodes[k]) for k in region}
 
         def keep(v, members=members):
-            if v._persistent or id(v._body) in root_ids:
+            if v._persistent or id(v._body) in root_ids or v._body.data.kept_for_user:
                 return True
             if not clear_buffer and id(v) in needed_by_backward:
                 return True

@@ -43,6 +43,20 @@ def unavailable_reason():
     return None
 
 
+def restore_numpy_aliases_for_numba_cuda():
+    """numba-cuda (0.30.4 and before) registers an overload for ``np.row_stack`` when its typing
+    tables first load, at the first kernel compile, and NumPy 2.5 removed that name (an alias
+    of ``np.vstack`` since NumPy 2.0): without it no CUDA kernel compiles at all (seen on an
+    H200 with numpy 2.5.2 and numba-cuda 0.30.4). Give the alias back, only where it is
+    missing, before numba.cuda compiles anything; it is exactly ``np.vstack``. Returns the
+    names restored."""
+    restored = []
+    if not hasattr(np, "row_stack"):
+        np.row_stack = np.vstack
+        restored.append("row_stack")
+    return restored
+
+
 def load():
     """Import numba.cuda and bind the kernels; ImportError (as ``import_extension_module``
     raises) when numba.cuda is missing or sees no GPU."""
@@ -52,6 +66,7 @@ def load():
     if reason is not None:
         raise ImportError("CUDA context: " + reason)
     from numba import cuda as numba_cuda   # importable: unavailable_reason checked it
+    restore_numpy_aliases_for_numba_cuda()
     registry.bind_kernels(numba_cuda)
     return numba_cuda
 
@@ -229,13 +244,17 @@ class DeviceMemory:
     @staticmethod
     def read_needed(nd):
         """Values a kernel needs (copied up if the host has the newer); zeros when none are
-        held: ``NotComputed``, or zeros when ``ops.common.STRICT_READS`` is off."""
-        if not common.STRICT_READS:
+        held: ``NotComputed``, or zeros (warned of under the 'warn' policy), as
+        ``ops.common.uncomputed_reads()`` says."""
+        mode = common.uncomputed_reads()
+        if mode == "zeros":
             return functools.partial(read, nd)
 
         def get(dtype):
             if not nd.holds_values:
-                raise NotComputed("NdArray{}: no values held".format(nd.shape))
+                if mode == "error":
+                    raise NotComputed("NdArray{}: no values held".format(nd.shape))
+                common.warn_uncomputed_read("Values a backward kernel needs (NdArray{})".format(nd.shape))
             return read(nd, dtype)
         return get
 
@@ -272,6 +291,14 @@ class DeviceMemory:
     @staticmethod
     def add_into(nd, array, dtype):
         add_into(accumulator(nd, dtype), array)
+
+    @staticmethod
+    def fill(nd, value):
+        """Set every element of ``nd`` to the scalar ``value`` on the device, which then holds
+        the newest values (nothing is copied up, even when ``nd`` had no device copy)."""
+        if nd.device_mirror is None:
+            write(nd, nd.dtype)
+        nd.fill(value)
 
 
 MEMORY = DeviceMemory()

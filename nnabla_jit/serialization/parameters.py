@@ -16,6 +16,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from ..ndarray import native
 from ..parameter import (get_current_parameter_scope, get_parameter, get_parameters,
                          set_parameter)
 from ..variable import Variable
@@ -90,8 +91,8 @@ def read_h5(source, data=None):
                     raise FileFormatError(source, "dataset '{}' holds {} data, not numbers".format(
                         name, ds.dtype))
                 index = ds.attrs.get("index", len(found))
-                found.append((int(index), name, ParameterEntry(name, np.asarray(ds[()]),
-                                                               bool(ds.attrs["need_grad"]))))
+                data = np.asarray(ds[()], native(ds.dtype))   # '>f4' from another machine: native
+                found.append((int(index), name, ParameterEntry(name, data, bool(ds.attrs["need_grad"]))))
         except FileFormatError:
             raise
         except (OSError, KeyError, TypeError, ValueError, RuntimeError) as e:

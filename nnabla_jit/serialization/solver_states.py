@@ -17,7 +17,7 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-from ..ndarray import NdArray
+from ..ndarray import NdArray, native
 from ..variable import Variable
 from . import hdf5
 from .files import FileFormatError, check_readable, check_shape, extension_of, read_bytes, write_bytes
@@ -88,7 +88,8 @@ def states_from_h5(source, data=None):
                 if sname == "t":
                     entry[2] = int(ds[()])
                 else:
-                    entry[1][sname] = (int(ds.attrs.get("index", 0)), np.asarray(ds[()]))
+                    value = np.asarray(ds[()], native(ds.dtype))   # '>f4' from another machine
+                    entry[1][sname] = (int(ds.attrs.get("index", 0)), value)
         except FileFormatError:
             raise
         except (OSError, KeyError, TypeError, ValueError, RuntimeError) as e:

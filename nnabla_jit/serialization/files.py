@@ -17,7 +17,7 @@ import threading
 from contextlib import contextmanager
 
 __all__ = ["FileFormatError", "file_label", "extension_of", "check_readable", "read_bytes",
-           "write_bytes", "atomic_path", "scratch_path", "remove_stale_temps", "fsync_path",
+           "write_bytes", "atomic_path", "scratch_path", "remove_stale_temps", "naming_errors",
            "name_as_file_name", "MAX_SHAPE_ELEMENTS", "check_shape"]
 
 #: A shape read from a file (a network variable, a parameter, an ONNX input or initializer) may
@@ -211,13 +211,16 @@ def _umask():
     return mask
 
 
-def fsync_path(path):
-    """Flush a file written by another library (h5py) to the disk before it replaces a target."""
-    fd = os.open(path, os.O_RDONLY)
+@contextmanager
+def naming_errors(path):
+    """Give an OSError raised in the block without a file name (a write through a file object:
+    a full disk, EFBIG) the name ``path``, so that :func:`atomic_path` reports it for its target."""
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        yield
+    except OSError as e:
+        if e.filename is None and e.errno is not None:
+            raise type(e)(e.errno, e.strerror or str(e), os.fspath(path)) from None
+        raise
 
 
 def write_bytes(target, data):

@@ -18,7 +18,7 @@ from google.protobuf import message as _message, text_format
 from . import parameters as params_io
 from . import solver_states
 from .files import (FileFormatError, atomic_path, check_readable, check_shape, extension_of,
-                    file_label, fsync_path, read_bytes, scratch_path, write_bytes)
+                    file_label, naming_errors, read_bytes, scratch_path, write_bytes)
 from .proto import nnabla_pb2
 
 __all__ = ["NNP_VERSION", "NnpContents", "read", "write", "parse_text", "parse_binary",
@@ -410,7 +410,6 @@ def write(path, proto, parameters=(), extension=None, parameter_format=".h5",
     elif ext == ".h5" and to_path:
         with atomic_path(path) as tmp:   # written in place: the file is never held in memory
             params_io.write_h5(tmp, parameters)
-            fsync_path(tmp)
         return
     elif ext == ".h5":
         data = params_io.h5_bytes(parameters)
@@ -418,9 +417,11 @@ def write(path, proto, parameters=(), extension=None, parameter_format=".h5",
         members = _nnp_members(proto, parameters, parameter_format, network_format,
                                optimizer_states or {}, solver_types or {}, solver_state_format)
         if to_path:
-            with atomic_path(path) as tmp:
-                _write_nnp(tmp, members, path)
-                fsync_path(tmp)
+            with atomic_path(path) as tmp, naming_errors(tmp):
+                with open(tmp, "wb") as f:
+                    _write_nnp(f, members, path)
+                    f.flush()
+                    os.fsync(f.fileno())
             return
         buf = io.BytesIO()
         _write_nnp(buf, members, None)

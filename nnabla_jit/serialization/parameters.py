@@ -21,7 +21,8 @@ from ..parameter import (get_current_parameter_scope, get_parameter, get_paramet
                          set_parameter)
 from ..variable import Variable
 from . import hdf5
-from .files import FileFormatError, atomic_path, check_shape, extension_of, fsync_path, write_bytes
+from .files import (FileFormatError, atomic_path, check_shape, extension_of, naming_errors,
+                    write_bytes)
 from .proto import nnabla_pb2
 
 __all__ = ["ParameterEntry", "save", "load", "entries_of", "h5_bytes", "write_h5", "read_h5",
@@ -40,8 +41,22 @@ def entries_of(params):
 
 # ------------------------------------------------------------------------------------ .h5
 def write_h5(target, entries):
-    """Write the ``.h5`` parameter file of ``entries`` to ``target`` (a path or a seekable file
-    object); each array goes from its buffer to the file, with no copy of the whole set."""
+    """Write the ``.h5`` parameter file of ``entries`` to ``target`` (a path, then flushed to the
+    disk, or a seekable file object); each array goes from its buffer to the file, with no copy
+    of the whole set. A path is written through a Python file object: HDF5 writing to a path of
+    its own leaves the library broken after a failed write (a full disk: a later h5py call
+    crashes the process), whereas through a file object the failure is a plain OSError naming
+    the path."""
+    if isinstance(target, (str, os.PathLike)):
+        with naming_errors(target), open(target, "wb") as f:
+            _write_h5(f, entries)
+            f.flush()
+            os.fsync(f.fileno())
+    else:
+        _write_h5(target, entries)
+
+
+def _write_h5(target, entries):
     import h5py
     with h5py.File(target, "w") as f:
         for i, e in enumerate(entries):
@@ -255,7 +270,6 @@ def save(path, params, extension=None):
     if ext == ".h5" and isinstance(path, (str, os.PathLike)):
         with atomic_path(path) as tmp:   # written in place: no copy of the file in memory
             write_h5(tmp, entries)
-            fsync_path(tmp)
         return
     if ext == ".h5":
         data = h5_bytes(entries)

@@ -85,10 +85,11 @@ def test_reports_render_partial_results():
     assert "0.50x" in gc.summary_text(results)
 
 
-def test_bad_sections_are_refused():
+def test_bad_sections_are_refused(capsys):
     gc = _module()
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit, match="2"):
         gc.parse_args(["--out", "x", "--sections", "env,nope"])
+    assert "nope" in capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -4,7 +4,9 @@ The host buffer is a NumPy array created on first use; ``data`` hands out that a
 edits through it are seen by the graph (nnabla's reference semantics). ``clear()`` drops the
 buffer; the executor uses it to free intermediates under ``clear_buffer``.
 """
+import os
 import sys
+import weakref
 
 import numpy as np
 
@@ -76,26 +78,91 @@ def checked_shape(shape, who):
     return shape
 
 
-# Buffers freed by clear() wait here for the next allocation of the same shape and type: a
-# training step that clears and refills its intermediates then touches no new memory (fresh
-# pages cost a page fault each). Only buffers nobody else references are kept.
+# Buffers freed by clear() wait here for the next allocation that fits: a training step that
+# clears and refills its intermediates then touches no new memory (fresh pages cost a page fault
+# each), and, since the executor frees each intermediate after its last reader (its clearing
+# plan is the liveness), a later producer of any shape takes the memory an earlier one gave
+# back, so a step's peak is its live set rather than every intermediate it ever made. Small
+# buffers are pooled by (shape, dtype); large ones are views of byte buffers pooled by size
+# class (four per octave, so at most 19% is wasted), whatever their shape and type. Only
+# buffers nobody else references are kept. NNABLA_JIT_MEMORY_PLAN=0 pools large buffers by
+# shape too (the behaviour before size classes).
 _KIND_NAMES = {"U": "text", "S": "bytes", "O": "Python object", "V": "structured",
                "M": "datetime", "m": "timedelta"}
 _POOL = {}
 _POOL_DEPTH = 4
+SIZE_CLASSES = os.environ.get("NNABLA_JIT_MEMORY_PLAN", "1") != "0"
+_CLASS_MIN_BYTES = 1 << 16     # smaller buffers: by shape (a view costs more than they save)
+_CLASS_POOL = {}               # size class (bytes) -> free byte buffers of that size
+_CLASS_DEPTH = 16
+_CLASS_REACH = 2               # a request may take a buffer up to this many classes larger
+_CLASS_BASES = {}              # id -> weak reference of the byte buffers this pool made
+
+
+def _size_classes(nbytes):
+    """The size class of ``nbytes`` (the smallest 2**e * (4 + k) / 4 >= nbytes) and the
+    next ``_CLASS_REACH`` ones."""
+    e = max(0, (nbytes - 1).bit_length() - 3)
+    q = -(-nbytes // (1 << e))          # 4..8 quarters of 2**(e+2)
+    if q == 8:
+        q, e = 4, e + 1
+    classes = []
+    for _ in range(_CLASS_REACH + 1):
+        classes.append(q << e)
+        q += 1 if q < 7 else -3
+        if q == 4:
+            e += 1
+    return classes
 
 
 def pooled_empty(shape, dtype):
-    """An uninitialised buffer, reusing a cleared one of the same shape and type if any."""
+    """An uninitialised buffer, reusing a cleared one that fits if any."""
+    if SIZE_CLASSES:
+        nbytes = dtype.itemsize
+        for s in shape:
+            nbytes *= s
+        if nbytes >= _CLASS_MIN_BYTES:
+            classes = _size_classes(nbytes)
+            base = None
+            for c in classes:
+                bucket = _CLASS_POOL.get(c)
+                if bucket:
+                    base = bucket.pop()
+                    break
+            if base is None:
+                base = np.empty(classes[0], np.uint8)
+                key = id(base)
+                _CLASS_BASES[key] = weakref.ref(base, lambda _, key=key: _CLASS_BASES.pop(key, None))
+            return base[:nbytes].view(dtype).reshape(shape)
     bucket = _POOL.get((shape, dtype))
     if bucket:
         return bucket.pop()
     return np.empty(shape, dtype)
 
 
+def _give_back(a):
+    """Keep the freed host buffer ``a`` for reuse, if nobody else references it (the caller
+    holds two references: its own and the one it is dropping)."""
+    base = a.base
+    if base is None:
+        # 4 references: the caller's two, the local a, getrefcount's argument
+        if sys.getrefcount(a) == 4:
+            bucket = _POOL.setdefault((a.shape, a.dtype), [])
+            if len(bucket) < _POOL_DEPTH:
+                bucket.append(a)
+        return
+    # a view of a pooled byte buffer: the view's base reference, the local, the argument
+    ours = _CLASS_BASES.get(id(base))
+    if sys.getrefcount(a) == 4 and ours is not None and ours() is base and sys.getrefcount(base) == 3:
+        bucket = _CLASS_POOL.setdefault(base.size, [])
+        if len(bucket) < _CLASS_DEPTH:
+            bucket.append(base)
+
+
 def clear_memory_cache():
     """Drop the buffers kept for reuse."""
     _POOL.clear()
+    _CLASS_POOL.clear()
 
 
 def _numpy_key(key):
@@ -433,11 +500,8 @@ class NdArray(Operators):
         """Release the buffer; the next access allocates a fresh, zeroed one."""
         self._zeroing = False
         a = self._array
-        # 3 references (self._array, the local a, getrefcount's argument): nobody else holds it
-        if a is not None and a.base is None and sys.getrefcount(a) == 3:
-            bucket = _POOL.setdefault((a.shape, a.dtype), [])
-            if len(bucket) < _POOL_DEPTH:
-                bucket.append(a)
+        if a is not None:
+            _give_back(a)
         self._array = None
         if self._device is not None:
             self._device.release()   # back to the device pool (cuda_ops.device)

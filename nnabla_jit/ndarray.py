@@ -94,8 +94,8 @@ _POOL_DEPTH = 4
 SIZE_CLASSES = os.environ.get("NNABLA_JIT_MEMORY_PLAN", "1") != "0"
 _CLASS_MIN_BYTES = 1 << 16     # smaller buffers: by shape (a view costs more than they save)
 _CLASS_POOL = {}               # size class (bytes) -> free byte buffers of that size
-_CLASS_DEPTH = 16
-_CLASS_REACH = 2               # a request may take a buffer up to this many classes larger
+_CLASS_DEPTH = 1               # deeper buckets held more memory than they saved faults (benchmarks/README.md)
+_CLASS_REACH = 4               # a request may take a buffer up to this many classes larger
 _CLASS_BASES = {}              # id -> weak reference of the byte buffers this pool made
 
 

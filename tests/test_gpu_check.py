@@ -79,7 +79,7 @@ def test_reports_render_partial_results():
                                                           "numba": {"error": "KeyError: 1"}}},
                                       "runs": [{"status": "ok", "elapsed_s": 3}]}}}
     text = gc.render_markdown(results)
-    assert "| MLP | 2.00 | 4.00 | 0.50x | error | - |" in text and "KeyError: 1" in text
+    assert "| MLP | 2.00 | 4.00 | 0.50x | - | - | error | - |" in text and "KeyError: 1" in text
     assert "0.50x" in gc.summary_text(results)
 
 
@@ -95,7 +95,7 @@ def test_the_device_check_runs_under_the_simulator(tmp_path):
     gives a result (about 3 minutes on 2 cores: the simulator runs GPU threads in Python)."""
     out = tmp_path / "gc"
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    proc = subprocess.run([sys.executable, SCRIPT, "--simulate", "--out", str(out)], cwd=ROOT,
+    proc = subprocess.run([sys.executable, SCRIPT, "--simulate", "--profile", "--out", str(out)], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     assert "gpu_check summary" in proc.stdout
@@ -111,10 +111,14 @@ def test_the_device_check_runs_under_the_simulator(tmp_path):
     assert set(bench) == {"elementwise", "resnet18", "resnet50_b1"}
     for name, r in bench.items():
         assert r["numba"]["ms_per_step"] > 0, (name, r)
+        assert r["numba_fast_off"]["ms_per_step"] > 0, (name, r)   # NNABLA_JIT_CUDA_FAST=0
         has_torch = importlib.util.find_spec("torch") is not None
         assert ("ms_per_step" in r.get("torch", {})) == has_torch, (name, r)
     if importlib.util.find_spec("torch") is None:
         assert "skipped" in results["bench"]["torch"]
+    assert results["profile"]["status"] == "ok", results["profile"]
+    assert "tottime" in (out / "profile.txt").read_text()
+    assert len(list(out.iterdir())) <= 8   # what the device tool brings back
     for name in ("results.md", "gpu_check.log", "pytest.log", "junit.xml", "sections.log"):
         assert (out / name).stat().st_size > 0, name
 

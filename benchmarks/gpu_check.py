@@ -37,7 +37,8 @@ the end of the run):
 
 DIR receives, updated as each section ends: ``results.json``, ``results.md`` (the tables),
 ``gpu_check.log`` (this script's log), ``pytest.log``, ``junit.xml``, ``junit_numba.xml``,
-``sections.log`` (the subprocesses' output) and, with ``--profile``, ``profile.txt``: 8 files. stdout gets a compact summary.
+``sections.log`` (the subprocesses' output) and, with ``--profile``, ``profile.txt``: 8 files.
+stdout gets a compact summary.
 """
 import argparse
 import importlib.util
@@ -68,6 +69,7 @@ GEMM_TESTS = ("test_cuda_blas.py", "test_cuda_ops.py", "test_cuda_conv.py", "tes
               "test_cuda_adjoint.py")
 SIMULATED_TESTS = ("test_cuda_blas.py", "test_cuda_arithmetic.py")
 PROFILED = ("lenet", "resnet50_b1")     # --profile: workloads cProfiled on the GPU
+PROFILED_SIMULATED = ("elementwise",)   # and in the simulator's dry run (tiny, one step)
 PROFILE_STEPS = 20
 PROFILE_RESERVE = 60.0   # s of the budget the bench passes leave for the profiles
 CACHE_ROOT = os.path.join(tempfile.gettempdir(), "nnabla_jit_gpu_check")
@@ -289,7 +291,8 @@ class Check:
     def bench_pass(self, section, items, fast):
         """Run the bench worker over ``items`` with NNABLA_JIT_CUDA_FAST=``fast``; a worker that
         dies or hangs in an item is started again on the rest."""
-        reserve = PROFILE_RESERVE if (fast == "1" and self.args.profile) else 0
+        reserve = PROFILE_RESERVE if (self.args.profile and "profile" not in
+                                      self.results["sections"]) else 0
         while items and self.left() - reserve > 10:
             left = self.left() - reserve
             result, status = self.worker("bench", left - 3,
@@ -322,7 +325,8 @@ class Check:
         """cProfile of PROFILE_STEPS steps of LeNet and ResNet-50 b1 on the GPU (speed-ups on):
         the top functions by own time, into profile.txt, for the next look at the host time."""
         cap = min(PROFILE_RESERVE, self.left() - 5)
-        result, status = self.worker("profile", cap, ["--bench"] + list(PROFILED), fast="1")
+        names = PROFILED_SIMULATED if self.args.simulate else PROFILED
+        result, status = self.worker("profile", cap, ["--bench"] + list(names), fast="1")
         self.results["sections"]["profile"] = {"status": status, "file": "profile.txt",
                                                "summary": result.get("summary"),
                                                "elapsed_s": result.get("elapsed_s")}
@@ -652,14 +656,14 @@ def worker_profile(args):
     cuda = device.load()
     out = {"summary": {}}
     size = "tiny" if args.simulate else "full"
-    steps = 2 if args.simulate else PROFILE_STEPS
+    steps, warm = (1, 1) if args.simulate else (PROFILE_STEPS, 2)
     path = os.path.join(args.out, "profile.txt")
     texts = []
     for name in args.bench:
         try:
             with nn.context_scope(get_extension_context("cudnn")):
                 step = gpu_workloads.nnabla_jit_step(name, size)
-            for _ in range(2):
+            for _ in range(warm):   # compiles, fills the pool
                 step()
             cuda.synchronize()
             device.reset_stats()
@@ -684,7 +688,7 @@ def worker_profile(args):
             out["summary"][name] = {"ms_per_step_profiled": round(ms, 2), "stats": per_step}
         except Exception:
             texts.append("===== {}: failed\n{}\n".format(name, traceback.format_exc()))
-            out["summary"][name] = {"error": traceback.format_exc()[-1500:]}
+            out["summary"][name] = {"error": traceback.format_exc().strip().splitlines()[-1]}
         finally:
             nn.clear_parameters()
             gc.collect()
@@ -888,7 +892,7 @@ def render_markdown(results):
                                              bench.get("routes")), "",
                   "nnabla_jit's columns run with the CUDA speed-ups on (NNABLA_JIT_CUDA_FAST=1, "
                   "the default) unless marked FAST=0 (the path before them).", "",
-                  "| workload | PyTorch | nnabla_jit cuBLAS | ratio | cuBLAS FAST=0 | ratio | "
+                  "| workload | PyTorch | nnabla_jit cuBLAS | ratio | default route, FAST=0 | ratio | "
                   "nnabla_jit numba tiled | ratio | first step (compile) |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
         for name, r in bench.get("results", {}).items():
@@ -902,12 +906,14 @@ def render_markdown(results):
             first = ", ".join("{} {}s".format(k, r[k]["first_step_s"]) for k in
                               ("torch",) + ROUTE_KEYS if "first_step_s" in (r.get(k) or {}))
 
+            off = "cublas_fast_off" if "cublas_fast_off" in r else "numba_fast_off"
+
             def ratio(key):
                 return "{:.2f}x".format(r["ratio_" + key]) if "ratio_" + key in r else "-"
             lines.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
                 r.get("title", name) + (" (TINY shapes)" if r.get("size") == "tiny" else ""),
-                cell("torch"), cell("cublas"), ratio("cublas"), cell("cublas_fast_off"),
-                ratio("cublas_fast_off"), cell("numba"), ratio("numba"), first))
+                cell("torch"), cell("cublas"), ratio("cublas"), cell(off), ratio(off),
+                cell("numba"), ratio("numba"), first))
         lines.append("")
         errors = [(n, k, r[k]["error"]) for n, r in bench.get("results", {}).items()
                   for k in ("torch",) + ROUTE_KEYS if isinstance(r.get(k), dict)

@@ -453,10 +453,18 @@ def workspace(name, size, dtype):
     launches and steps (grown as needed; kernels on one stream run in order, so consecutive
     users of one name do not overlap)."""
     key = (name, np.dtype(dtype))
-    array = _WORKSPACE.get(key)
-    if array is None or array.size < size:
-        array = _WORKSPACE[key] = empty((size,), dtype)
-    return array[:size]
+    held = _WORKSPACE.get(key)
+    if held is None or held[0].size < size:
+        held = _WORKSPACE[key] = (empty((size,), dtype), {})
+    array, views = held
+    if not LAUNCH_CACHE:
+        return array[:size]
+    view = views.get(size)    # numba builds a new array object for every slice: kept per size
+    if view is None:
+        if len(views) >= CONFIGURED_MAX:
+            views.clear()
+        view = views[size] = array[:size]
+    return view
 
 
 def zeros(shape, dtype):
@@ -567,7 +575,14 @@ class ResolvedLaunch:
                 self._learn_array_type(args)
             return
         config = self.config
-        kernel.launch(args, config.griddim, config.blockdim, config.stream, config.sharedmem)
+        try:
+            kernel.launch(args, config.griddim, config.blockdim, config.stream, config.sharedmem)
+        except (TypeError, AttributeError):
+            # a numba whose kernels launch otherwise (the failure comes before the launch
+            # itself): numba's own path, for this launch and from now on
+            _RESOLVED_OK[0] = False
+            self.kernels[key] = _PLAIN
+            self.config(*args)
 
     def _learn_array_type(self, args):
         """numba's device array class (``DeviceNDArray``), from the arguments."""

@@ -154,7 +154,8 @@ class FakeNumbaDispatcher:
                 dispatcher.resolved += 1
                 types = tuple(dispatcher.typeof_pyval(a) for a in args)
                 kernel = dispatcher.compiled.setdefault(types, FakeOverload(types))
-                kernel.launch(args, self.griddim, self.blockdim, self.stream, self.sharedmem)
+                kernel.launched.append((args, self.griddim, self.blockdim, self.stream,
+                                        self.sharedmem))
         return Config()
 
 
@@ -255,3 +256,21 @@ def test_fused_kernels_round_like_the_stores():
                                ["o0", "e0", "p0_a"], ["o0", "e0"], np.float32)
     assert "v0 = float32(e0_v * p0_a)" in text and "o0[i] = v0" in text
     assert "if i < o0.size:" in text
+
+
+def test_resolved_launch_falls_back_when_a_kernel_launches_otherwise(monkeypatch):
+    from nnabla_jit.cuda_ops import device
+    monkeypatch.setattr(device, "LAUNCH_CACHE", True)
+    monkeypatch.setattr(device, "RESOLVED_LAUNCH", True)
+    monkeypatch.setattr(device, "_RESOLVED_OK", [True])
+    monkeypatch.setattr(device, "_CONFIGURED", {})
+    kern = FakeNumbaDispatcher()
+    launch = device.configured(kern, 4, 128)
+    a = DeviceNDArray((2,))
+    launch(a, 1)
+    launch(a, 1)
+    (overload,) = kern.overloads.values()
+    overload.launch = lambda args, griddim, blockdim: None   # another signature
+    launch(a, 1)
+    launch(a, 1)
+    assert kern.resolved == 4 and not device._RESOLVED_OK[0]

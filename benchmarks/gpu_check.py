@@ -9,12 +9,13 @@ Sections, in order, each under its share of ``--budget`` seconds (what one leave
 next; every GPU job runs in a subprocess with a timeout, so a crash or a hang is a result, not
 the end of the run):
 
-1. env (<= 12%): Python, numpy, numba, numba-cuda, CuPy, PyTorch versions, ``nvidia-smi``, the
+1. env (<= 12%, at least 45 s): Python, numpy, numba, numba-cuda, CuPy, PyTorch versions, ``nvidia-smi``, the
    GPU numba sees (``numba.cuda.detect()``), whether CuPy reads a numba device array without a
    copy and cuBLAS multiplies it, which ``blas`` route is the default, a first tiny graph on
    the device; run twice with ``NNABLA_JIT_CUDA_CACHE=1`` (kernels compiled with cache=True,
-   under a NUMBA_CACHE_DIR in /tmp): if both runs work, the later sections reuse compiled
-   kernels across processes, else they compile without the cache.
+   under a NUMBA_CACHE_DIR in /tmp): if the second run works, the later sections reuse compiled
+   kernels across processes (a first run that fails is repeated without the cache, which the
+   later sections then go without).
 2. correctness (<= 45%): ``pytest tests/cuda`` on the GPU (every op family's device kernels
    against the CPU kernels, forward and backward with accum / propagate_down, the solvers, the
    copies of a training step, blas.matmul through each route), in parallel (pytest-xdist,
@@ -173,27 +174,34 @@ class Check:
         print(summary_text(self.results), flush=True)
 
     def section_env(self):
-        cap = min(SHARES["env"] * self.args.budget, self.left())
+        cap = min(max(SHARES["env"] * self.args.budget, 45), self.left())
         t0 = time.monotonic()
-        result, status = self.worker("env", cap * 0.75, cache=not self.args.simulate)
-        section = {"status": status, "probe": result}
-        if status != "ok" and not self.args.simulate:
-            self.log("env probe with the kernel cache: {}; again without".format(status))
-            result, status = self.worker("env", cap - (time.monotonic() - t0), cache=False)
-            section.update(status=status, probe=result, kernel_cache="off (first probe failed)")
-        elif not self.args.simulate:
-            again, status2 = self.worker("env", cap - (time.monotonic() - t0), cache=True)
-            self.cache = status2 == "ok"
-            section["kernel_cache"] = "on" if self.cache else "off (second probe: {})".format(status2)
-            section["cached_tiny_graph_s"] = again.get("tiny_graph_s")
-            section["cache_files"] = again.get("cache_files")
+        if self.args.simulate:
+            result, status = self.worker("env", cap)
+            section = {"status": status, "probe": result,
+                       "kernel_cache": "off (the simulator compiles nothing)"}
         else:
-            section["kernel_cache"] = "off (the simulator compiles nothing)"
+            # twice with the kernel cache: the second run loads what the first compiled. A
+            # first run that failed (not one that ran out of time) is repeated without it.
+            result, status = self.worker("env", cap * 0.7, cache=True)
+            cache = status == "ok" or status.startswith("timed out")
+            if not cache:
+                self.log("env probe with the kernel cache: {}; again without".format(status))
+            again, status2 = self.worker("env", cap - (time.monotonic() - t0), cache=cache)
+            self.cache = cache and status2 == "ok"
+            section = {"status": status2, "probe": again if again.get("versions") else result,
+                       "first_probe": {"status": status,
+                                       "tiny_graph_s": result.get("tiny_graph_s")},
+                       "kernel_cache": "on" if self.cache else "off (probes: {}, {})".format(
+                           status, status2),
+                       "cached_tiny_graph_s": again.get("tiny_graph_s"),
+                       "cache_files": again.get("cache_files")}
+            result = section["probe"]
         self.default_route = result.get("blas_backend")
         section["elapsed_s"] = round(time.monotonic() - t0, 1)
         self.results["sections"]["env"] = section
         self.log("env: {}; GPU {}; blas route {}; kernel cache {}".format(
-            status, result.get("gpu", {}).get("name"), self.default_route,
+            section["status"], result.get("gpu", {}).get("name"), self.default_route,
             section.get("kernel_cache")))
 
     def section_correctness(self):
@@ -240,7 +248,10 @@ class Check:
         with open(self.path("pytest.log"), "a") as log:
             log.write("\n===== {}\n".format(" ".join(cmd)))
             log.flush()
-            proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env(route=route), stdout=log,
+            env = self.env(route=route)
+            if workers:   # the CPU references of tiny graphs: threads would only contend
+                env.setdefault("NUMBA_NUM_THREADS", "2")
+            proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log,
                                     stderr=subprocess.STDOUT, start_new_session=True)
             status = _wait_or_stop(proc, max(cap, 5))
         result = parse_junit(junit)
@@ -305,6 +316,8 @@ class Check:
                 _ratios(merged)
             section["runs"].append({"status": status, "items": items, "fast": fast,
                                     "elapsed_s": result.get("elapsed_s")})
+            if isinstance(result.get("error"), str):
+                section["runs"][-1]["error"] = result["error"].strip().splitlines()[-1][:300]
             for key in ("torch", "torch_settings", "routes"):
                 if key in result:
                     section[key] = result[key]
@@ -316,8 +329,9 @@ class Check:
             # with the rest in a fresh process
             name = current.split(":")[0]
             if current not in done:
-                section["results"].setdefault(name, {})["error"] = "{}: worker {} (FAST={})".format(
-                    current, status, fast)
+                section["results"].setdefault(name, {})[
+                    "error" if fast == "1" else "error_fast_off"] = "{}: worker {}".format(
+                        current, status)
             items = [i for i in items[items.index(current) + 1:] if i not in done]
             self.save()
 
@@ -445,7 +459,8 @@ def _matmul_routes():
                     c = cuda.device_array((2, 17, 9), np.float32)
                     same = blas.batch_map(2, (2,), (2,))
                     blas.matmul(cuda.to_device(a), cuda.to_device(b), c, ta, tb, False, same, same)
-                    ref = np.matmul(a.transpose(0, 2, 1) if ta else a, b.transpose(0, 2, 1) if tb else b)
+                    ref = np.matmul(a.transpose(0, 2, 1) if ta else a,
+                                    b.transpose(0, 2, 1) if tb else b)
                     errs.append(float(np.abs(c.copy_to_host() - ref).max()))
             report[route] = {"max_abs_err": max(errs)}
         except Exception as e:
@@ -522,9 +537,9 @@ def worker_digits(args):
             values.append(float(loss.d))
         return values
 
-    for name, ctx in (("cpu", nn.Context()), ("gpu", get_extension_context("cudnn"))):
+    for name, make_ctx in (("cpu", nn.Context), ("gpu", lambda: get_extension_context("cudnn"))):
         t0 = time.perf_counter()
-        out[name + "_losses"] = losses(ctx)
+        out[name + "_losses"] = losses(make_ctx())
         out[name + "_s"] = round(time.perf_counter() - t0, 2)
         save()
     cpu, gpu = np.array(out["cpu_losses"]), np.array(out["gpu_losses"])
@@ -532,7 +547,8 @@ def worker_digits(args):
     rel = diff / np.maximum(np.abs(cpu), 1e-12)
     out.update(max_abs_diff=float(diff.max()), max_rel_diff=float(rel.max()),
                max_rel_diff_first_10=float(rel[:10].max()),
-               first_loss=[float(cpu[0]), float(gpu[0])], last_loss=[float(cpu[-1]), float(gpu[-1])],
+               first_loss=[float(cpu[0]), float(gpu[0])],
+               last_loss=[float(cpu[-1]), float(gpu[-1])],
                verdict=("equal within float32 tolerance (rel <= 1e-3)" if rel.max() <= 1e-3 else
                         "close (rel <= 1e-2)" if rel.max() <= 1e-2 else "DIFFERENT"))
     save()
@@ -597,8 +613,11 @@ def worker_bench(args):
                                 (1.5 if route == default else 1.0), 1)
         cap = min(cap, deadline)
         out["current"] = item
-        r = out["results"].setdefault(name, {"title": gpu_workloads.TITLES[name], "size": size})
         save()
+        if os.environ.get("GPU_CHECK_CRASH_IN") == item:   # tests/test_gpu_check.py: recovery
+            os._exit(9)
+        r = out["results"].setdefault(name, {"title": gpu_workloads.TITLES.get(name, name),
+                                             "size": size})
         if route == default and torch is not None and fast and "torch" not in r:
             r["torch"] = _attempt(lambda: _measure(gpu_workloads.torch_step(name, size), torch_sync,
                                                    time.time() + (cap - time.time()) * 0.35,
@@ -714,24 +733,28 @@ def _measure(step, sync, cap, simulate, min_window=0.25, windows=3, max_steps=25
     if not simulate:
         step()   # the second step still fills the device pool
         sync()
+    # host: the time to queue the window's steps (before the synchronisation); close to the
+    # step time, the step is bound by Python and launches, not by the GPU
     n, best, rough, done, timed = 1, None, None, 0, 0
     while done < windows and time.time() < cap:
         t = time.perf_counter()
         for _ in range(n):
             step()
+        queued = time.perf_counter() - t
         sync()
         dt = time.perf_counter() - t
         timed += n
         if dt >= min_window or n >= max_steps:
-            best = dt / n if best is None else min(best, dt / n)
+            if best is None or dt / n < best[0]:
+                best = (dt / n, queued / n)
             done += 1
         else:   # too short to time well: kept only if the cap ends the doubling
-            rough = dt / n
+            rough = (dt / n, queued / n)
             n = min(max_steps, n * 2)
     best = rough if best is None else best
     if best is not None:
-        res.update(ms_per_step=best * 1e3, steps_per_s=1.0 / best, timed_steps=timed,
-                   windows=done)
+        res.update(ms_per_step=best[0] * 1e3, host_ms_per_step=best[1] * 1e3,
+                   steps_per_s=1.0 / best[0], timed_steps=timed, windows=done)
     if done < windows:
         res["capped"] = "{} of {} windows".format(done, windows)
     return res
@@ -799,6 +822,15 @@ def progress_counts(path):
             "counted_from": "pytest -v lines (no junit report)"}
 
 
+def _brief(value, width=240):
+    """``value`` for a report line: dicts without their tracebacks, long strings cut."""
+    if isinstance(value, dict):
+        return {k: _brief(v, width) for k, v in value.items() if k != "traceback"}
+    if isinstance(value, str) and len(value) > width:
+        return value[:width] + "..."
+    return value
+
+
 def _bench_line(r):
     def ms(key):
         v = r.get(key, {})
@@ -836,10 +868,12 @@ def render_markdown(results):
                       "{} {}".format(k, v) for k, v in probe.get("versions", {}).items())),
                   "- blas route by default: {} (cuBLAS unavailable because: {})".format(
                       probe.get("blas_backend"), probe.get("cublas_unavailable")),
-                  "- CuPy on a numba device array: {}".format(probe.get("cupy_on_numba_array")),
-                  "- blas.matmul per route vs NumPy: {}".format(probe.get("matmul_routes")),
+                  "- CuPy on a numba device array: {}".format(
+                      _brief(probe.get("cupy_on_numba_array"))),
+                  "- blas.matmul per route vs NumPy: {}".format(_brief(probe.get("matmul_routes"))),
                   "- tiny graph on the device vs NumPy: {} ({} s, compiling)".format(
-                      probe.get("tiny_graph"), probe.get("tiny_graph_s")),
+                      _brief(probe.get("tiny_graph")), probe.get("tiny_graph_s")),
+                  "- worker error: {}".format(_brief(probe.get("error"), 2000)),
                   "- kernel cache: {} (second probe {} s, {} cache files)".format(
                       env.get("kernel_cache"), env.get("cached_tiny_graph_s"),
                       env.get("cache_files")), ""]
@@ -887,7 +921,8 @@ def render_markdown(results):
     bench = sec.get("bench")
     if bench:
         lines += ["## Benchmarks (ms per step, best window; ratio = PyTorch time / ours, "
-                  ">= 1 means faster than PyTorch)", "",
+                  ">= 1 means faster than PyTorch; host: ms to queue a step before the "
+                  "synchronisation, about the step time when Python and launches bound it)", "",
                   "{}; {}; routes {}".format(bench.get("torch"), bench.get("torch_settings"),
                                              bench.get("routes")), "",
                   "nnabla_jit's columns run with the CUDA speed-ups on (NNABLA_JIT_CUDA_FAST=1, "
@@ -899,7 +934,8 @@ def render_markdown(results):
             def cell(key):
                 v = r.get(key) or {}
                 if "ms_per_step" in v:
-                    return "{:.2f}".format(v["ms_per_step"])
+                    return "{:.2f} (host {:.2f})".format(v["ms_per_step"],
+                                                         v.get("host_ms_per_step", float("nan")))
                 if "error" in v:
                     return "error"
                 return v.get("capped", "-") if v else "-"
@@ -918,13 +954,15 @@ def render_markdown(results):
         errors = [(n, k, r[k]["error"]) for n, r in bench.get("results", {}).items()
                   for k in ("torch",) + ROUTE_KEYS if isinstance(r.get(k), dict)
                   and "error" in r[k]]
-        errors += [(n, "worker", r["error"]) for n, r in bench.get("results", {}).items()
-                   if isinstance(r.get("error"), str)]
+        errors += [(n, "worker" + suffix, r[key]) for n, r in bench.get("results", {}).items()
+                   for key, suffix in (("error", ""), ("error_fast_off", " (FAST=0)"))
+                   if isinstance(r.get(key), str)]
         for n, k, e in errors:
             lines.append("- {} / {}: {}".format(n, k, e))
         for run in bench.get("runs", []):
-            lines.append("- bench worker (FAST={}): {} ({} s)".format(
-                run.get("fast", "1"), run["status"], run.get("elapsed_s")))
+            lines.append("- bench worker (FAST={}): {} ({} s){}".format(
+                run.get("fast", "1"), run["status"], run.get("elapsed_s"),
+                ": " + run["error"] if run.get("error") else ""))
         lines.append("")
     prof = sec.get("profile")
     if prof:
@@ -944,10 +982,11 @@ def summary_text(results):
     env = sec.get("env", {})
     probe = env.get("probe", {})
     lines.append("env: {} | GPU {} | blas default {} | cupy interop {} | matmul routes {} | "
-                 "kernel cache {}".format(env.get("status"), probe.get("gpu", {}).get("name"),
-                                          probe.get("blas_backend"),
-                                          probe.get("cupy_on_numba_array"),
-                                          probe.get("matmul_routes"), env.get("kernel_cache")))
+                 "tiny graph {} | kernel cache {}".format(
+                     env.get("status"), _brief(probe.get("gpu", {}).get("name")),
+                     probe.get("blas_backend"), _brief(probe.get("cupy_on_numba_array"), 160),
+                     _brief(probe.get("matmul_routes"), 160), _brief(probe.get("tiny_graph"), 160),
+                     env.get("kernel_cache")))
     cor = sec.get("correctness", {})
     for key in ("default", "numba"):
         run = cor.get(key)
@@ -964,12 +1003,16 @@ def summary_text(results):
                 lines.append("  ... {} more in results.md".format(len(run["failed"]) - 15))
     dig = sec.get("digits")
     if dig:
-        lines.append("digits: {} | {} steps | max abs {} | max rel {} | {}".format(
+        lines.append("digits: {} | {} steps | max abs {} | max rel {} | {}{}".format(
             dig.get("status"), dig.get("steps"), dig.get("max_abs_diff"), dig.get("max_rel_diff"),
-            dig.get("verdict")))
+            dig.get("verdict"), " | " + dig["error"].strip().splitlines()[-1][:200]
+            if isinstance(dig.get("error"), str) else ""))
     bench = sec.get("bench")
     if bench:
         lines.append("bench: {}".format(bench.get("torch")))
+        for run in bench.get("runs", []):
+            if run.get("error"):
+                lines.append("  worker {}: {}".format(run["status"], run["error"]))
         for name, r in bench.get("results", {}).items():
             lines.append("  {}: {}".format(name, _bench_line(r)))
     prof = sec.get("profile")
@@ -1021,7 +1064,8 @@ def _wait_or_stop(proc, timeout, grace=20):
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, help="folder for the results and logs")
     p.add_argument("--simulate", action="store_true",
                    help="numba's CUDA simulator, tiny shapes and a subset (a dry run)")
@@ -1043,6 +1087,9 @@ def parse_args(argv=None):
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--result", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    unknown = [b for b in args.bench or () if b.partition(":")[0] not in BENCHMARKS]
+    if unknown and not args.worker:
+        p.error("--bench: unknown {} (known: {})".format(unknown, ", ".join(BENCHMARKS)))
     if args.budget is None:
         args.budget = 900.0 if args.simulate else 420.0
     args.sections = [s.strip() for s in args.sections.split(",") if s.strip()]
@@ -1059,8 +1106,9 @@ def main(argv=None):
     if args.worker:
         sys.path.insert(0, ROOT)
         try:
-            return {"env": worker_env, "digits": worker_digits, "bench": worker_bench,
-                    "profile": worker_profile}[args.worker](args)
+            workers = {"env": worker_env, "digits": worker_digits, "bench": worker_bench,
+                       "profile": worker_profile}
+            return workers[args.worker](args)
         except Exception:
             traceback.print_exc()
             current = _read_json(args.result) or {}

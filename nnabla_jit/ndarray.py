@@ -54,6 +54,14 @@ def _refuse_complex(dtype, who):
                         "imaginary parts separately (numpy .real / .imag)".format(who, np.dtype(dtype)))
 
 
+def native(dtype):
+    """``dtype`` in this machine's byte order: values stored in an NdArray always are (as in
+    nnabla, which converts on every store), so a ``>f4`` array from an .h5 file or a file
+    written on another machine reaches the kernels as float32, which numba compiles."""
+    dtype = np.dtype(dtype)
+    return dtype if dtype.isnative else dtype.newbyteorder("=")
+
+
 def checked_shape(shape, who):
     """:func:`_as_shape`, with every dimension non-negative (the shape of a buffer)."""
     if type(shape) is tuple:   # the common case, checked without building a new tuple
@@ -108,7 +116,7 @@ class NdArray(Operators):
 
     def __init__(self, shape=(), dtype=np.float32):
         self._shape = checked_shape(shape, "NdArray")
-        self._dtype = np.dtype(dtype)
+        self._dtype = native(dtype)
         _refuse_complex(self._dtype, "NdArray")
         self._array = None
         self._device = None  # device-side mirror, managed by nnabla_jit.cuda_ops
@@ -124,7 +132,7 @@ class NdArray(Operators):
         nparr = np.asarray(nparr)
         _refuse_complex(nparr.dtype, "from_numpy_array")
         a = NdArray(nparr.shape, nparr.dtype)
-        a._array = np.array(nparr, copy=True, order="C")
+        a._array = np.array(nparr, dtype=a._dtype, copy=True, order="C")
         return a
 
     # ----------------------------------------------------------------- buffer
@@ -301,7 +309,7 @@ class NdArray(Operators):
                             "expected".format(what, _KIND_NAMES.get(value.dtype.kind, "non-numeric"),
                                               value.dtype, value.shape))
         _refuse_complex(value.dtype, what)
-        if value.dtype.kind in "fiub" and value.dtype != self._dtype:
+        if value.dtype.kind in "fiub" and native(value.dtype) != self._dtype:
             # nnabla keeps the type of what was stored last (an int label array stays int).
             self.cast(value.dtype)
         arr = self.data
@@ -351,7 +359,7 @@ class NdArray(Operators):
     def cast(self, dtype, ctx=None):
         """Convert the buffer to ``dtype`` in place; return it as a numpy array when ``ctx`` is
         None, else nothing (nnabla's ``cast``: with a context the array is only made ready)."""
-        dtype = np.dtype(dtype)
+        dtype = native(dtype)
         _refuse_complex(dtype, "NdArray.cast")
         self._zeroing = False
         if dtype != self._dtype:

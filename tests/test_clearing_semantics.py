@@ -179,7 +179,7 @@ def test_values_a_user_variable_shares_are_not_freed(dtype):
     y.forward(clear_buffer=True)
     want = 2 * np.tanh(x.d.astype(np.float64))
     np.testing.assert_allclose(state.d, want, rtol=1e-6)
-    with pytest.raises(DataFreed):     # a, shared with nobody, was freed
+    with pytest.raises(DataFreed, match="was freed by"):     # a, shared with nobody
         a.d
     y.forward(clear_no_need_grad=True)
     y.backward(clear_buffer=True)

@@ -40,7 +40,7 @@ def test_parse_junit_counts_files_and_failures(tmp_path):
     r = gc.parse_junit(str(path))
     assert (r["tests"], r["failures"], r["errors"], r["skipped"]) == (4, 1, 1, 1)
     assert r["files"]["test_cuda_conv"] == {"tests": 2, "failed": 1, "skipped": 0, "time_s": 2.0}
-    assert r["files"]["test_cuda_ops"]["failed"] == 1 and r["files"]["test_cuda_ops"]["skipped"] == 1
+    assert r["files"]["test_cuda_ops"]["failed"] == r["files"]["test_cuda_ops"]["skipped"] == 1
     assert [f["test"] for f in r["failed"]] == ["tests.cuda.test_cuda_conv::test_b",
                                                 "tests.cuda.test_cuda_ops::test_c"]
     assert r["failed"][0]["message"].startswith("AssertionError")
@@ -63,6 +63,7 @@ def test_measure_times_windows_and_stops_at_the_cap():
     r = gc._measure(lambda: calls.append(time.sleep(0.01)), lambda: None, time.time() + 5,
                     False, min_window=0.05, windows=2)
     assert r["windows"] == 2 and 8 < r["ms_per_step"] < 200 and len(calls) == r["timed_steps"] + 2
+    assert 0 < r["host_ms_per_step"] <= r["ms_per_step"]
     capped = gc._measure(lambda: time.sleep(0.02), lambda: None, time.time(), False)
     assert capped["capped"] == "after the first step" and "ms_per_step" not in capped
 
@@ -70,33 +71,37 @@ def test_measure_times_windows_and_stops_at_the_cap():
 def test_reports_render_partial_results():
     """A run cut short (a section missing, a worker's error) still gives a table and a summary."""
     gc = _module()
+    mlp = {"title": "MLP", "torch": {"ms_per_step": 2.0, "host_ms_per_step": 0.5},
+           "cublas": {"ms_per_step": 4.0, "host_ms_per_step": 3.9}, "ratio_cublas": 0.5,
+           "numba": {"error": "KeyError: 1"}}
     results = {"meta": {"simulate": False, "budget_s": 420, "started": "now", "command": "x",
                         "elapsed_s": 1},
                "sections": {"env": {"status": "timed out after 40 s", "probe": {}},
-                            "bench": {"results": {"mlp": {"title": "MLP", "torch": {"ms_per_step": 2.0},
-                                                          "cublas": {"ms_per_step": 4.0},
-                                                          "ratio_cublas": 0.5,
-                                                          "numba": {"error": "KeyError: 1"}}},
+                            "bench": {"results": {"mlp": mlp},
                                       "runs": [{"status": "ok", "elapsed_s": 3}]}}}
     text = gc.render_markdown(results)
-    assert "| MLP | 2.00 | 4.00 | 0.50x | - | - | error | - |" in text and "KeyError: 1" in text
+    assert "| MLP | 2.00 (host 0.50) | 4.00 (host 3.90) | 0.50x | - | - | error | - |" in text
+    assert "KeyError: 1" in text
     assert "0.50x" in gc.summary_text(results)
 
 
-def test_bad_sections_are_refused():
+def test_bad_sections_are_refused(capsys):
     gc = _module()
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit, match="2"):
         gc.parse_args(["--out", "x", "--sections", "env,nope"])
+    assert "nope" in capsys.readouterr().err
 
 
 @pytest.mark.slow
 def test_the_device_check_runs_under_the_simulator(tmp_path):
     """The whole script, as the GPU machine runs it, under numba's simulator: every section
-    gives a result (about 3 minutes on 2 cores: the simulator runs GPU threads in Python)."""
+    gives a result (about 3 minutes on 2 cores: the simulator runs GPU threads in Python). The
+    benchmark worker is made to die in ResNet-18: the orchestrator records it and goes on."""
     out = tmp_path / "gc"
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    proc = subprocess.run([sys.executable, SCRIPT, "--simulate", "--profile", "--out", str(out)], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=1200)
+    env["GPU_CHECK_CRASH_IN"] = "resnet18:default"
+    proc = subprocess.run([sys.executable, SCRIPT, "--simulate", "--profile", "--out", str(out)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     assert "gpu_check summary" in proc.stdout
     results = json.loads((out / "results.json").read_text())["sections"]
@@ -109,6 +114,10 @@ def test_the_device_check_runs_under_the_simulator(tmp_path):
     assert np.isfinite(results["digits"]["max_rel_diff"])
     bench = results["bench"]["results"]
     assert set(bench) == {"elementwise", "resnet18", "resnet50_b1"}
+    assert bench.pop("resnet18")["error"] == "resnet18:default: worker exit code 9"
+    # the default route with NNABLA_JIT_CUDA_FAST=1, then =0: the worker dies in each
+    assert [run["status"] for run in results["bench"]["runs"]] == ["exit code 9", "ok"] * 2
+    assert [run["fast"] for run in results["bench"]["runs"]] == ["1", "1", "0", "0"]
     for name, r in bench.items():
         assert r["numba"]["ms_per_step"] > 0, (name, r)
         assert r["numba_fast_off"]["ms_per_step"] > 0, (name, r)   # NNABLA_JIT_CUDA_FAST=0

@@ -10,7 +10,7 @@
 import numpy as np
 from numba import njit
 
-from .common import normalize_axis
+from .common import integer_indices, normalize_axis
 from .registry import Op, register
 
 
@@ -452,7 +452,7 @@ class OneHot(Op):
         return [tuple(x[:-1]) + shape]
 
     def forward(self, inputs, outputs):
-        index = inputs[0].reshape(-1, len(self.shape)).astype(np.int64)
+        index = integer_indices(self, inputs[0].reshape(-1, len(self.shape)))
         bad = (index < 0) | (index >= np.array(self.shape))
         if bad.any():
             self.fail("index {} out of range for shape {}", tuple(int(i) for i in index[bad.any(axis=1)][0]),

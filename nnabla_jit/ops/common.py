@@ -82,11 +82,23 @@ def sum_to_shape(g, dst, accum):
 @njit(cache=True)
 def label_of(t3, o, i, n_classes):
     """The class index at (o, i), a float label truncated toward zero as nnabla's C++ cast does
-    (2.001 is class 2, -0.5 class 0): -1 to ignore (negative), -2 if NaN or not below n_classes."""
+    (2.001 is class 2, -0.5 class 0): -1 to ignore (negative, -inf included), -2 if NaN, +inf
+    or not below n_classes. The range is checked on the value before the cast: casting inf or
+    1e30 to an integer gives INT64_MIN on x86, which read as an ignored label (loss 0)."""
     v = t3[o, 0, i]
-    if v != v:
+    if not v < n_classes:
         return -2
-    k = int(v)
-    if k >= n_classes:
-        return -2
-    return k if k >= 0 else -1
+    if v <= -1:
+        return -1
+    return int(v)
+
+
+def integer_indices(op, a, arg="index"):
+    """Index values as int64, floats truncated toward zero; a NaN, infinite or huge float is
+    refused naming ``arg`` (cast, it would become an arbitrary integer: INT64_MIN on x86)."""
+    if a.dtype.kind == "f" and a.size:
+        flat = a.reshape(-1)
+        bad = ~(np.abs(flat) < 2.0 ** 62)
+        if bad.any():
+            op.fail("{} {} is not an integer index", arg, flat[bad][0].item())
+    return a.astype(np.int64)

@@ -3,8 +3,8 @@
 The elementwise losses are table lines (see ``elementwise.py``). The class-label losses see their
 input as (O, C, I) around the class ``axis`` and their labels as (O, 1, I); labels may be stored
 as integers or as floats holding integers. A negative label marks a sample to ignore (its loss and
-gradient are 0, as in nnabla); a label that is not an integer or not below the number of classes
-is an error.
+gradient are 0, as in nnabla); a label that is NaN, +inf or not below the number of classes is an
+error (nnabla 1.39 gives a loss of 0 for NaN and +inf and reads past the row for a label too large).
 """
 import numpy as np
 from numba import njit, prange

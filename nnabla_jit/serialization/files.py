@@ -153,7 +153,8 @@ def atomic_path(path):
                      else 0o666 & ~_umask())
             os.replace(tmp, path)
         except OSError as e:
-            if e.filename == tmp or e.filename2 == tmp or e.filename == path:
+            # a write that fails with no file named (ENOSPC, EFBIG from f.write) is the target's
+            if e.filename in (None, tmp, path) or e.filename2 == tmp:
                 raise _naming_target(e, path) from None
             raise
     except BaseException:

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from ..ndarray import native
 from ..parameter import (get_current_parameter_scope, get_parameter, get_parameters,
                          set_parameter)
 from ..variable import Variable
@@ -71,8 +72,8 @@ def read_h5_bytes(data, source):
                     raise FileFormatError(source, "dataset '{}' holds {} data, not numbers".format(
                         name, ds.dtype))
                 index = ds.attrs.get("index", len(found))
-                found.append((int(index), name, ParameterEntry(name, np.array(ds[()]),
-                                                               bool(ds.attrs["need_grad"]))))
+                data = np.array(ds[()], native(ds.dtype))   # '>f4' from another machine: native
+                found.append((int(index), name, ParameterEntry(name, data, bool(ds.attrs["need_grad"]))))
         except FileFormatError:
             raise
         except (OSError, KeyError, TypeError, ValueError, RuntimeError) as e:

@@ -15,7 +15,7 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-from ..ndarray import NdArray
+from ..ndarray import NdArray, native
 from ..variable import Variable
 from .files import FileFormatError, extension_of, read_bytes, write_bytes
 from .proto import nnabla_pb2
@@ -83,7 +83,8 @@ def states_from_h5_bytes(data, source):
                 if sname == "t":
                     entry[2] = int(ds[()])
                 else:
-                    entry[1][sname] = (int(ds.attrs.get("index", 0)), np.array(ds[()]))
+                    value = np.array(ds[()], native(ds.dtype))   # '>f4' from another machine
+                    entry[1][sname] = (int(ds.attrs.get("index", 0)), value)
         except FileFormatError:
             raise
         except (OSError, KeyError, TypeError, ValueError, RuntimeError) as e:

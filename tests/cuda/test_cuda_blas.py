@@ -92,4 +92,5 @@ def check_cublas_float16_storage_computes_in_float32():
 
 
 if "cublas" in ROUTES:   # defined only here: the simulator's run must show no skips
-    test_cublas_float16_storage_computes_in_float32 = check_cublas_float16_storage_computes_in_float32
+    test_cublas_float16_storage_computes_in_float32 = \
+        check_cublas_float16_storage_computes_in_float32

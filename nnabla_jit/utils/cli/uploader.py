@@ -16,6 +16,7 @@ import hmac
 import http.client
 import json
 import os
+import re
 import shutil
 import tarfile
 import tempfile
@@ -26,6 +27,8 @@ import urllib.request
 
 import tqdm
 
+from ...serialization.files import atomic_path
+from ..data_source_implements import read_csv_rows
 from ..download import file_sha256
 from . import CommandError
 
@@ -104,6 +107,27 @@ def _s3_url(bucket, key, region):
     return "https://{}.s3.{}.amazonaws.com/{}".format(bucket, region, quoted)
 
 
+def _checked_credentials(endpoint, info):
+    """The credential answer, refused naming the endpoint unless it is a JSON object with an
+    ``s3://bucket/key`` upload path and string keys (a malformed answer would fail deep in the
+    signing code)."""
+    if not isinstance(info, dict):
+        raise UploadError("{} answered {} instead of a JSON object".format(
+            endpoint, type(info).__name__))
+    if "upload_path" not in info:
+        raise UploadError("{} gave no upload path: {}".format(endpoint, info.get("message", "no message")))
+    path = info["upload_path"]
+    if not isinstance(path, str) or not re.match(r"^s3://[^/]+/[^/].*$", path):
+        raise UploadError("{} gave the upload path {!r}; expected s3://<bucket>/<key>".format(endpoint, path))
+    for key in ("access_key_id", "secret_access_key"):
+        if not isinstance(info.get(key), str) or not info[key]:
+            raise UploadError("{} gave no {} with the upload path".format(endpoint, key))
+    for key in ("session_token", "region"):
+        if info.get(key) is not None and not isinstance(info[key], str):
+            raise UploadError("{} gave a {} that is not text: {!r}".format(endpoint, key, info[key]))
+    return info
+
+
 class Uploader:
     """nnabla's uploader: CSV -> tar (``convert``) and tar -> NNC (``upload``)."""
 
@@ -115,8 +139,9 @@ class Uploader:
         """The CSV's rows with file cells renamed, and {name in tar: path}."""
         if not os.path.exists(csvfilename):
             raise CommandError("CSV dataset '{}' does not exist".format(csvfilename))
-        with open(csvfilename, "r", newline="") as f:
-            rows = list(csv.reader(f))
+        rows = read_csv_rows(csvfilename)
+        if not rows:
+            raise CommandError("{}: the CSV file is empty (a dataset needs a header line)".format(csvfilename))
         data_files, csv_data = {}, []
         self._progress.init(len(rows), "Create CSV")
         base = os.path.dirname(csvfilename)
@@ -166,15 +191,12 @@ class Uploader:
                 info = json.loads(r.read().decode())
         except urllib.error.HTTPError as e:
             raise UploadError("{} answered HTTP {} {}".format(endpoint, e.code, e.reason)) from None
-        except (urllib.error.URLError, OSError) as e:
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
             raise UploadError("cannot reach {}: {}".format(
-                endpoint, getattr(e, "reason", e))) from None
+                endpoint, getattr(e, "reason", None) or str(e) or type(e).__name__)) from None
         except ValueError:
             raise UploadError("{} did not answer JSON".format(endpoint)) from None
-        if "upload_path" not in info:
-            raise UploadError("{} gave no upload path: {}".format(
-                endpoint, info.get("message", "no message")))
-        return info
+        return _checked_credentials(endpoint, info)
 
     def uploadFile(self, endpoint, token, filename, name):
         size = os.path.getsize(filename)
@@ -207,9 +229,9 @@ class Uploader:
             self._progress.finish()
             response = connection.getresponse()
             body = response.read()
-        except OSError as e:
+        except (OSError, http.client.HTTPException) as e:
             self._progress.finish()
-            raise UploadError("cannot upload to {}: {}".format(parts.netloc, e)) from None
+            raise UploadError("cannot upload to {}: {}".format(parts.netloc, str(e) or type(e).__name__)) from None
         if response.status >= 300:
             raise UploadError("upload to {} failed: HTTP {} {} {}".format(
                 parts.netloc, response.status, response.reason, body[:200].decode(errors="replace")))
@@ -224,9 +246,8 @@ class Uploader:
             self._log("Prepare tar file")
             name = os.path.splitext(os.path.basename(source))[0]
             tar = self.createTemporaryTar(name, csv_data, data_files, tmpdir)
-            partial = destination + ".partial"
-            shutil.copyfile(tar, partial)
-            os.replace(partial, destination)
+            with atomic_path(destination) as partial:
+                shutil.copyfile(tar, partial)
         finally:
             shutil.rmtree(tmpdir, ignore_errors=True)
 

@@ -2,7 +2,7 @@
 installed beyond numba(-cuda), numpy, pytest (pytest-xdist / pytest-timeout if there), and
 optionally CuPy and PyTorch; run from the repository root:
 
-    PYTHONPATH=$PWD python3 benchmarks/gpu_check.py --out DIR [--budget 420]
+    PYTHONPATH=$PWD python3 benchmarks/gpu_check.py --out DIR [--budget 420] [--profile]
     python benchmarks/gpu_check.py --simulate --out /tmp/gc      # numba's simulator, tiny shapes
 
 Sections, in order, each under its share of ``--budget`` seconds (what one leaves goes to the

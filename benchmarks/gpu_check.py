@@ -927,8 +927,8 @@ def render_markdown(results):
                                              bench.get("routes")), "",
                   "nnabla_jit's columns run with the CUDA speed-ups on (NNABLA_JIT_CUDA_FAST=1, "
                   "the default) unless marked FAST=0 (the path before them).", "",
-                  "| workload | PyTorch | nnabla_jit cuBLAS | ratio | default route, FAST=0 | ratio | "
-                  "nnabla_jit numba tiled | ratio | first step (compile) |",
+                  "| workload | PyTorch | nnabla_jit cuBLAS | ratio | default route, FAST=0 | "
+                  "ratio | nnabla_jit numba tiled | ratio | first step (compile) |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
         for name, r in bench.get("results", {}).items():
             def cell(key):

@@ -139,8 +139,8 @@ class FakeNumbaDispatcher:
 
     def typeof_pyval(self, value):
         if isinstance(value, DeviceNDArray):
-            return ("array", value.dtype, len(value.shape),
-                    "C" if value.strides == DeviceNDArray(value.shape, value.dtype).strides else "A")
+            contiguous = value.strides == DeviceNDArray(value.shape, value.dtype).strides
+            return ("array", value.dtype, len(value.shape), "C" if contiguous else "A")
         if isinstance(value, tuple):
             return ("tuple",) + tuple(self.typeof_pyval(v) for v in value)
         return ("int64",) if type(value) is int else (type(value).__name__,)
@@ -180,8 +180,9 @@ def test_resolved_launches_reuse_numba_overloads(monkeypatch):
     # another layout, dtype, scalar type or tuple length is resolved by numba again
     strided = DeviceNDArray((2, 3))
     strided.strides = (4, 8)
-    for args in [(strided, b, 3, 0.5, (1, 2)), (DeviceNDArray((2, 3), np.float64), b, 3, 0.5, (1, 2)),
-                 (a, b, 3.0, 0.5, (1, 2)), (a, b, 3, 0.5, (1, 2, 3)), (a, b, True, 0.5, (1, 2))]:
+    wide = DeviceNDArray((2, 3), np.float64)
+    for args in [(strided, b, 3, 0.5, (1, 2)), (wide, b, 3, 0.5, (1, 2)), (a, b, 3.0, 0.5, (1, 2)),
+                 (a, b, 3, 0.5, (1, 2, 3)), (a, b, True, 0.5, (1, 2))]:
         before = kern.resolved
         launch(*args)
         assert kern.resolved == before + 1, args

@@ -105,8 +105,12 @@ def test_launches_give_the_same_results(monkeypatch, cached):
     assert (device.flat(b) is b) == cached
     device.fill(b, 2.0)
     device.fill(device.flat(a), 2.0)
-    device.add_into(b, device.upload(np.ones(6, np.float32)))
+    ones = device.upload(np.ones(6, np.float32))
+    device.add_into(b, ones)
     np.testing.assert_array_equal(device.copy_down(a), np.full((2, 3), 3.0, np.float32))
+    for _ in range(4):   # on a GPU: launched through the overload numba resolved before
+        device.add_into(b, ones)
+    np.testing.assert_array_equal(device.copy_down(a), np.full((2, 3), 7.0, np.float32))
     assert_same_on_cuda(lambda x: F.tanh(2 * x + 1) * F.sigmoid(x), rng.randn(2, 3))
 
 

@@ -45,6 +45,45 @@ def test_backward_skips_inputs_without_need_grad():
     np.testing.assert_array_equal(b.g, 0)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_backward_writes_zero_into_inputs_without_a_gradient(dtype):
+    """As nnabla: an input that needs a gradient the function does not give (a clip bound, a
+    metric's input) gets zeros where backward overwrites, and keeps its gradient where it adds."""
+    x = nn.Variable.from_numpy_array(np.array([-2.0, 0.0, 2.0], dtype), need_grad=True)
+    lo, hi = var([-1.0] * 3, need_grad=True), var([1.0] * 3, need_grad=True)
+    y = F.clip_grad_by_value(x, lo, hi)
+    y.forward()
+    y.g = 3
+    lo.g, hi.g = 7, 7
+    y.parent.backward([x, lo, hi], [y], [False, True, False])
+    np.testing.assert_array_equal(lo.g, 7)
+    np.testing.assert_array_equal(hi.g, 0)
+    t = var([[1.0], [0.0]])
+    e = F.top_n_error(var([[0.1, 0.9], [0.8, 0.2]], need_grad=True), t)
+    e.forward()
+    e.parent.inputs[0].g = 5
+    e.parent.backward(e.parent.inputs, [e], [False, False])
+    np.testing.assert_array_equal(e.parent.inputs[0].g, 0)
+
+
+def test_backward_refuses_inputs_nnabla_refuses():
+    """A function without backward, or an input nnabla cannot propagate to (a label), raises
+    when it needs a gradient, in Function.backward as in nnabla."""
+    a, b = var([1.0, 2.0], need_grad=True), var([1.0, 3.0])
+    y = F.equal(a, b)
+    y.forward()
+    with pytest.raises(NotImplementedError, match=r"Equal.backward: no gradient for input 0 \(x0\)"):
+        y.parent.backward([a, b], [y], [False, False])
+    a.need_grad = False
+    y.parent.backward([a, b], [y], [False, False])     # nothing needs a gradient: nothing to do
+    x, t = var([0.5, -0.5], need_grad=True), var([1.0, 0.0], need_grad=True)
+    y = F.sigmoid_cross_entropy(x, t)
+    y.forward()
+    with pytest.raises(NotImplementedError, match=r"SigmoidCrossEntropy.backward: no gradient for "
+                                                  r"input 1 \(target\)"):
+        y.parent.backward([x, t], [y], [False, False])
+
+
 def test_same_variable_twice_gets_both_gradients():
     x = var([1.0, 2.0], need_grad=True)
     y = F.mul2(x, x)

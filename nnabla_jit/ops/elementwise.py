@@ -341,14 +341,15 @@ class ElementwiseOp(Op):
         return d is not None and "y" in _names_in(d)
 
 
-def elementwise(name, forward, baked_args=(), grad_rule=True, **derivatives):
+def elementwise(name, forward, baked_args=(), grad_rule=True, refused_grad_inputs=(), **derivatives):
     """Declare and register an elementwise op (see the module docstring).
 
     ``derivatives`` maps ``dx`` (one input) or ``dx0, dx1, ...`` to expressions; an input
     without one receives no gradient (nnabla raises when asked to differentiate it).
     ``baked_args`` are written into fused kernels as literals (see ``_Line``). ``grad_rule``
     False: the op gets no rule for ``nn.grad`` at all (``backward_function/elementwise.py`` makes
-    one from the derivatives of every other line).
+    one from the derivatives of every other line). ``refused_grad_inputs``: the inputs without
+    derivative whose need_grad makes backward raise, as nnabla's does (others get zeros).
     """
     spec = TABLE[name]
     n_in = len(spec.inputs)
@@ -365,5 +366,6 @@ def elementwise(name, forward, baked_args=(), grad_rule=True, **derivatives):
     if all(d is None for d in line.derivatives):
         cls.backward = Op.backward
     cls.no_grad_inputs = tuple(k for k, d in enumerate(line.derivatives) if d is None)
+    cls.refused_grad_inputs = tuple(refused_grad_inputs)
     register(cls, name=name)
     return cls

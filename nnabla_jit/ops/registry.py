@@ -206,6 +206,9 @@ class Op:
     keep_input_dtypes = ()  # inputs passed to kernels as stored (int labels, indices, masks)
     output_dtype = None    # None: the context's compute type; else a numpy dtype for all outputs
     no_grad_inputs = ()    # inputs that never receive a gradient (labels, indices, shapes)
+    refused_grad_inputs = ()  # those of them that backward refuses to propagate to (raises), as
+                              # nnabla does (cross-entropy labels, quantization scales); the
+                              # others get a zero gradient where backward overwrites
     python_level = False   # True for PythonFunction adapters: forward/backward take Variables
     data_dependent = False  # True if output shapes/dtypes follow input values (output_specs)
     n_outputs = -1         # the output count the caller asked for (-1: the op's own); see build
@@ -262,7 +265,16 @@ class Op:
 
     # Metrics whose backward nnabla passes over, giving their inputs no gradient, so that
     # F.sink(loss, error).backward() trains; other ops without a gradient raise, as there.
-    PASSES_NO_GRADIENT = frozenset(("TopNError", "BinaryError", "ConfusionMatrix"))
+    PASSES_NO_GRADIENT = frozenset(("TopNError", "BinaryError", "ConfusionMatrix",
+                                    "ONNXNonMaxSuppression"))
+
+    @classmethod
+    def refuses_grad(cls, i):
+        """Whether back-propagating to input ``i`` raises, as in nnabla: every input of an op
+        without backward (but the metrics nnabla passes over), and the refused inputs."""
+        if not cls.has_backward() and not cls.python_level:
+            return cls.name not in cls.PASSES_NO_GRADIENT
+        return i in cls.refused_grad_inputs
 
     def forget_forward(self):
         """Drop what the last forward kept for the next backward (Convolution's col), before a

@@ -36,15 +36,10 @@ def _array(a):
     return np.array(a, copy=True)
 
 
-def run_case(nn, FB, op, arrays, args, nograd, random, auto_forward=False, progress=None):
-    """``arrays``: per table input None, an array, or a list of arrays (variadic). ``nograd``:
-    the positions in the flat input list that never take a gradient (labels, indices).
-    ``progress(result)``, if given, sees the result so far before each backward variant, with
-    ``result["pending"]`` naming the variant about to run (the generator keeps it in case
-    nnabla dies in that variant). ``auto_forward``: build under ``nn.auto_forward()`` (nnabla
-    computes functions with value-dependent output shapes, Unique, NonZero, only so)."""
-    flat_arrays = _flat(arrays)
-    variables, k = [], 0
+def _build(nn, FB, op, arrays, args, need_grad, auto_forward):
+    """Variables from ``arrays`` (those at the flat positions ``need_grad`` with need_grad),
+    the function on them, and its forward: (flat inputs, outputs)."""
+    variables = []
     for s in arrays:
         if s is None:
             variables.append(None)
@@ -53,27 +48,37 @@ def run_case(nn, FB, op, arrays, args, nograd, random, auto_forward=False, progr
         else:
             variables.append(nn.Variable.from_numpy_array(s))
     flat = _flat(variables)
-    grad_ok = [i for i in range(len(flat)) if i not in nograd]
     for i, v in enumerate(flat):
-        v.need_grad = i in grad_ok
+        v.need_grad = i in need_grad
+    positional = []
+    for v in variables:   # a variadic input is spread, as the signature's *x takes it
+        positional.extend(v) if isinstance(v, list) else positional.append(v)
+    with nn.auto_forward(auto_forward):
+        ys = getattr(FB, op)(*positional, **args)
+    ys = list(ys) if isinstance(ys, (list, tuple)) else [ys]
+    if not auto_forward:
+        ys[0].forward()
+    return flat, ys
+
+
+def run_case(nn, FB, op, arrays, args, nograd, random, auto_forward=False, progress=None):
+    """``arrays``: per table input None, an array, or a list of arrays (variadic). ``nograd``:
+    the positions in the flat input list that never take a gradient (labels, indices).
+    ``progress(result)``, if given, sees the result so far before each backward variant, with
+    ``result["pending"]`` naming the variant about to run (the generator keeps it in case
+    nnabla dies in that variant). ``auto_forward``: build under ``nn.auto_forward()`` (nnabla
+    computes functions with value-dependent output shapes, Unique, NonZero, only so).
+    Each backward variant runs on a graph of its own, built and run forward afresh, so no
+    state a function keeps between calls leaks from one variant into the next."""
+    flat_arrays = _flat(arrays)
+    grad_ok = [i for i in range(len(flat_arrays)) if i not in nograd]
     result = {"error": None, "stage": None}
-    fn = getattr(FB, op)
     try:
-        result["stage"] = "build"
-        positional = []
-        for v in variables:   # a variadic input is spread, as the signature's *x takes it
-            positional.extend(v) if isinstance(v, list) else positional.append(v)
-        with nn.auto_forward(auto_forward):
-            ys = fn(*positional, **args)
-        ys = list(ys) if isinstance(ys, (list, tuple)) else [ys]
-        result["stage"] = "forward"
-        if not auto_forward:
-            ys[0].forward()
+        flat, ys = _build(nn, FB, op, arrays, args, grad_ok, auto_forward)
         outputs = [_array(y.d) for y in ys]
     except Exception as e:  # noqa: BLE001 (the type is the record)
         result["error"] = error_names(e)
         return result
-    result["stage"] = None
     if random:
         result["outputs"] = [[list(o.shape), o.dtype.name] for o in outputs]
     else:
@@ -81,40 +86,39 @@ def run_case(nn, FB, op, arrays, args, nograd, random, auto_forward=False, progr
     result["inputs_after"] = {} if random else {
         i: _array(v.d) for i, v in enumerate(flat)
         if _array(v.d).tobytes() != np.asarray(flat_arrays[i]).tobytes()}
+    result["backward"] = []
     if not flat or not ys[0].parent:
-        result["backward"] = []
         return result
     variants = [("all", grad_ok, False), ("all+accum", grad_ok, True)] if grad_ok else []
     if len(grad_ok) > 1:
         variants += [("only{}".format(i), [i], False) for i in grad_ok]
     if nograd:   # labels and indices with need_grad too
         variants.append(("every", list(range(len(flat))), False))
-    result["backward"] = []
     for label, mask, accum in variants:
         if progress is not None:
             progress(dict(result, pending=label))
-        result["backward"].append(_backward(flat, ys, grad_ok, label, mask, accum, random))
+        record = {"label": label, "error": None, "grads": {}}
+        try:
+            flat, ys = _build(nn, FB, op, arrays, args, mask, auto_forward)
+            _backward(flat, ys, accum)
+        except Exception as e:  # noqa: BLE001
+            record["error"] = error_names(e)
+        else:
+            for i in sorted(set(grad_ok) | set(mask)):
+                g = _array(flat[i].g)
+                record["grads"][i] = [list(g.shape), g.dtype.name] if random else g
+        result["backward"].append(record)
     return result
 
 
-def _backward(flat, ys, grad_ok, label, mask, accum, random):
-    """One backward call; the gradients of every input that can take one are kept, so an
-    input outside ``mask`` shows whether its preset gradient was left alone."""
-    record = {"label": label, "error": None, "grads": {}}
+def _backward(flat, ys, accum):
+    """Preset every input's gradient and every output's, then run the function's backward;
+    an input without need_grad shows whether its preset gradient was left alone."""
     for i, v in enumerate(flat):
-        v.need_grad = i in mask
         v.g = pattern(v.shape, i + 1)
     for k, y in enumerate(ys):
         y.g = pattern(y.shape, 100 + k)
-    try:
-        ys[0].parent.backward(flat, ys, accum=[accum] * len(flat))
-    except Exception as e:  # noqa: BLE001
-        record["error"] = error_names(e)
-        return record
-    for i in sorted(set(grad_ok) | set(mask)):
-        g = _array(flat[i].g)
-        record["grads"][i] = [list(g.shape), g.dtype.name] if random else g
-    return record
+    ys[0].parent.backward(flat, ys, accum=[accum] * len(flat))
 
 
 # ------------------------------------------------------------------------- comparing

@@ -328,7 +328,8 @@ class Transpose(Op):
 
 @register
 class Slice(Op):
-    """x[start:stop:step] along each axis (Python slice semantics, negatives wrap)."""
+    """x[start:stop:step] along each axis (Python slice semantics, negatives wrap); with fewer
+    entries than axes they slice the last axes, as in nnabla (the leading ones are kept whole)."""
 
     def setup(self, x):
         n = len(x)
@@ -336,9 +337,10 @@ class Slice(Op):
         if not (len(start) == len(stop) == len(step)) or len(start) > n:
             self.fail("start {}, stop {} and step {} must have one entry per axis (input shape {})",
                       tuple(start), tuple(stop), tuple(step), x)
-        start += [0] * (n - len(start))
-        stop += list(x[len(stop):])
-        step += [1] * (n - len(step))
+        lead = n - len(start)
+        start = [0] * lead + start
+        stop = list(x[:lead]) + stop
+        step = [1] * lead + step
         if any(s == 0 for s in step):
             self.fail("step {} must not contain 0", tuple(step))
         self.slices = []
@@ -419,6 +421,8 @@ class Split(Op):
 
     def setup(self, x):
         self.axis = normalize_axis(self, self.axis, len(x))
+        if x[self.axis] == 0:
+            self.fail("cannot split axis {} of size 0 of input {} (it would give no output)", self.axis, x)
         out = tuple(s for a, s in enumerate(x) if a != self.axis)
         return [out] * x[self.axis]
 
@@ -445,7 +449,8 @@ def one_hot_kernel(index, strides, y):
 
 @register
 class OneHot(Op):
-    """Indices (..., len(shape)) -> one-hot vectors (..., *shape)."""
+    """Indices (..., len(shape)) -> one-hot vectors (..., *shape); a negative index counts from
+    the end, as in nnabla (-1 is the last class)."""
     keep_input_dtypes = (0,)
     no_grad_inputs = (0,)
 
@@ -458,7 +463,9 @@ class OneHot(Op):
 
     def forward(self, inputs, outputs):
         index = inputs[0].reshape(-1, len(self.shape)).astype(np.int64)
-        bad = (index < 0) | (index >= np.array(self.shape))
+        size = np.array(self.shape, np.int64)
+        index = np.where(index < 0, index + size, index)
+        bad = (index < 0) | (index >= size)
         if bad.any():
             self.fail("index {} out of range for shape {}", tuple(int(i) for i in index[bad.any(axis=1)][0]),
                       tuple(self.shape))

@@ -129,10 +129,10 @@ _TINY = float(np.finfo(np.float32).tiny)   # nnabla clamps log arguments at the 
 
 # nnabla documents 0/1 targets (and truncates others to integers); soft targets work here.
 elementwise("SigmoidCrossEntropy", "softplus(x0) - x0 * x1", dx0="dy * (sigmoid(x0) - x1)",
-            refused_grad_inputs=(1,))
+            refused_grad_inputs=(1,), broadcasts=False)
 elementwise("BinaryCrossEntropy",
             "-(x1 * log(maximum(x0, {0})) + (1 - x1) * log(maximum(1 - x0, {0})))".format(_TINY),
-            dx0="dy * (x0 - x1) / (x0 * (1 - x0))", dx1="dy * (log(1 - x0) - log(x0))")
+            dx0="dy * (x0 - x1) / (x0 * (1 - x0))", dx1="dy * (log(1 - x0) - log(x0))", broadcasts=False)
 elementwise("SquaredError", "(x0 - x1) ** 2", dx0="2 * dy * (x0 - x1)", dx1="-2 * dy * (x0 - x1)")
 elementwise("AbsoluteError", "abs(x0 - x1)", dx0="where(x0 > x1, dy, where(x0 < x1, -dy, 0.0))",
             dx1="where(x0 > x1, -dy, where(x0 < x1, dy, 0.0))")

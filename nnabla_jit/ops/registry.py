@@ -326,18 +326,22 @@ def _checked_setup(setup):
     checks: an IndexError, ZeroDivisionError, ... from a combination no check foresaw, or a
     numpy error that names nothing, becomes one line with the op, the input shapes and the
     arguments, and an output shape with a negative dimension is refused here, not when a buffer
-    is allocated."""
+    is allocated. A ValueError becomes an OpValueError (a RuntimeError too, as nnabla's)."""
     @functools.wraps(setup)
     def checked(self, *shapes):
         try:
             out = setup(self, *shapes)
+        except OpValueError:
+            raise
         except (ValueError, TypeError) as e:
-            if self.name and self.name.lower() in str(e).lower():
+            named = bool(self.name) and self.name.lower() in str(e).lower()
+            if named and isinstance(e, TypeError):
                 raise
-            raise type(e)("{}: {} (inputs of shapes {}, arguments {})".format(
-                self.name, e, ", ".join(str(tuple(x)) for x in shapes), self.args)) from e
+            raise (OpValueError if isinstance(e, ValueError) else type(e))(
+                str(e) if named else "{}: {} (inputs of shapes {}, arguments {})".format(
+                    self.name, e, ", ".join(str(tuple(x)) for x in shapes), self.args)) from e
         except (IndexError, KeyError, ZeroDivisionError, OverflowError, AttributeError) as e:
-            raise ValueError("{}: inputs of shapes {} and arguments {} do not fit together ({}: "
+            raise OpValueError("{}: inputs of shapes {} and arguments {} do not fit together ({}: "
                              "{})".format(self.name, ", ".join(str(tuple(x)) for x in shapes),
                                           self.args, type(e).__name__, e)) from e
         for shape in out or ():

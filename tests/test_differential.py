@@ -9,7 +9,8 @@ import pytest
 
 import nnabla_jit as nn
 import nnabla_jit.function_bases as FB
-from tests.differential import cases, known, readme, replay, store
+import nnabla_jit.functions as F
+from tests.differential import cases, known, methods, readme, replay, store
 
 OPS = store.ops()
 README = os.path.join(os.path.dirname(__file__), "..", "README.md")
@@ -37,10 +38,22 @@ def test_matches_nnabla(op):
     assert not stale, "{}: listed differences that no longer show (remove them): {}".format(op, stale)
 
 
+def test_variable_and_ndarray_match_nnabla():
+    """Members (name, kind, parameters) and the recorded calls of methods and operators."""
+    found, _ = methods.replay(nn, F)
+    unexplained = ["{} | {} | {} | {}".format(*f) for f in found if known.lookup_method(*f) is None]
+    used = {known.lookup_method(*f) for f in found}
+    stale = [e.what for k, e in enumerate(known.KNOWN_METHODS) if k not in used]
+    assert not unexplained, "differences not in known.KNOWN_METHODS:\n" + "\n".join(unexplained)
+    assert not stale, "listed differences that no longer show (remove them): {}".format(stale)
+    text = open(README, encoding="utf-8").read()
+    assert readme.methods_line(*readme.methods_figures(), len({(f[0], f[1]) for f in found})) in text
+
+
 def test_readme_table_is_the_known_list():
     text = open(README, encoding="utf-8").read()
-    assert readme.table(known.KNOWN) in text, (
-        "README's differential table is not tests/differential/known.py's list: run "
+    assert readme.table(known.KNOWN) in text and readme.table(known.KNOWN_METHODS, "class") in text, (
+        "README's differential tables are not tests/differential/known.py's lists: run "
         "python -m tests.differential.readme")
 
 

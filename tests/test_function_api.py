@@ -414,3 +414,35 @@ def test_recompute_of_a_stateful_op_starts_from_the_saved_state():
     f.recompute([x, w, fixed], [y])
     np.testing.assert_array_equal(y.d, first)
     assert f.op.iteration == 1   # the schedule advanced once
+
+
+# ------------------------------------------------- what the differential fixtures found (nnabla's)
+def test_ndarray_copy_from_returns_itself_and_takes_nnablas_arguments():
+    a, b = nn.NdArray.from_numpy_array(np.zeros((2, 2))), nn.NdArray.from_numpy_array(np.ones((2, 2)))
+    assert a.copy_from(arr=b, use_current_context=True) is a
+    np.testing.assert_array_equal(a.data, 1)
+
+
+@pytest.mark.parametrize("method", ["bool_fill", "masked_fill"])
+def test_ndarray_bool_fill_fills_in_place_and_returns_a_new_array(method):
+    a = nn.NdArray.from_numpy_array(np.arange(4.0).reshape(2, 2))
+    mask = nn.NdArray.from_numpy_array(np.array([[1.0, 0.0], [0.0, 1.0]]))
+    r = getattr(a, method)(mask, 9.0)
+    assert r is not a
+    np.testing.assert_array_equal(a.data, [[9, 1], [2, 9]])
+    np.testing.assert_array_equal(r.data, a.data)
+
+
+def test_variable_graph_walks_answer_as_nnabla():
+    x = var([1.0, 2.0], need_grad=True)
+    first, second, third = F.sin(x), F.cos(x), F.exp(x)
+    assert [f.name for f in x.function_references] == ["Exp", "Cos", "Sin"]   # the latest first
+    assert F.sin(F.cos(x)).visit_check(lambda f: False) is None
+    assert F.sin(F.cos(x)).visit_check(lambda f: f.name == "Cos") is True
+
+
+def test_reshape_and_matmul_errors_are_nnablas_types():
+    with pytest.raises(RuntimeError, match="Variable.reshape: cannot reshape"):
+        var(np.zeros((2, 3))).reshape((4, 2))
+    with pytest.raises(AssertionError, match="both operands must be Variables or NdArrays"):
+        var(np.zeros((2, 3))) @ np.zeros((3, 2), np.float32)

@@ -1,9 +1,11 @@
 """Record nnabla 1.39's results for every differential case (run under the oracle):
 
     ../shared/tools/nnabla-oracle python tests/differential/generate.py [snake_name ...]
+    ../shared/tools/nnabla-oracle python tests/differential/generate.py --methods
 
 writes ``tests/fixtures/differential/<snake_name>.npz`` for the functions named (all 228 when
-none is). Cases run in a forked child per function, so a case that kills nnabla (a segfault, an
+none is); ``--methods`` writes ``tests/fixtures/differential_methods.npz``, the members of
+Variable and NdArray and what their methods and operators do (``methods.py``). Cases run in a forked child per function, so a case that kills nnabla (a segfault, an
 abort) or hangs is recorded as such (``crash``) and the next case runs in a fresh child.
 """
 import os
@@ -16,7 +18,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
-from tests.differential import cases, runner, store  # noqa: E402
+from tests.differential import cases, methods, runner, store  # noqa: E402
 
 TIMEOUT_S = 60
 
@@ -36,7 +38,7 @@ def execute(nn, FB, op, case, progress=None):
                            op in cases.RANDOM, op in cases.AUTO_FORWARD, progress)
 
 
-def _child(nn, FB, op, todo, fd):
+def _child(run_one, todo, fd):
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
@@ -48,7 +50,7 @@ def _child(nn, FB, op, todo, fd):
 
         for j, case in todo:
             try:
-                res = execute(nn, FB, op, case, lambda partial: send(j, partial, False))
+                res = run_one(case, lambda partial: send(j, partial, False))
             except BaseException as e:  # noqa: BLE001 (the runner's own failure, recorded)
                 res = {"error": runner.error_names(e), "stage": "runner"}
             send(j, res, True)
@@ -82,7 +84,8 @@ def _read_results(fd, pid, results, partial):
             deadline = time.time() + TIMEOUT_S
 
 
-def run_isolated(nn, FB, op, op_cases):
+def run_isolated(run_one, op_cases):
+    """``run_one(case, progress)`` for every case, in forked children (see the module doc)."""
     results, partial = [None] * len(op_cases), {}
     while True:
         todo = [(j, c) for j, c in enumerate(op_cases) if results[j] is None]
@@ -92,7 +95,7 @@ def run_isolated(nn, FB, op, op_cases):
         pid = os.fork()
         if pid == 0:
             os.close(r)
-            _child(nn, FB, op, todo, w)
+            _child(run_one, todo, w)
         os.close(w)
         why = _read_results(r, pid, results, partial)
         os.close(r)
@@ -132,7 +135,7 @@ def main(names):
     total = 0
     for row in tqdm(rows, desc="functions", unit="fn"):
         op_cases = cases.cases_for(row)
-        results = run_isolated(nn, FB, row.snake, op_cases)
+        results = run_isolated(lambda case, progress: execute(nn, FB, row.snake, case, progress), op_cases)
         store.save(row.snake, {"function": row.name, "snake_name": row.snake, "seed": cases.SEED,
                                "nnabla": nn.__version__,
                                "cases": [record(row.snake, c, r) for c, r in zip(op_cases, results)]})
@@ -140,5 +143,16 @@ def main(names):
     print("{} functions, {} cases".format(len(rows), total))
 
 
+def main_methods():
+    import nnabla as nn
+    import nnabla.functions as F
+    results = run_isolated(lambda snippet, progress: methods.run_snippet(nn, F, snippet[1]), methods.SNIPPETS)
+    store.save("methods", {"nnabla": nn.__version__, "members": methods.members(nn),
+                           "snippets": [{"label": label, "code": code, "result": result}
+                                        for (label, code), result in zip(methods.SNIPPETS, results)]},
+               path=store.METHODS)
+    print("{} snippets".format(len(results)))
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main_methods() if sys.argv[1:] == ["--methods"] else main(sys.argv[1:])

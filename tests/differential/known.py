@@ -196,3 +196,43 @@ def lookup(op, label, kind, detail):
 
 def entries_for(op):
     return [k for k, e in enumerate(KNOWN) if op in e.ops]
+
+
+# ------------------------------------------------------------------ Variable and NdArray
+# The same entries for ``methods.py``'s snippets: ``ops`` names the class, ``cases`` globs over
+# snippet labels (members: ``member:<name>``).
+KNOWN_METHODS = [
+    Known(("Variable",), ("member:EXCEPTIONS_AT_DEALLOC",), ("missing*",), "the class attribute",
+          INTENDED, "nnabla's Cython internals (exceptions ignored when freeing)"),
+    Known(("Variable",), ("member:get_number_of_references",), ("missing*",), "the property", NOT_YET,
+          "not provided (README): nnabla's count of C++ references to the variable"),
+    Known(("Variable", "NdArray"), ("* == *", "* != *"), ("no-error*",),
+          "== and != with an operand that is not one of the class", INTENDED,
+          "both compare identity; nnabla raises TypeError converting the other operand, nnabla_jit "
+          "answers False (True for !=), so `v in [None, 3]` works"),
+    Known(("Variable", "NdArray"), ("* < *", "* <= *", "* > *", "* >= *", "absV", "absA"), ("no-error*",),
+          "<, <=, >, >= and abs()", INTENDED,
+          "nnabla raises TypeError; nnabla_jit builds F.less, ..., F.abs (elementwise)"),
+    Known(("NdArray",), ("A *= A2", "A /= A2"), ("value*",), "*= and /= between NdArrays", NOT_YET,
+          "nnabla returns a new NdArray (only += and -= write in place); nnabla_jit writes in place"),
+    Known(("Variable",), ("Variable.no_grad",), ("value*",), "Variable.no_grad()", NOT_YET,
+          "nnabla rebuilds the network without gradients and returns the copy's output (for a leaf, "
+          "a new Variable sharing the data); nnabla_jit clears need_grad upstream and returns self"),
+    Known(("Variable",), ("Variable.forward leaf", "Variable.bool_fill_", "Variable.masked_fill_"),
+          ("no-error*",), "forward() of a variable without parent", NOT_YET,
+          "nnabla raises RuntimeError; nnabla_jit does nothing"),
+    Known(("Variable",), ("Variable setitem *",), ("value*",), "item assignment on a Variable",
+          NOT_YET, "nnabla makes the variable the output of a ScatterNd node, computed at the next "
+                   "forward; nnabla_jit writes the values at once"),
+    Known(("NdArray",), ("NdArray.data_ptr",), ("no-error*",), "NdArray.data_ptr(dtype)", NOT_YET,
+          "nnabla raises RuntimeError without a context; nnabla_jit returns the address"),
+]
+
+
+def lookup_method(cls, label, kind, detail):
+    text = "{} | {}".format(kind, detail)
+    for k, e in enumerate(KNOWN_METHODS):
+        if (cls in e.ops and any(fnmatchcase(label, c) for c in e.cases)
+                and any(fnmatchcase(text, m) for m in e.match)):
+            return k
+    return None

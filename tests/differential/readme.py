@@ -48,8 +48,20 @@ def counts_line(counts):
         counts["all"], ", ".join("{}: {}".format(c, counts[c]) for c in known.CATEGORIES)))
 
 
-def table(entries):
-    rows = ["| functions | cases | what differs | kind | why |", "|---|---|---|---|---|"]
+def methods_line(n_members, n_snippets, n_differing):
+    return ("Variable and NdArray: {} public members (name, kind, parameters) and {} calls of their "
+            "methods and operators (`tests/differential/methods.py`, every binary operator over "
+            "Variables, NdArrays, NumPy arrays and numbers both ways), recorded by `generate.py "
+            "--methods`; {} differ, all listed in the second table.").format(n_members, n_snippets, n_differing)
+
+
+def methods_figures():
+    meta = store.load("methods", path=store.METHODS)
+    return sum(len(v) for v in meta["members"].values()), len(meta["snippets"])
+
+
+def table(entries, first="functions"):
+    rows = ["| {} | cases | what differs | kind | why |".format(first), "|---|---|---|---|---|"]
     for e in entries:
         rows.append("| {} | {} | {} | {} | {} |".format(
             ", ".join("`{}`".format(op) for op in e.ops), ", ".join("`{}`".format(c) for c in e.cases),
@@ -57,15 +69,17 @@ def table(entries):
     return "\n".join(rows)
 
 
-def block(counts):
-    return "\n".join([START, figures_line(*fixture_figures()), counts_line(counts), "", table(known.KNOWN), END])
+def block(counts, n_methods_differing):
+    return "\n".join([START, figures_line(*fixture_figures()), counts_line(counts), "", table(known.KNOWN), "",
+                      methods_line(*methods_figures(), n_methods_differing), "",
+                      table(known.KNOWN_METHODS, "class"), END])
 
 
 def main():
     import nnabla_jit as nn
     import nnabla_jit.function_bases as FB
     from tqdm import tqdm
-    from . import replay
+    from . import methods, replay
     seen = {}
     for op in tqdm(store.ops(), desc="replaying", unit="fn"):
         found, _ = replay.replay(nn, FB, op)
@@ -79,7 +93,8 @@ def main():
         sys.exit("readme.py: README.md has no {} ... {} block".format(START, END))
     head, rest = text.split(START, 1)
     tail = rest.split(END, 1)[1]
-    new = head + block(count(seen)) + tail
+    n_methods = len({(f[0], f[1]) for f in methods.replay(nn, nn.functions)[0]})
+    new = head + block(count(seen), n_methods) + tail
     tmp = README + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(new)

@@ -15,6 +15,7 @@ import numpy as np
 from .runner import pattern
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "differential")
+METHODS = os.path.join(os.path.dirname(__file__), "..", "fixtures", "differential_methods.npz")
 
 
 class _Writer:
@@ -107,25 +108,26 @@ def expand_grads(result):
     return result
 
 
-def save(op, meta):
-    """Write ``meta`` (JSON-able apart from arrays and tuples) as ``<op>.npz``, atomically."""
+def save(op, meta, path=None):
+    """Write ``meta`` (JSON-able apart from arrays and tuples) as ``<op>.npz`` (or ``path``),
+    atomically."""
     writer = _Writer()
     encoded = writer.encode(meta)
     text = json.dumps(encoded, sort_keys=True, separators=(",", ":")).encode()
     buf = io.BytesIO()
     np.savez_compressed(buf, meta=np.frombuffer(text, np.uint8),
                         blob=np.frombuffer(b"".join(writer.parts), np.uint8))
-    os.makedirs(FIXTURES, exist_ok=True)
-    path = os.path.join(FIXTURES, op + ".npz")
-    fd, tmp = tempfile.mkstemp(dir=FIXTURES, suffix=".tmp")
+    path = path or os.path.join(FIXTURES, op + ".npz")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
     with os.fdopen(fd, "wb") as f:
         f.write(buf.getvalue())
     os.chmod(tmp, 0o644)
     os.replace(tmp, path)
 
 
-def load(op):
-    with np.load(os.path.join(FIXTURES, op + ".npz")) as z:
+def load(op, path=None):
+    with np.load(path or os.path.join(FIXTURES, op + ".npz")) as z:
         meta, blob = json.loads(z["meta"].tobytes().decode()), z["blob"]
     return _decode(meta, blob)
 

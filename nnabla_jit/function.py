@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from . import graph
+from . import graph, runners
 from .context import context_scope, get_current_context
 from .ndarray import NdArray
 from .ops.registry import REGISTRY, NoGradient, Op, OpValueError, resolve_args
@@ -154,7 +154,7 @@ class Function:
         else:
             shapes = op.setup(*[v.shape for v in node.inputs])
             if op.data_dependent:
-                shapes = graph.data_dependent_shapes(op, node.inputs, self.compute_dtype) or shapes
+                shapes = runners.data_dependent_shapes(op, node.inputs, self.compute_dtype) or shapes
             _fit_outputs(op.name + ".setup", node.outputs, shapes)
         node.output_shapes = [v.shape for v in node.outputs]
 
@@ -330,7 +330,7 @@ def build(op, inputs, n_outputs=-1, outputs=None):
     out_shapes = op.setup(*[v.shape for v in variables])
     ctx = get_current_context()
     if op.data_dependent:
-        out_shapes = graph.data_dependent_shapes(op, variables, ctx.compute_dtype) or out_shapes
+        out_shapes = runners.data_dependent_shapes(op, variables, ctx.compute_dtype) or out_shapes
     node = Function(op, variables, ctx)
     if outputs is not None:
         # an NdArray given as an output is the data of the new output variable (nnabla's

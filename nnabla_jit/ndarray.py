@@ -9,12 +9,17 @@ import sys
 import numpy as np
 
 from .operators import Operators
+from .ops import common
 
-__all__ = ["NdArray", "NotComputed"]
+__all__ = ["NdArray", "NotComputed", "DataFreed"]
 
 
 class NotComputed(RuntimeError):
     """Values were asked for that an NdArray does not hold (never computed, or cleared)."""
+
+
+class DataFreed(NotComputed):
+    """The values of an intermediate were read after the executor's clearing freed them."""
 
 
 def _dimension(s, shape, who):
@@ -47,6 +52,14 @@ def _refuse_complex(dtype, who):
     if np.dtype(dtype).kind == "c":
         raise TypeError("{}: complex values ({}) are not supported; store the real and "
                         "imaginary parts separately (numpy .real / .imag)".format(who, np.dtype(dtype)))
+
+
+def native(dtype):
+    """``dtype`` in this machine's byte order: values stored in an NdArray always are (as in
+    nnabla, which converts on every store), so a ``>f4`` array from an .h5 file or a file
+    written on another machine reaches the kernels as float32, which numba compiles."""
+    dtype = np.dtype(dtype)
+    return dtype if dtype.isnative else dtype.newbyteorder("=")
 
 
 def checked_shape(shape, who):
@@ -98,16 +111,19 @@ class NdArray(Operators):
     """nnabla's ``NdArray(shape)``. The type is float32 until something else is stored.
     Operators (``+``, ``*``, ...) compute at once and return NdArrays."""
 
-    __slots__ = ("_array", "_shape", "_dtype", "_device", "_zeroing", "_cleared", "__weakref__")
+    __slots__ = ("_array", "_shape", "_dtype", "_device", "_zeroing", "_cleared", "_freed_by",
+                 "_kept_for_user", "__weakref__")
 
     def __init__(self, shape=(), dtype=np.float32):
         self._shape = checked_shape(shape, "NdArray")
-        self._dtype = np.dtype(dtype)
+        self._dtype = native(dtype)
         _refuse_complex(self._dtype, "NdArray")
         self._array = None
         self._device = None  # device-side mirror, managed by nnabla_jit.cuda_ops
         self._zeroing = False  # zero() called and the buffer not handed out since (``zeroing``)
         self._cleared = False  # clear() called (``clear_called`` while no buffer is held since)
+        self._freed_by = None  # which clearing call freed the values (see free), until rewritten
+        self._kept_for_user = False  # set as a Variable's data by the user (see keep_for_user)
 
     # ----------------------------------------------------------------- creation
     @staticmethod
@@ -116,7 +132,7 @@ class NdArray(Operators):
         nparr = np.asarray(nparr)
         _refuse_complex(nparr.dtype, "from_numpy_array")
         a = NdArray(nparr.shape, nparr.dtype)
-        a._array = np.array(nparr, copy=True, order="C")
+        a._array = np.array(nparr, dtype=a._dtype, copy=True, order="C")
         return a
 
     # ----------------------------------------------------------------- buffer
@@ -127,6 +143,7 @@ class NdArray(Operators):
             self._array = self._device.to_host(self._array)
         if self._array is None:
             self._array = np.zeros(self._shape, self._dtype)
+            self._freed_by = None
         return self._array
 
     # The executor's access to the buffers (graph.py, fusion.py and cuda_ops go through these
@@ -169,6 +186,7 @@ class NdArray(Operators):
         if a is not None and self._device is None and a.dtype is dtype:
             return a
         self._device = None
+        self._freed_by = None
         a = pooled_empty(self._shape, dtype)
         self._array = a
         self._dtype = a.dtype
@@ -179,6 +197,7 @@ class NdArray(Operators):
         its memory (an in-place Reshape's output); the type becomes ``array``'s."""
         self._zeroing = False
         self._device = None
+        self._freed_by = None
         self._array = array.reshape(self._shape)
         self._dtype = self._array.dtype
 
@@ -228,6 +247,7 @@ class NdArray(Operators):
             self._device = None
         if a is None or a.shape != self._shape:
             a = pooled_empty(self._shape, dtype)
+            self._freed_by = None
             if zero:
                 a.fill(0)
         elif a.dtype != dtype:
@@ -259,7 +279,11 @@ class NdArray(Operators):
 
     @property
     def data(self):
-        """The values as a ``numpy.ndarray`` that references (does not copy) this buffer."""
+        """The values as a ``numpy.ndarray`` that references (does not copy) this buffer.
+        Values the executor's clearing freed are an error to read, or zeros with a warning
+        (:meth:`free`)."""
+        if self._freed_by is not None and self._array is None and self._device is None:
+            self._read_freed()
         arr = self._host()
         if self._device is not None:
             self._device.host_modified(self)
@@ -272,6 +296,7 @@ class NdArray(Operators):
     def _assign(self, value, what):
         if isinstance(value, NdArray):
             value = value.data
+        self._freed_by = None   # new values: nothing freed is read
         if np.isscalar(value) or (isinstance(value, np.ndarray) and value.ndim == 0):
             self.fill(value)
             return
@@ -284,7 +309,7 @@ class NdArray(Operators):
                             "expected".format(what, _KIND_NAMES.get(value.dtype.kind, "non-numeric"),
                                               value.dtype, value.shape))
         _refuse_complex(value.dtype, what)
-        if value.dtype.kind in "fiub" and value.dtype != self._dtype:
+        if value.dtype.kind in "fiub" and native(value.dtype) != self._dtype:
             # nnabla keeps the type of what was stored last (an int label array stays int).
             self.cast(value.dtype)
         arr = self.data
@@ -297,6 +322,7 @@ class NdArray(Operators):
     def fill(self, value):
         """Set every element to ``value``."""
         self._zeroing = False
+        self._freed_by = None
         if isinstance(value, (complex, np.complexfloating)) or (
                 isinstance(value, np.ndarray) and value.dtype.kind == "c"):
             _refuse_complex(np.asarray(value).dtype, "NdArray.fill")
@@ -327,7 +353,9 @@ class NdArray(Operators):
             raise TypeError("NdArray.copy_from: expected an NdArray, got {}".format(type(arr).__name__))
         if arr.shape != self._shape:
             raise ValueError("NdArray.copy_from: shape {} does not match {}".format(arr.shape, self._shape))
-        np.copyto(self.data, arr.data, casting="unsafe")
+        values = arr.data
+        self._freed_by = None
+        np.copyto(self.data, values, casting="unsafe")
         return self
 
     def bool_fill(self, mask, value):
@@ -343,7 +371,7 @@ class NdArray(Operators):
     def cast(self, dtype, ctx=None):
         """Convert the buffer to ``dtype`` in place; return it as a numpy array when ``ctx`` is
         None, else nothing (nnabla's ``cast``: with a context the array is only made ready)."""
-        dtype = np.dtype(dtype)
+        dtype = native(dtype)
         _refuse_complex(dtype, "NdArray.cast")
         self._zeroing = False
         if dtype != self._dtype:
@@ -360,6 +388,10 @@ class NdArray(Operators):
         writable one; ``dtype`` returns a converted copy (the array's own type is kept)."""
         if mode not in ("r", "w", "rw"):
             raise ValueError('NdArray.get_data: invalid mode {!r} (use "r", "w" or "rw")'.format(mode))
+        if mode == "w":
+            self._freed_by = None   # to be overwritten: nothing freed is read
+        elif self._freed_by is not None and self._array is None and self._device is None:
+            self._read_freed()
         arr = self._host() if mode == "r" else self.data
         if dtype is not None and np.dtype(dtype) != arr.dtype:
             arr = arr.astype(dtype)
@@ -406,6 +438,7 @@ class NdArray(Operators):
     def __setitem__(self, key, value):
         if isinstance(value, NdArray):
             value = value.data
+        self._freed_by = None
         self.data[_numpy_key(key)] = value
 
     def clear(self):
@@ -422,6 +455,39 @@ class NdArray(Operators):
             self._device.release()   # back to the device pool (cuda_ops.device)
         self._device = None
         self._cleared = True
+        self._freed_by = None
+
+    def free(self, by):
+        """:meth:`clear`, as the executor's clearing frees an intermediate (``by`` names the
+        call, e.g. 'forward(clear_buffer=True)'). Reading the values before anything writes
+        them again raises :class:`DataFreed`, or reads zeros with a warning, as
+        ``ops.common.uncomputed_reads()`` says: nnabla returns whatever its memory pool left
+        there, never reliably the values."""
+        self.clear()
+        self._freed_by = by
+
+    def _read_freed(self):
+        mode = common.uncomputed_reads()
+        if mode == "error":
+            raise DataFreed(
+                "the data of this variable (NdArray{}) was freed by {} after its last use; to "
+                "read it, set persistent=True on the variable before that call, or call it "
+                "without clearing (nnabla returns whatever its memory pool left there)".format(
+                    self._shape, self._freed_by))
+        if mode == "warn":
+            common.warn_uncomputed_read("The data of an intermediate (NdArray{}) that {} freed"
+                                        .format(self._shape, self._freed_by))
+
+    def keep_for_user(self):
+        """Mark this NdArray as set by the user as a Variable's data (``h0.data = h.data``, an
+        LSTM state carried across steps): the executor's clearing never frees it, since the
+        user's variable still references the values."""
+        self._kept_for_user = True
+
+    @property
+    def kept_for_user(self):
+        """Whether :meth:`keep_for_user` was called: clearing leaves these values."""
+        return self._kept_for_user
 
     def _reset_shape(self, shape):
         shape = checked_shape(shape, "reset_shape")

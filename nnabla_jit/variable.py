@@ -81,6 +81,7 @@ class Variable(Operators):
         if ndarray.shape != self.shape:
             raise ValueError("Variable.data: NdArray of shape {} for a variable of shape {}"
                              .format(ndarray.shape, self.shape))
+        ndarray.keep_for_user()   # the user's: clearing leaves it (an LSTM state h0.data = h.data)
         self._body.data = ndarray
         graph.graph_changed()   # plans hold the old NdArray
 

@@ -14,6 +14,7 @@ of range into host memory mapped into the device, and then raises the CPU's erro
 import numpy as np
 
 from ..ops.array import Broadcast, BroadcastTo
+from ..ops.common import integer_indices
 from . import device, reduction
 from .device import contiguous_strides
 from .registry import backward, forward, kernel
@@ -330,9 +331,10 @@ def one_hot_kernel(index, shape, strides, y, bad):
         valid = True
         for k in range(index.shape[1]):
             v = index[n, k]
-            if v < 0 or v >= shape[k]:
+            if v > -1 and v < shape[k]:   # checked before the cast: NaN is invalid
+                flat += int(v) * strides[k]
+            else:
                 valid = False
-            flat += v * strides[k]
         if valid:
             y[n, flat] = 1.0
         else:
@@ -349,4 +351,5 @@ def one_hot_forward(op, inputs, outputs):
     device.launch(one_hot_kernel, index.shape[0], index, tuple(int(s) for s in op.shape),
                   tuple(int(s) for s in op.strides), y, bad)
     if device.read_counter(bad):
+        integer_indices(op, device.copy_down(index))   # a NaN or infinite index: the CPU's error
         op.fail("index out of range for shape {}", tuple(op.shape))

@@ -10,7 +10,7 @@
 import numpy as np
 from numba import njit
 
-from .common import normalize_axis
+from .common import integer_indices, normalize_axis
 from .registry import Op, register
 
 
@@ -462,7 +462,7 @@ class OneHot(Op):
         return [tuple(x[:-1]) + shape]
 
     def forward(self, inputs, outputs):
-        index = inputs[0].reshape(-1, len(self.shape)).astype(np.int64)
+        index = integer_indices(self, inputs[0].reshape(-1, len(self.shape)))
         size = np.array(self.shape, np.int64)
         index = np.where(index < 0, index + size, index)
         bad = (index < 0) | (index >= size)

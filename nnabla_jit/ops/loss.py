@@ -3,8 +3,8 @@
 The elementwise losses are table lines (see ``elementwise.py``). The class-label losses see their
 input as (O, C, I) around the class ``axis`` and their labels as (O, 1, I); labels may be stored
 as integers or as floats holding integers. A negative label marks a sample to ignore (its loss and
-gradient are 0, as in nnabla); a label that is not an integer or not below the number of classes
-is an error.
+gradient are 0, as in nnabla); a label that is NaN, +inf or not below the number of classes is an
+error (nnabla 1.39 gives a loss of 0 for NaN and +inf and reads past the row for a label too large).
 """
 import numpy as np
 from numba import njit, prange
@@ -62,10 +62,13 @@ def softmax_cross_entropy_backward(op, inputs, outputs, output_grads, input_grad
     if propagate_down[0]:
         t3 = inputs[1].reshape(op.shape3[0], 1, op.shape3[2])
         if op.saved_prob is None:   # backward before any forward
-            if common.STRICT_READS:
+            mode = common.uncomputed_reads()
+            if mode == "error":
                 raise RuntimeError("backward: SoftmaxCrossEntropy needs the softmax its forward "
                                    "computes, and no forward() has run; call forward() first "
                                    "(NNABLA_JIT_UNCOMPUTED_READS=zeros reads zeros as nnabla does)")
+            if mode == "warn":
+                common.warn_uncomputed_read("The softmax SoftmaxCrossEntropy's backward needs")
             op.saved_prob = np.zeros(op.shape3, input_grads[0].dtype)
         kernel = softmax_cross_entropy_backward_rows if op.shape3[2] == 1 else softmax_cross_entropy_backward_kernel
         kernel.for_size(t3.size * op.shape3[1])(

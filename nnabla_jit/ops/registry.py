@@ -1,8 +1,9 @@
 """The op registry: one entry per nnabla function, the source of truth for everything else.
 
 nnabla describes its functions in one table (``tables/functions.tsv``: category, name, inputs,
-arguments with types and defaults, outputs). An op here is a subclass of :class:`Op` registered
-under a table name with :func:`register`; it supplies the behaviour the table cannot:
+arguments with types and defaults, outputs; the project adds a description, the source of
+``F``'s docstrings). An op here is a subclass of :class:`Op` registered under a table name
+with :func:`register`; it supplies the behaviour the table cannot:
 
 - ``setup(*input_shapes)`` -> output shapes, raising :class:`ValueError` (via :meth:`Op.fail`)
   that names the op, the argument and the shapes when the inputs do not fit;
@@ -100,6 +101,9 @@ class FunctionSpec:
         self.inputs = [InputSpec(t) for t in row["inputs"].split(",") if t.strip()]
         self.args = [ArgSpec(t) for t in _split_args(row["arguments"])]
         self.outputs = [t.strip() for t in row["outputs"].split(",") if t.strip()]
+        # what the function computes, per argument, what it returns, an example: the source
+        # of F's docstrings (function_bases_source.py reads it)
+        self.description = (row.get("description") or "").strip()
 
     @property
     def variadic_outputs(self):
@@ -147,11 +151,8 @@ def _coerce(op_name, spec, value):
         if t in ("float", "double"):
             return float(value)
         if t == "int64":
-            if value is None:
-                return None
-            if isinstance(value, (float, np.floating)) and not float(value).is_integer():
-                raise ValueError("not an integer")
-            return int(value)
+            # a float is truncated toward zero, as nnabla's int64 arguments take it (2.7 -> 2)
+            return None if value is None else int(value)
         if t == "bool":
             return bool(value)
         if t == "string":

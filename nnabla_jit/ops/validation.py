@@ -1,7 +1,8 @@
 """Validation ops: TopNError, BinaryError, ConfusionMatrix. None has a gradient.
 
 Labels follow the class-label losses (``ops/loss.py``): integers or floats holding integers,
-negative ones ignored, anything else an error.
+negative ones (-inf too) ignored, anything else (NaN, +inf, not below the number of classes) an
+error.
 """
 import numpy as np
 from numba import njit, prange

@@ -175,6 +175,8 @@ class Function:
             raise ValueError("{}.backward: accum has {} entries for {} inputs".format(
                 self.op.name, len(accum), n))
         op = self.op
+        if all(0 in tuple(o.shape) for o in node.outputs if o is not None):
+            return   # nothing flows back from empty outputs; nnabla skips them too
         wanted = [v._need_grad for v in node.inputs]
         refused = [i for i in range(n) if wanted[i] and op.refuses_grad(i)]
         if refused:

@@ -84,6 +84,15 @@ def test_backward_refuses_inputs_nnabla_refuses():
         y.parent.backward([x, t], [y], [False, False])
 
 
+def test_backward_of_empty_outputs_does_nothing():
+    """As nnabla: nothing flows back from an empty output, even through a function without
+    gradient (which raises when the arrays are not empty)."""
+    a = var(np.zeros((0, 3)), need_grad=True)
+    y = F.equal_scalar(a, 1.0)
+    y.forward()
+    y.parent.backward([a], [y], [False])
+
+
 def test_same_variable_twice_gets_both_gradients():
     x = var([1.0, 2.0], need_grad=True)
     y = F.mul2(x, x)

@@ -22,9 +22,6 @@ _ELEMENTWISE2 = ("add2", "bc_add2", "sub2", "mul2", "div2", "pow2", "maximum2", 
                  "equal", "not_equal", "greater", "greater_equal", "less", "less_equal", "logical_and",
                  "logical_or", "logical_xor", "squared_error", "absolute_error", "huber_loss",
                  "epsilon_insensitive_loss", "mod2", "bit_shift", "where")
-_NO_GRAD_SCALAR = ("equal_scalar", "not_equal_scalar", "greater_scalar", "greater_equal_scalar",
-                   "less_scalar", "less_equal_scalar", "logical_and_scalar", "logical_or_scalar",
-                   "logical_xor_scalar", "logical_not", "isnan", "isinf")
 _CHANNEL_LAST = ("convolution", "max_pooling", "average_pooling", "sum_pooling", "unpooling",
                  "interpolate", "roi_align", "warp_by_grid", "random_erase")
 _LABELS = ("softmax_cross_entropy", "categorical_cross_entropy", "top_n_error", "confusion_matrix")
@@ -156,8 +153,6 @@ _SINGLES = [
      "axis and raises; F.split passes n_outputs and works on both"),
     (("pad_packed_sequence",), ("padding_value=2.5",), "outputvalues*", "padding_value", NNABLA_BUG,
      "nnabla pads with 0 whatever padding_value says"),
-    (_NO_GRAD_SCALAR, ("x0.dim0=0",), "grad-error*", "backward of a function without gradient on an empty input",
-     NOT_YET, "nnabla skips the backward of empty arrays; nnabla_jit raises NoGradient"),
     (("patch_correlation",), ("*",), "error-type | forward: raises OpValueError (nnabla IndexError)",
      "shape arguments of the wrong length", INTENDED,
      "nnabla raises IndexError (Python's, indexing them); nnabla_jit raises its OpValueError naming them"),

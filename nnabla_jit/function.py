@@ -175,10 +175,11 @@ class Function:
             raise ValueError("{}.backward: accum has {} entries for {} inputs".format(
                 self.op.name, len(accum), n))
         op = self.op
-        if all(0 in tuple(o.shape) for o in node.outputs if o is not None):
-            return   # nothing flows back from empty outputs; nnabla skips them too
         wanted = [v._need_grad for v in node.inputs]
         refused = [i for i in range(n) if wanted[i] and op.refuses_grad(i)]
+        if (refused and getattr(op, "line", None) is not None
+                and all(0 in tuple(o.shape) for o in node.outputs if o is not None)):
+            return   # nnabla's elementwise functions return on empty arrays before refusing
         if refused:
             raise NoGradient("{}.backward: no gradient for input {} (need_grad is True), as in "
                              "nnabla".format(op.name, _input_name(op, refused[0])))

@@ -12,6 +12,7 @@ from . import graph
 from . import recompute as _recompute
 from .context import Context  # noqa: F401  (nnabla.variable exports it)
 from .ndarray import NdArray, _as_shape, checked_shape
+from .ops.registry import OpValueError
 from .operators import Operators
 
 __all__ = ["Variable"]
@@ -221,9 +222,9 @@ class Variable(Operators):
 
     @property
     def function_references(self):
-        """The Function nodes that take this variable as an input."""
+        """The Function nodes that take this variable as an input, the latest first (as nnabla)."""
         alive = []
-        for r in self._refs:
+        for r in reversed(self._refs):
             f = r()
             if f is not None:
                 alive.append(f)
@@ -290,11 +291,12 @@ class Variable(Operators):
             f(func)
 
     def visit_check(self, f):
-        """Like ``visit``, but stop and return True as soon as ``f`` returns True."""
+        """Like ``visit``, but stop and return True as soon as ``f`` returns True (else None,
+        as nnabla's)."""
         for func in graph.upstream_functions([self]):
             if f(func):
                 return True
-        return False
+        return None
 
     # ------------------------------------------------------------------ execution
     def forward(self, clear_buffer=False, clear_no_need_grad=False,
@@ -363,16 +365,16 @@ class Variable(Operators):
 def _infer_shape(shape, size, old_shape):
     """``shape`` with its -1 (at most one) replaced so that it holds ``size`` elements."""
     if shape.count(-1) > 1 or any(s < -1 for s in shape):
-        raise ValueError("Variable.reshape: shape {} may hold at most one -1 and no other "
+        raise OpValueError("Variable.reshape: shape {} may hold at most one -1 and no other "
                          "negative size".format(shape))
     known = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
     if -1 in shape:
         if known == 0 or size % known:
-            raise ValueError("Variable.reshape: cannot reshape {} (size {}) into {}".format(
+            raise OpValueError("Variable.reshape: cannot reshape {} (size {}) into {}".format(
                 old_shape, size, shape))
         shape = tuple(size // known if s == -1 else s for s in shape)
     elif known != size:
-        raise ValueError("Variable.reshape: cannot reshape {} (size {}) into {} (size {})".format(
+        raise OpValueError("Variable.reshape: cannot reshape {} (size {}) into {} (size {})".format(
             old_shape, size, shape, known))
     return shape
 

@@ -140,3 +140,16 @@ def test_values_kept_without_clearing_stay_readable(size_classes):
     other.forward(clear_buffer=True)
     np.testing.assert_allclose(h.d, h_values, rtol=1e-6)
     np.testing.assert_allclose(x.g, 2 * (1 - h_values ** 2), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("size_classes", [True], indirect=True)
+def test_memory_cache_map_and_clear_cover_size_classes(size_classes, capsys):
+    from nnabla_jit import _init
+    a = ndarray.NdArray((512, 64), np.float32)
+    a.output_buffer(np.dtype(np.float32))
+    a.clear()
+    _init.print_memory_cache_map()
+    assert "131072 bytes: 1" in capsys.readouterr().out
+    _init.clear_memory_cache()
+    _init.print_memory_cache_map()
+    assert "bytes" not in capsys.readouterr().out

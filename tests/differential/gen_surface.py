@@ -41,7 +41,45 @@ def gen_pf(m):
     write("pf", {"cases": recs})
 
 
-PARTS = {"pf": gen_pf}
+def gen_solvers(m):
+    recs = {"{} | {}".format(n, f): cases.run_solver_case(m, n, f)
+            for n in cases.SOLVERS for f in cases.LR_FORMS}
+    write("solvers", {"cases": recs})
+
+
+def gen_state_files(m):
+    """(Run with PROJECT_PYTHON set to the interpreter that has nnabla_jit's dependencies.)
+    nnabla's state files (kept as fixtures, small), and what nnabla reads from nnabla_jit's:
+    the project's interpreter writes them (subprocess, nnabla_jit), nnabla loads them here."""
+    import subprocess
+    import tempfile
+    folder = os.path.join(OUT, "solver_states")
+    os.makedirs(folder, exist_ok=True)
+    recs = {}
+    for name in cases.STATE_SOLVERS:
+        solver = cases.trained_solver(m, name)
+        for ext in ("h5", "protobuf"):
+            solver.save_states(os.path.join(folder, "{}.{}".format(name, ext)))
+        recs[name] = cases._states_record(solver)
+    with tempfile.TemporaryDirectory() as tmp:
+        code = ("import sys; sys.path.insert(0, {here!r}); import surface_cases as c\n"
+                "import nnabla_jit as nn, nnabla_jit.solvers as S\n"
+                "for n in c.STATE_SOLVERS:\n"
+                "    s = c.trained_solver(dict(nn=nn, S=S), n)\n"
+                "    [s.save_states({tmp!r} + '/' + n + '.' + e) for e in ('h5', 'protobuf')]\n")
+        code = code.format(here=HERE, tmp=tmp)
+        root = os.path.dirname(os.path.dirname(HERE))
+        env = dict(os.environ, PYTHONPATH=root)
+        env.pop("VIRTUAL_ENV", None)
+        subprocess.run([os.environ.get("PROJECT_PYTHON", "python3"), "-c",
+                        code],
+                       check=True, env=env, cwd=root)
+        read = {"{} | {}".format(n, e): cases.load_states_record(m, n, os.path.join(tmp, n + "." + e))
+                for n in cases.STATE_SOLVERS for e in ("h5", "protobuf")}
+    write("solver_states", {"cases": {"saved_by_nnabla": recs, "nnabla_read_from_nnabla_jit": read}})
+
+
+PARTS = {"pf": gen_pf, "solvers": gen_solvers, "state_files": gen_state_files}
 
 if __name__ == "__main__":
     m = modules()

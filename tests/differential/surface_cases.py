@@ -124,3 +124,85 @@ def run_pf_case(m, case, scope):
         out["sum"] = float(np.asarray(y.d, dtype=np.float64).sum())
     nn.clear_parameters()
     return out
+
+
+# ---------------------------------------------------------------- solvers
+SOLVERS = ["Sgd", "Momentum", "Nesterov", "Adadelta", "Adagrad", "AdaBelief", "RMSprop",
+           "RMSpropGraves", "Adam", "AdaBound", "Adamax", "AMSGRAD", "AMSBound", "Lars", "Lamb",
+           "SgdW", "AdamW", "Lion"]
+# first positional argument (the learning rate, or Adadelta's lr too) in each form
+LR_FORMS = {"default": None, "int": "1", "float": "0.01", "np.float32": "np.float32(0.01)",
+            "np.float64": "np.float64(0.01)", "np.int64": "np.int64(1)"}
+
+
+def _solver_params(nn):
+    rs = np.random.RandomState(3)
+    w = nn.Variable.from_numpy_array(rs.randn(2, 3).astype(np.float32), need_grad=True)
+    b = nn.Variable.from_numpy_array(rs.randn(3).astype(np.float32), need_grad=True)
+    return {"w": w, "b": b}, rs
+
+
+def _states_record(solver):
+    out = {}
+    for k, st in solver.get_states().items():
+        out[k] = {"t": int(st.t), "pstate": {n: np.asarray(v.d, dtype=np.float64).round(6).tolist()
+                                              for n, v in sorted(st.pstate.items())}}
+    return out
+
+
+def run_solver_case(m, name, form):
+    nn, S = m["nn"], m["S"]
+    lr = LR_FORMS[form]
+    try:
+        solver = eval("S.{}({})".format(name, lr or ""), dict(S=S, np=np))
+        params, rs = _solver_params(nn)
+        solver.set_parameters(params)
+        out = {"lr": float(solver.learning_rate()), "lr_type": type(solver.learning_rate()).__name__}
+        for step in range(2):
+            for v in params.values():
+                v.g = rs.randn(*v.shape).astype(np.float32)
+            solver.weight_decay(np.float32(0.01) if step else 0.01)
+            solver.update()
+        solver.set_learning_rate(np.float32(0.5) if form == "np.float32" else 1)
+        out["lr_after_set"] = float(solver.learning_rate())
+        out["lr_after_set_type"] = type(solver.learning_rate()).__name__
+        for v in params.values():
+            v.g = rs.randn(*v.shape).astype(np.float32)
+        solver.update()
+        out["params"] = {k: np.asarray(v.d, dtype=np.float64).round(5).tolist()
+                         for k, v in params.items()}
+        out["states"] = _states_record(solver)
+        out["state_type"] = type(solver.get_states()).__name__
+        # sorted: nnabla's order is its C++ hash map's (reverse insertion for a few names)
+        out["names"] = sorted(solver.get_parameters())
+    except Exception as e:
+        return error_record(e)
+    return out
+
+
+STATE_SOLVERS = ["Adam", "Momentum", "Sgd", "RMSpropGraves"]
+
+
+def trained_solver(m, name):
+    """A solver after two updates of fixed parameters and gradients (for the state files)."""
+    nn, S = m["nn"], m["S"]
+    solver = getattr(S, name)()
+    params, rs = _solver_params(nn)
+    solver.set_parameters(params)
+    for _ in range(2):
+        for v in params.values():
+            v.g = rs.randn(*v.shape).astype(np.float32)
+        solver.update()
+    return solver
+
+
+def load_states_record(m, name, path):
+    nn, S = m["nn"], m["S"]
+    solver = getattr(S, name)()
+    params, _ = _solver_params(nn)
+    solver.set_parameters(params)
+    try:
+        solver.load_states(path)
+    except Exception as e:
+        return error_record(e)
+    return _states_record(solver)

@@ -41,3 +41,59 @@ def test_pf_argument_forms(case, scope):
         assert not cases.same(want, got), "{} now matches nnabla: drop it from PF_KNOWN".format(case[0])
         return
     assert cases.same(want, got), "nnabla: {}\nnnabla_jit: {}".format(want, got)
+
+
+SOLVER_RECORD = _record("solvers")
+SOLVER_CASES = [(n, f) for n in cases.SOLVERS for f in cases.LR_FORMS]
+
+
+def _close(want, got, tol=1e-4):
+    """Nested records equal, floats (lists of them) to float32 round-off over three updates."""
+    if isinstance(want, dict):
+        return isinstance(got, dict) and want.keys() == got.keys() and all(
+            _close(want[k], got[k], tol) for k in want)
+    if isinstance(want, list):
+        return isinstance(got, list) and len(want) == len(got) and all(
+            _close(a, b, tol) for a, b in zip(want, got))
+    if isinstance(want, float) and isinstance(got, (int, float)):
+        return abs(want - got) <= tol * max(1.0, abs(want))
+    return want == got
+
+
+@pytest.mark.parametrize("name,form", SOLVER_CASES, ids=["{}-{}".format(*c) for c in SOLVER_CASES])
+def test_solver_hyper_parameter_forms(name, form):
+    want = SOLVER_RECORD["{} | {}".format(name, form)]
+    got = cases.run_solver_case(M, name, form)
+    if "error" in want or "error" in got:
+        assert cases.same(want, got), "nnabla: {}\nnnabla_jit: {}".format(want, got)
+        return
+    assert _close(want, got), "nnabla: {}\nnnabla_jit: {}".format(want, got)
+
+
+STATES_RECORD = _record("solver_states")
+STATES_FOLDER = os.path.join(FIXTURES, "solver_states")
+
+
+@pytest.mark.parametrize("ext", ["h5", "protobuf"])
+@pytest.mark.parametrize("name", cases.STATE_SOLVERS)
+def test_nnabla_state_files_load(name, ext):
+    got = cases.load_states_record(M, name, os.path.join(STATES_FOLDER, "{}.{}".format(name, ext)))
+    assert _close(STATES_RECORD["saved_by_nnabla"][name], got), got
+
+
+@pytest.mark.parametrize("ext", ["h5", "protobuf"])
+@pytest.mark.parametrize("name", cases.STATE_SOLVERS)
+def test_nnabla_reads_our_state_files(name, ext):
+    """What nnabla read from the files nnabla_jit wrote (recorded) is what nnabla_jit holds."""
+    want = STATES_RECORD["nnabla_read_from_nnabla_jit"]["{} | {}".format(name, ext)]
+    assert "error" not in want, want
+    assert _close(want, cases._states_record(cases.trained_solver(M, name)))
+
+
+@pytest.mark.parametrize("ext", ["h5", "protobuf"])
+@pytest.mark.parametrize("name", cases.STATE_SOLVERS)
+def test_state_files_round_trip(name, ext, tmp_path):
+    path = str(tmp_path / "s.{}".format(ext))
+    solver = cases.trained_solver(M, name)
+    solver.save_states(path)
+    assert _close(cases._states_record(solver), cases.load_states_record(M, name, path))

@@ -79,7 +79,15 @@ def gen_state_files(m):
     write("solver_states", {"cases": {"saved_by_nnabla": recs, "nnabla_read_from_nnabla_jit": read}})
 
 
-PARTS = {"pf": gen_pf, "solvers": gen_solvers, "state_files": gen_state_files}
+def gen_arrays(m):
+    import nnabla as nn
+    recs = {c[0]: cases.run_array_case(m, c) for c in cases.ARRAY_CASES}
+    members = {cls.__name__: sorted(n for n in dir(cls) if not n.startswith("_"))
+               for cls in (nn.Variable, nn.NdArray)}
+    write("arrays", {"cases": recs, "members": members})
+
+
+PARTS = {"arrays": gen_arrays, "pf": gen_pf, "solvers": gen_solvers, "state_files": gen_state_files}
 
 if __name__ == "__main__":
     m = modules()

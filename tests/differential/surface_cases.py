@@ -206,3 +206,144 @@ def load_states_record(m, name, path):
     except Exception as e:
         return error_record(e)
     return _states_record(solver)
+
+
+# ---------------------------------------------------------------- Variable / NdArray methods
+# Each case is code run with v (a Variable of arange(6) as (2, 3), need_grad), w (another),
+# a (an NdArray of arange(6) as (2, 3)), b (another), nn, F, np bound; the value of the last line
+# ``r = ...`` is summarized (or the error's classes).
+ARRAY_CASES = [
+    # Variable properties and methods
+    ("v.shape", "r = v.shape"), ("v.ndim", "r = v.ndim"), ("v.size", "r = v.size"),
+    ("v.size_from_axis()", "r = v.size_from_axis()"),
+    ("v.size_from_axis(1)", "r = v.size_from_axis(1)"),
+    ("v.size_from_axis(-1)", "r = v.size_from_axis(-1)"),
+    ("v.need_grad", "r = v.need_grad"), ("v.persistent", "r = v.persistent"),
+    ("v.name", "r = v.name"), ("v.rank", "r = v.rank"), ("v.parent", "r = v.parent"),
+    ("v.d", "r = v.d"), ("v.g zero at start", "r = v.g"),
+    ("v.data", "r = v.data"), ("v.grad", "r = v.grad"),
+    ("v.d int set", "v.d = 3; r = v.d"), ("v.d list set", "v.d = [[1, 2, 3], [4, 5, 6]]; r = v.d"),
+    ("v.d bad shape set", "v.d = np.ones((3, 2)); r = v.d"),
+    ("v.g float set", "v.g = 0.5; r = v.g"),
+    ("v.data set NdArray", "v.data = a; r = v.d"),
+    ("v.reshape", "r = v.reshape((3, 2))"), ("v.reshape unlink", "r = v.reshape((3, 2), unlink=True)"),
+    ("v.reshape list", "r = v.reshape([6])"), ("v.reshape -1", "r = v.reshape((-1,))"),
+    ("v.reshape bad", "r = v.reshape((4,))"),
+    ("v.reset_shape", "v.reset_shape((3, 2), force=True); r = v.d"),
+    ("v.reset_shape no force", "v.reset_shape((3, 2)); r = v.shape"),
+    ("v.get_unlinked_variable", "r = v.get_unlinked_variable()"),
+    ("v.get_unlinked need_grad", "r = v.get_unlinked_variable(need_grad=False).need_grad"),
+    ("v.unlinked", "r = v.unlinked()"),
+    ("Variable()", "r = nn.Variable()"), ("Variable(shape list)", "r = nn.Variable([2, 3])"),
+    ("Variable need_grad default", "r = nn.Variable((2,)).need_grad"),
+    ("from_numpy_array need_grad default", "r = nn.Variable.from_numpy_array(np.ones(2)).need_grad"),
+    ("from_numpy_array float64", "r = nn.Variable.from_numpy_array(np.ones(2))"),
+    ("from_numpy_array int", "r = nn.Variable.from_numpy_array(np.arange(3))"),
+    ("from_numpy_array grad", "r = nn.Variable.from_numpy_array(np.ones(2), np.full(2, 3.0)).g"),
+    ("forward backward", "y = F.sum(v * v); y.forward(); y.backward(); r = v.g"),
+    ("backward grad arg", "y = v * 2; y.forward(); y.backward(np.ones((2, 3)) * 3); r = v.g"),
+    ("backward accumulates", "y = F.sum(v); y.forward(); y.backward(); y.backward(); r = v.g"),
+    ("backward clear_buffer", "y = F.sum(F.exp(v)); y.forward(); y.backward(clear_buffer=True); r = v.g"),
+    ("y.parent name", "r = F.relu(v).parent.name"),
+    ("y.parent inputs", "r = len(F.add2(v, w).parent.inputs)"),
+    ("y.rank", "r = F.relu(F.relu(v)).rank"),
+    ("function_references", "y = F.relu(v); z = F.exp(v); r = len(v.function_references)"),
+    ("get_number_of_references", "y = F.relu(v); r = v.get_number_of_references"),
+    ("visit", "y = F.sum(F.relu(v)); names = []; y.visit(lambda f: names.append(f.name)); r = names"),
+    ("apply", "r = v.apply(need_grad=False, persistent=True).persistent"),
+    ("no_grad", "r = v.no_grad().need_grad"),
+    ("clear_all_graph_links", "y = F.relu(v); y.clear_all_graph_links(); r = y.parent"),
+    ("bool_fill_", "m = nn.Variable.from_numpy_array(np.array([[1, 0, 1], [0, 0, 1]])); "
+                   "y = v.bool_fill_(m, 9.0); y.forward(); r = [y.parent.name, y.d]"),
+    ("masked_fill_", "m = nn.Variable.from_numpy_array(np.array([[1, 0, 1], [0, 0, 1]])); "
+                     "y = v.masked_fill_(m, 9.0); y.forward(); r = [y.parent.name, y.d]"),
+    ("bool_fill_ backward", "m = nn.Variable.from_numpy_array(np.array([[1, 0, 1], [0, 0, 1]])); "
+                            "y = F.sum(v.bool_fill_(m, 9.0) * 2); y.forward(); y.backward(); r = v.g"),
+    # Variable operators
+    ("v + 1", "r = v + 1"), ("1 + v", "r = 1 + v"), ("v - w", "r = v - w"), ("2 - v", "r = 2 - v"),
+    ("v * w", "r = v * w"), ("v / 2", "r = v / 2"), ("2 / (v + 1)", "r = 2 / (v + 1)"),
+    ("v ** 2", "r = v ** 2"), ("2 ** v", "r = 2 ** v"), ("v ** w", "r = v ** w"),
+    ("-v", "r = -v"), ("+v", "r = +v"), ("v @ w.T", "r = v @ F.transpose(w, (1, 0))"),
+    ("v + array", "r = v + np.ones((2, 3))"), ("v + NdArray", "r = v + a"),
+    ("v[0]", "r = v[0]"), ("v[:, 1]", "r = v[:, 1]"), ("v[..., None]", "r = v[..., None]"),
+    ("v[::-1]", "r = v[::-1]"), ("v[-1, -2]", "r = v[-1, -2]"), ("v[5]", "r = v[5]"),
+    ("v setitem", "v[0, 1] = 7; r = v.d"),
+    ("v == w", "r = v == w"), ("len(v)", "r = len(v)"),
+    ("v.T", "r = v.T"), ("iter v", "r = [x.shape for x in v]"),
+    # NdArray
+    ("a.shape", "r = a.shape"), ("a.ndim", "r = a.ndim"), ("a.size", "r = a.size"),
+    ("a.dtype", "r = a.dtype"), ("a.strides", "r = a.strides"),
+    ("a.size_from_axis(1)", "r = a.size_from_axis(1)"),
+    ("a.data", "r = a.data"), ("a.get_data", "r = a.get_data('r')"),
+    ("a.get_data dtype", "r = a.get_data('r', np.float64)"),
+    ("a.cast", "r = a.cast(np.int32)"), ("a.cast then data", "a.cast(np.int32); r = a.data"),
+    ("a.fill", "a.fill(2); r = a.data"), ("a.zero", "a.zero(); r = a.data"),
+    ("a.zeroing", "a.zero(); r = a.zeroing"), ("a.clear_called", "r = a.clear_called"),
+    ("a.clear", "a.clear(); r = a.clear_called"),
+    ("a.copy_from", "a.copy_from(b); r = a.data"),
+    ("a.copy_from shape", "a.copy_from(nn.NdArray.from_numpy_array(np.ones((3, 2)))); r = a.data"),
+    ("a.data set", "a.data = 5; r = a.data"), ("a.data set array", "a.data = np.ones((2, 3)); r = a.data"),
+    ("a.view", "r = a.view((3, 2))"),  # a.view((4,)) of 6 values crashes nnabla 1.39
+    ("a.narrow", "r = a.narrow(0, 1, 1)"), ("a.narrow bad", "r = a.narrow(0, 1, 3)"),
+    ("NdArray()", "r = nn.NdArray()"), ("NdArray(shape)", "r = nn.NdArray((2, 2)).shape"),
+    ("NdArray from float64", "r = nn.NdArray.from_numpy_array(np.ones(2))"),
+    ("NdArray from int64", "r = nn.NdArray.from_numpy_array(np.arange(2))"),
+    ("NdArray from bool", "r = nn.NdArray.from_numpy_array(np.ones(2, bool))"),
+    ("a.bool_fill", "m = nn.NdArray.from_numpy_array(np.array([[1, 0, 1], [0, 0, 1]])); r = [a.bool_fill(m, 9.0), a]"),
+    ("a.bool_fill broadcast", "m = nn.NdArray.from_numpy_array(np.array([1, 0, 1])); r = [a.bool_fill(m, 5), a]"),
+    ("a.masked_fill", "m = nn.NdArray.from_numpy_array(np.array([[1, 0, 1], [0, 0, 1]])); r = [a.masked_fill(m, 9.0), a]"),
+    ("a + 1", "r = a + 1"), ("a + b", "r = a + b"), ("a - b", "r = a - b"), ("a * 2", "r = a * 2"),
+    ("a / 2", "r = a / 2"), ("a ** 2", "r = a ** 2"), ("2 ** a", "r = 2 ** a"), ("-a", "r = -a"),
+    ("1 - a", "r = 1 - a"), ("a + array", "r = a + np.ones((2, 3))"),
+    ("a += 1", "a += 1; r = a"), ("a *= b", "a *= b; r = a"), ("a -= 1", "a -= 1; r = a"),
+    ("a /= 2", "a /= 2; r = a"), ("a **= 2", "a **= 2; r = a"),
+    ("a @ b.T", "r = a @ nn.NdArray.from_numpy_array(np.ones((3, 2)))"),
+    ("a[0]", "r = a[0]"), ("a[:, 1]", "r = a[:, 1]"), ("a setitem", "a[0, 1] = 7; r = a.data"),
+    ("a == b", "r = a == b"),
+]
+
+
+def _summary(r, nn):
+    if isinstance(r, nn.Variable):
+        return {"kind": "Variable", "shape": list(r.shape), "need_grad": bool(r.need_grad),
+                "value": _values(r.d) if r.shape and 0 not in r.shape else None}
+    if isinstance(r, nn.NdArray):
+        return {"kind": "NdArray", "shape": list(r.shape), "dtype": np.dtype(r.dtype).name,
+                "value": _values(r.data) if r.shape and 0 not in r.shape else None}
+    if isinstance(r, np.ndarray):
+        return {"kind": "ndarray", "shape": list(r.shape), "dtype": r.dtype.name,
+                "value": _values(r)}
+    if isinstance(r, (tuple, list)):
+        return {"kind": type(r).__name__, "items": [_summary(x, nn) for x in r]}
+    if isinstance(r, (bool, np.bool_)):
+        return {"kind": "bool", "value": bool(r)}
+    if isinstance(r, (int, float, np.integer, np.floating)):
+        return {"kind": "number", "value": float(r)}
+    if r is None or isinstance(r, str):
+        return {"kind": type(r).__name__, "value": r}
+    if isinstance(r, type):
+        return {"kind": "type", "value": np.dtype(r).name}
+    if isinstance(r, np.dtype):
+        return {"kind": "type", "value": r.name}
+    return {"kind": "other"}
+
+
+def _values(x):
+    x = np.asarray(x)
+    return np.asarray(x, dtype=np.float64).round(5).tolist() if x.dtype != bool else x.tolist()
+
+
+def run_array_case(m, case):
+    nn, F = m["nn"], m["F"]
+    nn.clear_parameters()
+    v = nn.Variable.from_numpy_array(np.arange(6, dtype=np.float32).reshape(2, 3), need_grad=True)
+    w = nn.Variable.from_numpy_array(np.arange(6, dtype=np.float32).reshape(2, 3)[::-1] + 1,
+                                     need_grad=True)
+    a = nn.NdArray.from_numpy_array(np.arange(6, dtype=np.float32).reshape(2, 3))
+    b = nn.NdArray.from_numpy_array(np.arange(6, dtype=np.float32).reshape(2, 3)[::-1] + 1)
+    env = dict(v=v, w=w, a=a, b=b, nn=nn, F=F, np=np)
+    try:
+        exec(case[1], env)
+        return _summary(env["r"], nn)
+    except Exception as e:
+        return error_record(e)

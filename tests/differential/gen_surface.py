@@ -20,7 +20,8 @@ def modules():
     import nnabla.initializer as I
     import nnabla.parametric_functions as PF
     import nnabla.solvers as S
-    return dict(nn=nn, F=F, PF=PF, I=I, S=S)
+    import nnabla.utils.data_iterator as DI
+    return dict(nn=nn, F=F, PF=PF, I=I, S=S, DI=DI)
 
 
 def write(part, data):
@@ -87,7 +88,16 @@ def gen_arrays(m):
     write("arrays", {"cases": recs, "members": members})
 
 
-PARTS = {"arrays": gen_arrays, "pf": gen_pf, "solvers": gen_solvers, "state_files": gen_state_files}
+def gen_iterators(m):
+    import tempfile
+    recs = {}
+    for case in cases.ITER_CASES:
+        with tempfile.TemporaryDirectory() as tmp:
+            recs[case[0]] = cases.run_iter_case(m, case, tmp)
+    write("iterators", {"cases": recs})
+
+
+PARTS = {"iterators": gen_iterators, "arrays": gen_arrays, "pf": gen_pf, "solvers": gen_solvers, "state_files": gen_state_files}
 
 if __name__ == "__main__":
     m = modules()

@@ -1,6 +1,8 @@
 """Cases of the differential surface tests, shared by the generators (run under the nnabla
 oracle, with nnabla's modules) and the replay tests (nnabla_jit's modules): each runner takes
 the modules as ``m`` (nn, F, PF, I, S) so the same code runs on both."""
+import os
+
 import numpy as np
 
 # ---------------------------------------------------------------- PF argument forms
@@ -347,3 +349,66 @@ def run_array_case(m, case):
         return _summary(env["r"], nn)
     except Exception as e:
         return error_record(e)
+
+
+# ---------------------------------------------------------------- data iterators
+# (label, constructor code with tmp bound to a folder holding data.csv, batches to draw);
+# shuffle is off throughout, so the batch sequences are nnabla's order (``position`` is not
+# recorded: nnabla's runs one batch ahead, as its iterator prefetches in a thread).
+CSV = "x__0,x__1,y\n" + "".join("{},{},{}\n".format(i, i * 10, i % 3) for i in range(7))
+
+ITER_CASES = [
+    ("simple 10 by 3", "_simple(m, 10, 3)", 9),
+    ("simple 10 by 5", "_simple(m, 10, 5)", 5),
+    ("simple 4 by 6", "_simple(m, 4, 6)", 3),
+    ("simple 10 by 3 no memory cache", "_simple(m, 10, 3, with_memory_cache=False)", 5),
+    ("simple 10 by 3 file cache", "_simple(m, 10, 3, with_file_cache=True, cache_dir=tmp)", 5),
+    ("simple slice 0 of 2", "_simple(m, 10, 2).slice(rng=None, num_of_slices=2, slice_pos=0)", 6),
+    ("simple slice 1 of 3", "_simple(m, 10, 2).slice(rng=None, num_of_slices=3, slice_pos=1)", 4),
+    ("csv by 3", "m['DI'].data_iterator_csv_dataset(tmp + '/data.csv', 3, shuffle=False)", 6),
+    ("csv by 7", "m['DI'].data_iterator_csv_dataset(tmp + '/data.csv', 7, shuffle=False)", 2),
+    ("csv by 3 normalize", "m['DI'].data_iterator_csv_dataset(tmp + '/data.csv', 3, shuffle=False, "
+                           "normalize=True)", 3),
+    ("csv by 3 cached", "m['DI'].data_iterator_csv_dataset(tmp + '/data.csv', 3, shuffle=False, "
+                        "cache_dir=tmp + '/cache', with_memory_cache=False)", 5),
+    ("cache by 2", "_cached(m, tmp, 2)", 6),
+    ("csv cache folder missing", "m['DI'].data_iterator_csv_dataset(tmp + '/data.csv', 3, "
+                                 "shuffle=False, cache_dir=tmp + '/missing')", 2),
+    ("csv slice", "m['DI'].data_iterator_csv_dataset(tmp + '/data.csv', 2, shuffle=False)"
+                  ".slice(rng=None, num_of_slices=2, slice_pos=1)", 4),
+]
+
+
+def _simple(m, n, batch_size, **kw):
+    def load(i):
+        return np.array([i, i * 2], dtype=np.float32), np.array([i % 3], dtype=np.int32)
+    return m["DI"].data_iterator_simple(load, n, batch_size, shuffle=False, **kw)
+
+
+def _cached(m, tmp, batch_size):
+    with m["DI"].data_iterator_csv_dataset(tmp + "/data.csv", 1, shuffle=False,
+                                           cache_dir=tmp + "/c2", with_memory_cache=False):
+        pass
+    return m["DI"].data_iterator_cache(tmp + "/c2", batch_size, shuffle=False)
+
+
+def run_iter_case(m, case, tmp):
+    label, code, draws = case
+    with open(tmp + "/data.csv", "w") as f:
+        f.write(CSV)
+    for folder in ("cache", "c2"):      # nnabla writes its cache into an existing folder
+        os.makedirs(os.path.join(tmp, folder))
+    try:
+        it = eval(code, dict(m=m, tmp=tmp, _simple=_simple, _cached=_cached))
+        out = {"size": int(it.size), "batch_size": int(it.batch_size),
+               "variables": list(it.variables), "batches": []}
+        for _ in range(draws):
+            batch = it.next()
+            out["batches"].append({"epoch": int(it.epoch),
+                                   "data": [{"dtype": np.asarray(b).dtype.name,
+                                             "value": np.asarray(b, dtype=np.float64).round(5).tolist()}
+                                            for b in batch]})
+        it.close()
+    except Exception as e:
+        return error_record(e)
+    return out

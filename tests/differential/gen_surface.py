@@ -6,6 +6,8 @@ Writes ``tests/fixtures/differential/surface_<part>.json``, replayed without the
 ``tests/differential/test_surface.py``."""
 import json
 import os
+
+import numpy as np
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -97,7 +99,41 @@ def gen_iterators(m):
     write("iterators", {"cases": recs})
 
 
-PARTS = {"iterators": gen_iterators, "arrays": gen_arrays, "pf": gen_pf, "solvers": gen_solvers, "state_files": gen_state_files}
+def gen_nnp(m):
+    """nnabla_jit saves each network (project interpreter, subprocess; set PROJECT_PYTHON);
+    nnabla's NnpLoader loads it here and its outputs are recorded."""
+    import subprocess
+    import tempfile
+    root = os.path.dirname(os.path.dirname(HERE))
+    recs = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        code = ("import sys; sys.path.insert(0, {here!r}); import surface_cases as c\n"
+                "import numpy as np, nnabla_jit as nn, nnabla_jit.functions as F\n"
+                "import nnabla_jit.parametric_functions as PF, nnabla_jit.initializer as I\n"
+                "import nnabla_jit.utils.save as save\n"
+                "m = dict(nn=nn, F=F, PF=PF, I=I, save=save)\n"
+                "for case in c.NNP_CASES:\n"
+                "    np.save({tmp!r} + '/' + case[0] + '.npy', "
+                "c.save_nnp_case(m, case, {tmp!r} + '/' + case[0] + '.nnp'))\n").format(
+                    here=HERE, tmp=tmp)
+        env = dict(os.environ, PYTHONPATH=root)
+        subprocess.run([os.environ.get("PROJECT_PYTHON", "python3"), "-c", code], check=True,
+                       env=env, cwd=root)
+        import nnabla.utils.nnp_graph as nnp_graph
+        mm = dict(m, nnp_graph=nnp_graph)
+        for case in cases.NNP_CASES:
+            path = os.path.join(tmp, case[0] + ".nnp")
+            try:
+                out = cases.load_nnp_case(mm, case, path)
+                recs[case[0]] = {"shape": list(out.shape), "value": out.round(6).tolist(),
+                                 "ours_at_save": np.load(os.path.join(tmp, case[0] + ".npy"))
+                                 .round(6).tolist()}
+            except Exception as e:
+                recs[case[0]] = cases.error_record(e)
+    write("nnp", {"cases": recs})
+
+
+PARTS = {"nnp": gen_nnp, "iterators": gen_iterators, "arrays": gen_arrays, "pf": gen_pf, "solvers": gen_solvers, "state_files": gen_state_files}
 
 if __name__ == "__main__":
     m = modules()

@@ -412,3 +412,69 @@ def run_iter_case(m, case, tmp):
     except Exception as e:
         return error_record(e)
     return out
+
+
+# ---------------------------------------------------------------- .nnp round trips
+# Networks nnabla_jit saves (utils.save) and nnabla's NnpLoader loads; (label, input shape, code
+# building y from x with nn, F, PF, I bound).
+NNP_CASES = [
+    ("mlp", (2, 6), "y = F.softmax(PF.affine(F.relu(PF.affine(x, 5, name='l1')), 3, name='l2'))"),
+    ("cnn", (2, 3, 8, 8),
+     "h = PF.convolution(x, 4, (3, 3), pad=(1, 1), name='c1')\n"
+     "h = PF.batch_normalization(h, batch_stat=False, name='bn1')\n"
+     "h = F.max_pooling(F.relu(h), (2, 2))\n"
+     "h = F.average_pooling(PF.convolution(h, 4, (3, 3), stride=(2, 2), name='c2'), (2, 2))\n"
+     "y = PF.affine(h, 3, name='fc')"),
+    ("deconv", (1, 2, 4, 4),
+     "y = F.tanh(PF.deconvolution(x, 3, (4, 4), stride=(2, 2), pad=(1, 1), name='d1'))"),
+    ("elementwise", (2, 4),
+     "a = F.sigmoid(x) * 2 + 1\n"
+     "b = F.concatenate(F.exp(x * 0.1), F.reshape(a, (2, 2, 2)).reshape((2, 4)), axis=1)\n"
+     "y = F.sum(b ** 2, axis=1, keepdims=True) / F.mean(F.abs(x) + 1, keepdims=True)"),
+    # nnabla's binary ops need inputs of one ndim; nnabla_jit's broadcast a 0-dim one, so this
+    # .nnp holds a Div2 that nnabla refuses (README differences)
+    ("ndim broadcast", (2, 4), "y = F.sum(x, axis=1, keepdims=True) / F.mean(F.abs(x) + 1)"),
+    ("layers", (2, 3, 4),
+     "h = PF.layer_normalization(x, name='ln')\n"
+     "h = F.transpose(h, (0, 2, 1))\n"
+     "y = F.slice(F.leaky_relu(PF.affine(h, 5, base_axis=2, name='a')), (0, 1, 0), (2, 4, 5))"),
+]
+
+
+def nnp_input(shape):
+    return np.random.RandomState(1).randn(*shape).astype(np.float32)
+
+
+def save_nnp_case(m, case, path):
+    """Build the network with deterministic parameters, save it, return its outputs."""
+    nn, F, PF, I = m["nn"], m["F"], m["PF"], m["I"]
+    label, shape, code = case
+    nn.clear_parameters()
+    x = nn.Variable(shape)
+    env = dict(x=x, nn=nn, F=F, PF=PF, I=I, np=np)
+    exec(code, env)
+    y = env["y"]
+    rs = np.random.RandomState(0)
+    for k, p in sorted(nn.get_parameters(grad_only=False).items()):
+        p.d = rs.uniform(0.5, 1.5, p.shape) if k.endswith(("/var", "/gamma")) else rs.randn(*p.shape) * 0.5
+    x.d = nnp_input(shape)
+    y.forward()
+    m["save"].save(path, {
+        "networks": [{"name": "net", "batch_size": shape[0], "outputs": {"y": y}, "names": {"x": x}}],
+        "executors": [{"name": "runtime", "network": "net", "data": ["x"], "output": ["y"]}]})
+    out = np.asarray(y.d, dtype=np.float64)
+    nn.clear_parameters()
+    return out
+
+
+def load_nnp_case(m, case, path):
+    """Load with NnpLoader (nnabla's or ours), run the input, return the output."""
+    nn = m["nn"]
+    nn.clear_parameters()
+    net = m["nnp_graph"].NnpLoader(path).get_network("net", batch_size=case[1][0])
+    x = list(net.inputs.values())[0]
+    y = list(net.outputs.values())[0]
+    x.d = nnp_input(case[1])
+    y.forward()
+    nn.clear_parameters()
+    return np.asarray(y.d, dtype=np.float64)

@@ -3,6 +3,7 @@ nnabla_jit: PF argument forms, ... The same case runners (``surface_cases.py``) 
 import json
 import os
 
+import numpy as np
 import pytest
 
 import nnabla_jit as nn
@@ -145,3 +146,26 @@ def test_data_iterators(case, tmp_path):
         assert cases.same(want, got), "nnabla: {}\nnnabla_jit: {}".format(want, got)
         return
     assert _close(want, got, 1e-6), "nnabla: {}\nnnabla_jit: {}".format(want, got)
+
+
+NNP_RECORD = _record("nnp")
+# an .nnp nnabla refuses: nnabla_jit's binary ops broadcast inputs of fewer dimensions
+NNP_KNOWN = {"ndim broadcast"}
+
+
+@pytest.mark.parametrize("case", cases.NNP_CASES, ids=[c[0] for c in cases.NNP_CASES])
+def test_nnp_saved_here_loads_in_nnabla_with_the_same_outputs(case, tmp_path):
+    """The recorded outputs are nnabla's NnpLoader's on the .nnp this code saved (made by
+    gen_surface.py); nnabla_jit's outputs when saving, and its own loader's, must match them."""
+    import nnabla_jit.utils.nnp_graph as nnp_graph
+    import nnabla_jit.utils.save as save
+    want = NNP_RECORD[case[0]]
+    path = str(tmp_path / "net.nnp")
+    ours = cases.save_nnp_case(dict(M, save=save), case, path)
+    if case[0] in NNP_KNOWN:
+        assert "error" in want, "{} now loads in nnabla: drop it from NNP_KNOWN".format(case[0])
+        return
+    assert "error" not in want, want
+    np.testing.assert_allclose(ours, want["value"], rtol=1e-5, atol=2e-6)
+    loaded = cases.load_nnp_case(dict(M, nnp_graph=nnp_graph), case, path)
+    np.testing.assert_allclose(loaded, want["value"], rtol=1e-5, atol=2e-6)

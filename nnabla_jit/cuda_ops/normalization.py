@@ -235,7 +235,7 @@ def masked_copy_kernel(dy, y, dz, accum):
 
 
 def _flat(a):
-    return a.reshape(a.size)
+    return device.flat(a)
 
 
 def _slot(op, arrays, name):
@@ -294,8 +294,8 @@ def _channel_sums(op, x, d, y, center, power, first_as_center, relu=False):
     sums = device.workspace("standardization sums", 2 * C, np.float64).reshape(2, C)
     stand_in = center if center is not None else sums[0]
     threads = min(BLOCK, 1 << max(O * I - 1, 0).bit_length())
-    channel_sums_kernel[C, threads](x, d, y, stand_in, power, first_as_center, relu, sums[0],
-                                    sums[1], O, C, I)
+    device.configured(channel_sums_kernel, C, threads)(
+        x, d, y, stand_in, power, first_as_center, relu, sums[0], sums[1], O, C, I)
     return sums[0], sums[1]
 
 

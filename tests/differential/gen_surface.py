@@ -47,6 +47,7 @@ def gen_pf(m):
 def gen_solvers(m):
     recs = {"{} | {}".format(n, f): cases.run_solver_case(m, n, f)
             for n in cases.SOLVERS for f in cases.LR_FORMS}
+    recs.update({"{} | ops".format(n): cases.run_solver_ops_case(m, n) for n in cases.SOLVERS})
     write("solvers", {"cases": recs})
 
 

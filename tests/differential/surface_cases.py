@@ -182,6 +182,51 @@ def run_solver_case(m, name, form):
     return out
 
 
+def _grads(params):
+    return {k: np.asarray(v.g, dtype=np.float64).round(5).tolist() for k, v in sorted(params.items())}
+
+
+def run_solver_ops_case(m, name):
+    """The gradient helpers (clip, scale, inf/nan check, zero), set_states into a fresh solver,
+    remove_parameters, and what each answers."""
+    nn, S = m["nn"], m["S"]
+    out = {}
+    try:
+        solver = getattr(S, name)()
+        params, rs = _solver_params(nn)
+        solver.set_parameters(params)
+        for v in params.values():
+            v.g = rs.randn(*v.shape).astype(np.float32) * 3
+        solver.clip_grad_by_norm(1.0)
+        out["clipped"] = _grads(params)
+        solver.scale_grad(np.float32(0.5))
+        out["scaled"] = _grads(params)
+        out["finite"] = bool(solver.check_inf_or_nan_grad())
+        solver.update()
+        fresh = getattr(S, name)()
+        twins = {k: nn.Variable.from_numpy_array(v.d.copy(), need_grad=True)
+                 for k, v in params.items()}
+        fresh.set_parameters(twins)
+        fresh.set_states(solver.get_states())
+        for k in params:
+            g = rs.randn(*params[k].shape).astype(np.float32)
+            params[k].g, twins[k].g = g, g
+        solver.update()
+        fresh.update()
+        out["after_set_states"] = {k: np.asarray(v.d, dtype=np.float64).round(5).tolist()
+                                   for k, v in sorted(twins.items())}
+        out["same_as_source"] = all(np.allclose(params[k].d, twins[k].d, atol=1e-6) for k in params)
+        params["w"].g = np.full((2, 3), np.inf, dtype=np.float32)
+        out["inf"] = bool(solver.check_inf_or_nan_grad())
+        solver.zero_grad()
+        out["zeroed"] = _grads(params)
+        solver.remove_parameters(["b"])
+        out["after_remove"] = sorted(solver.get_parameters())
+    except Exception as e:
+        out.update(error_record(e))
+    return out
+
+
 STATE_SOLVERS = ["Adam", "Momentum", "Sgd", "RMSpropGraves"]
 
 

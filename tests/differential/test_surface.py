@@ -72,6 +72,17 @@ def test_solver_hyper_parameter_forms(name, form):
     assert _close(want, got), "nnabla: {}\nnnabla_jit: {}".format(want, got)
 
 
+@pytest.mark.parametrize("name", cases.SOLVERS)
+def test_solver_gradient_helpers_and_set_states(name):
+    want = SOLVER_RECORD["{} | ops".format(name)]
+    got = cases.run_solver_ops_case(M, name)
+    if "error" in want or "error" in got:
+        assert cases.same(want, got), "nnabla: {}\nnnabla_jit: {}".format(want, got)
+    assert _close({k: v for k, v in want.items() if k not in ("error", "classes")},
+                  {k: v for k, v in got.items() if k not in ("error", "classes")}), (
+        "nnabla: {}\nnnabla_jit: {}".format(want, got))
+
+
 STATES_RECORD = _record("solver_states")
 STATES_FOLDER = os.path.join(FIXTURES, "solver_states")
 

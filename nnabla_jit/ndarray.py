@@ -346,15 +346,27 @@ class NdArray(Operators):
         ``data``, ``cast``, a function or a solver); solvers skip a gradient still zeroing."""
         return self._zeroing
 
-    def copy_from(self, src):
-        """Copy the values of another NdArray into this one (shapes must match)."""
-        if not isinstance(src, NdArray):
-            raise TypeError("NdArray.copy_from: expected an NdArray, got {}".format(type(src).__name__))
-        if src.shape != self._shape:
-            raise ValueError("NdArray.copy_from: shape {} does not match {}".format(src.shape, self._shape))
-        values = src.data
+    def copy_from(self, arr, use_current_context=True):
+        """Copy the values of another NdArray into this one (shapes must match); return this one,
+        as nnabla's (``use_current_context``: accepted; there is one device per array here)."""
+        if not isinstance(arr, NdArray):
+            raise TypeError("NdArray.copy_from: expected an NdArray, got {}".format(type(arr).__name__))
+        if arr.shape != self._shape:
+            raise ValueError("NdArray.copy_from: shape {} does not match {}".format(arr.shape, self._shape))
+        values = arr.data
         self._freed_by = None
         np.copyto(self.data, values, casting="unsafe")
+        return self
+
+    def bool_fill(self, mask, value):
+        """Fill with ``value`` where ``mask`` (an NdArray) is non-zero, in place; return a new
+        NdArray holding the result, as nnabla's."""
+        mask = mask.data if isinstance(mask, NdArray) else np.asarray(mask)
+        filled = np.where(np.broadcast_to(mask, self._shape) != 0, value, self.data)
+        np.copyto(self.data, filled, casting="unsafe")
+        return NdArray.from_numpy_array(self.data.copy())
+
+    masked_fill = bool_fill
 
     def cast(self, dtype, ctx=None):
         """Convert the buffer to ``dtype`` in place; return it as a numpy array when ``ctx`` is

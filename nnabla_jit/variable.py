@@ -12,6 +12,7 @@ from . import graph
 from . import recompute as _recompute
 from .context import Context  # noqa: F401  (nnabla.variable exports it)
 from .ndarray import NdArray, _as_shape, checked_shape
+from .ops.registry import OpValueError
 from .operators import Operators
 from .ops.registry import OpValueError
 
@@ -228,9 +229,9 @@ class Variable(Operators):
 
     @property
     def function_references(self):
-        """The Function nodes that take this variable as an input."""
+        """The Function nodes that take this variable as an input, the latest first (as nnabla)."""
         alive = []
-        for r in self._refs:
+        for r in reversed(self._refs):
             f = r()
             if f is not None:
                 alive.append(f)
@@ -308,11 +309,12 @@ class Variable(Operators):
             f(func)
 
     def visit_check(self, f):
-        """Like ``visit``, but stop and return True as soon as ``f`` returns True."""
+        """Like ``visit``, but stop and return True as soon as ``f`` returns True (else None,
+        as nnabla's)."""
         for func in graph.upstream_functions([self]):
             if f(func):
                 return True
-        return False
+        return None
 
     # ------------------------------------------------------------------ execution
     def forward(self, clear_buffer=False, clear_no_need_grad=False,

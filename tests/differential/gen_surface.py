@@ -1,6 +1,13 @@
-"""Record nnabla 1.39's answers for the differential surface tests (PF argument forms, ...).
+"""Record nnabla 1.39's answers for the differential surface tests: PF argument forms (pf),
+solver hyper-parameter forms and helpers (solvers), state files both ways (state_files),
+Variable/NdArray methods (arrays), .nnp files saved by nnabla_jit and loaded by nnabla (nnp),
+data iterators (iterators). From the repository root:
 
-    /work/shared/tools/nnabla-oracle python tests/differential/gen_surface.py
+    PROJECT_PYTHON=$(which python) /work/shared/tools/nnabla-oracle python \
+        tests/differential/gen_surface.py [PART ...]
+
+(PROJECT_PYTHON: the interpreter with nnabla_jit's dependencies; the state_files and nnp parts
+run it to write nnabla_jit's files that nnabla then reads.)
 
 Writes ``tests/fixtures/differential/surface_<part>.json``, replayed without the oracle by
 ``tests/differential/test_surface.py``."""

@@ -478,6 +478,22 @@ class NdArray(Operators):
         nnabla 1.39 reports for a host array."""
         return 1 if self.holds_values else 0
 
+    def bool_fill(self, mask, value):
+        """Set the elements where ``mask`` (an NdArray or array, broadcast to this shape) is
+        non-zero to ``value``, in place; returns this NdArray (nnabla returns one sharing it)."""
+        mask = mask.data if isinstance(mask, NdArray) else np.asarray(mask)
+        try:
+            where = np.broadcast_to(mask != 0, self._shape)
+        except ValueError:
+            raise ValueError("NdArray.bool_fill: mask of shape {} does not broadcast to {}"
+                             .format(mask.shape, self._shape)) from None
+        data = self.data
+        data[where] = value
+        self.data = data
+        return self
+
+    masked_fill = bool_fill
+
     def narrow(self, dim, start, length):
         """An NdArray of rows ``[start, start + length)`` of axis 0 sharing this buffer."""
         if dim != 0:
@@ -555,8 +571,13 @@ class NdArray(Operators):
 
     def _reset_shape(self, shape):
         shape = checked_shape(shape, "reset_shape")
-        if shape != self._shape:
-            self._shape = shape
+        if shape == self._shape:
+            return
+        same_size = int(np.prod(shape, dtype=np.int64)) == int(np.prod(self._shape, dtype=np.int64))
+        self._shape = shape
+        if same_size and self._array is not None and self._device is None:
+            self._array = self._array.reshape(shape)   # nnabla keeps the values of the same size
+        else:
             self.clear()
 
     # ----------------------------------------------------------------- properties
@@ -578,7 +599,8 @@ class NdArray(Operators):
 
     @property
     def strides(self):
-        return tuple(int(np.prod(self._shape[i + 1:], dtype=np.int64)) for i in range(len(self._shape)))
+        # a list, as nnabla's (its C++ Strides vector)
+        return list(int(np.prod(self._shape[i + 1:], dtype=np.int64)) for i in range(len(self._shape)))
 
     def size_from_axis(self, axis=-1):
         """Product of the dimensions from ``axis`` on (``-1``: the whole size)."""

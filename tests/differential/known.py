@@ -199,8 +199,6 @@ def entries_for(op):
 KNOWN_METHODS = [
     Known(("Variable",), ("member:EXCEPTIONS_AT_DEALLOC",), ("missing*",), "the class attribute",
           INTENDED, "nnabla's Cython internals (exceptions ignored when freeing)"),
-    Known(("Variable",), ("member:get_number_of_references",), ("missing*",), "the property", NOT_YET,
-          "not provided (README): nnabla's count of C++ references to the variable"),
     Known(("Variable", "NdArray"), ("* == *", "* != *"), ("no-error*",),
           "== and != with an operand that is not one of the class", INTENDED,
           "both compare identity; nnabla raises TypeError converting the other operand, nnabla_jit "

@@ -22,6 +22,9 @@ from .function import PythonFunction, no_grad
 # nnabla_jit.auto_forward later does not rebind them), as nnabla's __init__ does.
 from .auto_forward import auto_forward, get_auto_forward, set_auto_forward
 from .graph import forward_all
+# The devices register their runners with runners.py (the executor imports none of them);
+# importing cuda_ops does not import numba.cuda, its first node run does.
+from . import cuda_ops  # noqa: F401
 from .recompute import get_global_recompute, recompute, recompute_fn, set_global_recompute
 from . import functions  # noqa: F401  (builds F from the op registry)
 from . import backward_function  # noqa: F401  (files the grad rules, built from F, by op name)
@@ -33,8 +36,7 @@ from . import parameter  # noqa: F401
 from .random import seed
 from ._init import (add_available_context, array_classes, available_contexts,
                     prefer_cached_array, reset_array_preference)
-from . import as_nnabla
-from .as_nnabla import register_extension_fallback as _register_extension_fallback
+from . import nnabla_alias as _nnabla_alias
 from .callback import (set_function_post_hook, set_function_pre_hook, set_solver_post_hook,
                        set_solver_pre_hook, unset_function_post_hook, unset_function_pre_hook,
                        unset_solver_post_hook, unset_solver_pre_hook)
@@ -50,14 +52,14 @@ __all__ = ["Context", "context_scope", "get_current_context", "set_default_conte
            "set_solver_post_hook", "unset_solver_pre_hook", "unset_solver_post_hook",
            "Module", "Sequential", "ProtoVariable", "graph_def", "CommunicatorBackwardCallback"]
 
-_register_extension_fallback()
+_nnabla_alias.register_extension_fallback()
 
 
 def install_as_nnabla(force=False):
     """Make ``import nnabla`` (and ``nnabla_ext.cpu``/``cuda``/``cudnn``) give nnabla_jit, so
     programs written for nnabla run unchanged; refuses if a real nnabla is installed unless
     ``force=True`` (see :mod:`nnabla_jit.as_nnabla`)."""
-    as_nnabla.install_as_nnabla(force=force)
+    _nnabla_alias.install_as_nnabla(force=force)
 
 
 # On an empty kernel cache a background process starts compiling the kernels of the common
@@ -84,6 +86,6 @@ def __getattr__(name):
                 "communicators", "utils", "experimental", "testing", "backward_functions",
                 "function_bases", "cuda_ops", "normalization_functions", "numpy_compat_functions",
                 "core", "solver", "dtypes", "config", "callback", "lms", "communicator", "contrib",
-                "models", "as_nnabla", "auto_forward"):
+                "models", "as_nnabla", "auto_forward", "_variable"):
         return importlib.import_module("." + name, __name__)
     raise AttributeError("module 'nnabla_jit' has no attribute {!r}".format(name))

@@ -8,7 +8,8 @@ is — an input read as the compute type, an output overwritten, a gradient accu
 overwritten or zeroed, a scratch buffer for an output nobody holds, a temporary for an input
 that appears twice — is decided here, once. Where the arrays live is a *memory*: :data:`HOST`
 (NumPy arrays, through NdArray's methods) or the device (``cuda_ops.device.MEMORY``), which
-gives each kind of slot its getter.
+gives each kind of slot its getter, and fills an array in place (the gradient seed of
+``backward``). ``runners.py`` picks the memory of a node's context.
 """
 import functools
 
@@ -48,9 +49,19 @@ class HostMemory:
 
     @staticmethod
     def read_needed(nd):
-        """Values a kernel needs; :class:`NotComputed` when none are held (zeros instead when
-        ``ops.common.STRICT_READS`` is off)."""
-        return nd.host_needed if common.STRICT_READS else nd.host_as
+        """Values a kernel needs; when none are held, :class:`NotComputed`, or zeros (with the
+        warning of the 'warn' policy), as ``ops.common.uncomputed_reads()`` says."""
+        mode = common.uncomputed_reads()
+        if mode == "error":
+            return nd.host_needed
+        if mode == "zeros":
+            return nd.host_as
+
+        def get(dtype):
+            if not nd.holds_values:
+                common.warn_uncomputed_read("Values a backward kernel needs (NdArray{})".format(nd.shape))
+            return nd.host_as(dtype)
+        return get
 
     @staticmethod
     def read_or_absent(nd):
@@ -92,6 +103,11 @@ class HostMemory:
         """nd's buffer (as ``dtype``) += array."""
         buf = nd.grad_buffer(dtype)
         buf += array
+
+    @staticmethod
+    def fill(nd, value):
+        """Set every element of ``nd`` to the scalar ``value`` (0: zeroing), here."""
+        nd.fill(value)
 
 
 HOST = HostMemory()

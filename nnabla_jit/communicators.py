@@ -25,10 +25,19 @@ Processes on one machine share its cores: ``init()`` gives each of the ``k`` ran
 contend for the same cores. A user's own setting wins: ``NUMBA_NUM_THREADS`` in the environment,
 or ``numba.set_num_threads`` called before ``init()``.
 
+A failing process ends the whole job. Once ``init()`` has joined an MPI launch of more than one
+process, an exception that nothing catches is printed as usual and then aborts every process
+(``MPI_Abort``), so the others do not wait forever in their next collective for a rank that is
+gone; ``mpirun`` then exits non-zero with that rank's traceback in its output (nnabla's CLI kills
+itself under ``-m``; nnabla's API leaves the other ranks hanging). A rank that leaves another way
+while the others still expect it in a collective (``sys.exit(1)``, ``os._exit``, a caught error
+followed by a return) must call ``comm.abort()`` itself.
+
 ``DataParallelCommunicator`` is the other kind: several devices driven by one process (one
 network copy per device, their gradients summed by ``allreduce()``).
 """
 import os
+import sys
 
 import numba
 import numpy as np
@@ -76,6 +85,23 @@ def _share_cores(ranks_on_node):
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else machine
     numba.set_num_threads(min(default, threads_per_rank(ranks_on_node, usable, machine)))
     return numba.get_num_threads()
+
+
+def _abort_on_uncaught_exception(world):
+    """Make an uncaught exception in this process end the MPI job (``world.Abort``) once Python
+    has printed it, instead of leaving the other ranks blocked in a collective (see the module
+    docstring). The hook in place before runs first."""
+    printed_by = sys.excepthook
+
+    def abort_after(kind, value, tb):
+        try:
+            printed_by(kind, value, tb)
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            world.Abort(1)
+
+    sys.excepthook = abort_after
 
 
 # ----------------------------------------------------------------------------- transports
@@ -473,6 +499,8 @@ class MultiProcessDataParallelCommunicator(Communicator):
         local_rank, local_size = node.Get_rank(), node.Get_size()
         node.Free()
         _share_cores(local_size)
+        if world.Get_size() > 1:
+            _abort_on_uncaught_exception(world)
         return _MPIGroup(MPI, world), local_rank
 
     def _make_group(self, ranks):

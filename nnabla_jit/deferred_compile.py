@@ -68,7 +68,7 @@ import numba
 from numba.core import caching, dispatcher, event
 from numba.core.compiler_lock import global_compiler_lock
 
-from . import kernel_cache
+from . import kernel_cache, tracing
 
 __all__ = ["ENV_VAR", "DETACHED_SECONDS", "defer", "load_generated", "eager", "deferring", "pending",
            "wait", "step_done", "stop_worker", "start_if_cold", "share_cores", "workers_running",
@@ -294,6 +294,8 @@ class _Worker:
                 return False
             request.state = "pending"
             self.waiting[self.next_id] = request
+            if tracing.recorder is not None:
+                tracing.recorder.deferred(request, "requested")
             return True
 
     def _read(self, proc):
@@ -307,6 +309,8 @@ class _Worker:
                 status, _, message = rest.partition(" ")
                 request.message = message
                 request.state = "ok" if status == "ok" else "error"
+                if tracing.recorder is not None:
+                    tracing.recorder.deferred(request, request.state)
         with _lock:   # the worker ended: what it had not done is lost (the callers fall back)
             if self.proc is proc:
                 for request in self.waiting.values():

@@ -31,3783 +31,5193 @@ def _apply(op_name, inputs, names, given, n_outputs=-1, outputs=None):
 
 
 def affine(x, weight, bias=None, base_axis=1, n_outputs=-1, outputs=None):
-    """Affine (Neural Network Layer).
+    """Fully connected layer: y = x W + b, with x flattened to a matrix (N, D) at base_axis and W to
+    (D, M).
 
     Args:
-        x (Variable): input.
-        weight (Variable): input, a parameter.
-        bias (Variable): optional input, a parameter.
-        base_axis (int64): default ``1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input (N..., D...); the axes from base_axis on are flattened into one of size
+            D.
+        weight (Variable): (D, M...): D rows (the flattened input size), one column per output
+            unit; the trailing axes M... shape the output.
+        bias (Variable, optional): (M...), added to every row; omitted: no bias.
+        base_axis (int64, default ``1``): the first axis of x that is flattened into D; the axes
+            before it are kept (batch axes).
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y of shape x.shape[:base_axis] + weight.shape[1:].
+
+    Example:
+        >>> x, w = nn.Variable((8, 3, 4)), nn.Variable((12, 10))
+        >>> y = F.affine(x, w)  # y.shape == (8, 10)
+
+    nnabla's function Affine (Neural Network Layer).
     """
     return _apply('Affine', [x, weight, bias], ['x', 'weight', 'bias'], dict(base_axis=base_axis), n_outputs, outputs)
 
 
 def rnn(x, h, weight_l0, weight=None, bias=None, num_layers=1, nonlinearity='tanh', dropout=0.0, bidirectional=False, training=True, n_outputs=-1, outputs=None):
-    """RNN (Neural Network Layer).
+    """Elman recurrent network over a whole sequence: h_t = f(W_x x_t + W_h h_(t-1) + b) per layer and
+    direction, f = tanh or relu.
 
     Args:
-        x (Variable): input.
-        h (Variable): input.
-        weight_l0 (Variable): input, a parameter.
-        weight (Variable): optional input, a parameter.
-        bias (Variable): optional input, a parameter.
-        num_layers (int64): default ``1``.
-        nonlinearity (string): default ``'tanh'``; one of tanh, relu.
-        dropout (float): default ``0.0``.
-        bidirectional (bool): default ``False``.
-        training (bool): default ``True``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input sequence (T, B, I): time, batch, features.
+        h (Variable): initial hidden states (L, D, B, H): L = num_layers, D = 2 if bidirectional
+            else 1, H = hidden size.
+        weight_l0 (Variable): first-layer weights (D, H, I + H): input weights then recurrent
+            weights along the last axis.
+        weight (Variable, optional): weights of layers 2..L (L - 1, D, H, D * H + H); required when
+            num_layers > 1, not allowed otherwise.
+        bias (Variable, optional): (L, D, H); omitted: no bias.
+        num_layers (int64, default ``1``): number of stacked layers L (must match h.shape[0]).
+        nonlinearity (string, default ``'tanh'``; one of tanh, relu): the cell's activation.
+        dropout (float, default ``0.0``): probability of dropping each output of a layer before the
+            next layer (training only; not after the last layer).
+        bidirectional (bool, default ``False``): also run every layer backwards in time and
+            concatenate both directions' outputs.
+        training (bool, default ``True``): apply dropout (True) or not.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y, h_n
+        (y, h_n): y (T, B, D * H), the last layer's outputs at every step; h_n (L, D, B, H), the
+            hidden states after the last step.
+
+    nnabla's function RNN (Neural Network Layer).
     """
     return _apply('RNN', [x, h, weight_l0, weight, bias], ['x', 'h', 'weight_l0', 'weight', 'bias'], dict(num_layers=num_layers, nonlinearity=nonlinearity, dropout=dropout, bidirectional=bidirectional, training=training), n_outputs, outputs)
 
 
 def lstm(x, h, c, weight_l0, weight=None, bias=None, num_layers=1, dropout=0.0, bidirectional=False, training=True, n_outputs=-1, outputs=None):
-    """LSTM (Neural Network Layer).
+    """Long short-term memory network over a whole sequence, stacked and optionally bidirectional;
+    gates i, f, g, o with c_t = f c_(t-1) + i g and h_t = o tanh(c_t).
 
     Args:
-        x (Variable): input.
-        h (Variable): input.
-        c (Variable): input.
-        weight_l0 (Variable): input, a parameter.
-        weight (Variable): optional input, a parameter.
-        bias (Variable): optional input, a parameter.
-        num_layers (int64): default ``1``.
-        dropout (float): default ``0.0``.
-        bidirectional (bool): default ``False``.
-        training (bool): default ``True``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input sequence (T, B, I): time, batch, features.
+        h (Variable): initial hidden states (L, D, B, H): L = num_layers, D = 2 if bidirectional
+            else 1, H = hidden size.
+        c (Variable): initial cell states, shape of h.
+        weight_l0 (Variable): first-layer weights (D, 4, H, I + H): for each of the 4 gates, input
+            weights then recurrent weights along the last axis.
+        weight (Variable, optional): weights of layers 2..L (L - 1, D, 4, H, D * H + H); required
+            when num_layers > 1, not allowed otherwise.
+        bias (Variable, optional): (L, D, 4, H); omitted: no bias.
+        num_layers (int64, default ``1``): number of stacked layers L (must match h.shape[0]).
+        dropout (float, default ``0.0``): probability of dropping each output of a layer before the
+            next layer (training only).
+        bidirectional (bool, default ``False``): also run every layer backwards in time and
+            concatenate both directions' outputs.
+        training (bool, default ``True``): apply dropout (True) or not.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y, h_n, c_n
+        (y, h_n, c_n): y (T, B, D * H), the last layer's outputs; h_n and c_n (L, D, B, H), the
+            states after the last step.
+
+    Example:
+        >>> x, h, c = nn.Variable((5, 2, 3)), nn.Variable((1, 1, 2, 4)), nn.Variable((1, 1, 2, 4))
+        >>> y, h_n, c_n = F.lstm(x, h, c, nn.Variable((1, 4, 4, 7)))  # y.shape == (5, 2, 4)
+
+    nnabla's function LSTM (Neural Network Layer).
     """
     return _apply('LSTM', [x, h, c, weight_l0, weight, bias], ['x', 'h', 'c', 'weight_l0', 'weight', 'bias'], dict(num_layers=num_layers, dropout=dropout, bidirectional=bidirectional, training=training), n_outputs, outputs)
 
 
 def gru(x, h, weight_l0, weight=None, bias=None, num_layers=1, dropout=0.0, bidirectional=False, training=True, n_outputs=-1, outputs=None):
-    """GRU (Neural Network Layer).
+    """Gated recurrent unit network over a whole sequence, stacked and optionally bidirectional
+    (reset, update and new gates).
 
     Args:
-        x (Variable): input.
-        h (Variable): input.
-        weight_l0 (Variable): input, a parameter.
-        weight (Variable): optional input, a parameter.
-        bias (Variable): optional input, a parameter.
-        num_layers (int64): default ``1``.
-        dropout (float): default ``0.0``.
-        bidirectional (bool): default ``False``.
-        training (bool): default ``True``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input sequence (T, B, I): time, batch, features.
+        h (Variable): initial hidden states (L, D, B, H): L = num_layers, D = 2 if bidirectional
+            else 1, H = hidden size.
+        weight_l0 (Variable): first-layer weights (D, 3, H, I + H): for each of the 3 gates, input
+            weights then recurrent weights along the last axis.
+        weight (Variable, optional): weights of layers 2..L (L - 1, D, 3, H, D * H + H); required
+            when num_layers > 1, not allowed otherwise.
+        bias (Variable, optional): (L, D, 4, H): the three gates' biases and a fourth, the
+            recurrent bias of the new gate; omitted: no bias.
+        num_layers (int64, default ``1``): number of stacked layers L (must match h.shape[0]).
+        dropout (float, default ``0.0``): probability of dropping each output of a layer before the
+            next layer (training only).
+        bidirectional (bool, default ``False``): also run every layer backwards in time and
+            concatenate both directions' outputs.
+        training (bool, default ``True``): apply dropout (True) or not.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y, h_n
+        (y, h_n): y (T, B, D * H), the last layer's outputs; h_n (L, D, B, H), the hidden states
+            after the last step.
+
+    nnabla's function GRU (Neural Network Layer).
     """
     return _apply('GRU', [x, h, weight_l0, weight, bias], ['x', 'h', 'weight_l0', 'weight', 'bias'], dict(num_layers=num_layers, dropout=dropout, bidirectional=bidirectional, training=training), n_outputs, outputs)
 
 
 def convolution(x, weight, bias=None, base_axis=1, pad=None, stride=None, dilation=None, group=1, channel_last=False, n_outputs=-1, outputs=None):
-    """Convolution (Neural Network Layer).
+    """N-d convolution (cross-correlation, as in every deep learning library) of x with a bank of
+    filters, plus an optional bias.
 
     Args:
-        x (Variable): input.
-        weight (Variable): input, a parameter.
-        bias (Variable): optional input, a parameter.
-        base_axis (int64): default ``1``.
-        pad (Shape): default ``(0,) * (len(x.shape) - (base_axis+1))``.
-        stride (Shape): default ``(1,) * (len(x.shape) - (base_axis+1))``.
-        dilation (Shape): default ``(1,) * (len(x.shape) - (base_axis+1))``.
-        group (int64): default ``1``.
-        channel_last (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input (N..., C, *spatial), or (N..., *spatial, C) with channel_last; the axes
+            before base_axis are batch axes.
+        weight (Variable): filters (M, C / group, *kernel), or (M, *kernel, C / group) with
+            channel_last; M output channels.
+        bias (Variable, optional): (M,), added to every output channel; omitted: no bias.
+        base_axis (int64, default ``1``): the channel axis (the axes before it are batch axes).
+        pad (Shape, default ``(0,) * (len(x.shape) - (base_axis+1))``): zero padding added at both
+            ends of each spatial axis.
+        stride (Shape, default ``(1,) * (len(x.shape) - (base_axis+1))``): step between the starts
+            of neighbouring windows, per spatial axis.
+        dilation (Shape, default ``(1,) * (len(x.shape) - (base_axis+1))``): spacing between the
+            taps of a filter, per spatial axis (1: contiguous).
+        group (int64, default ``1``): split the channels into this many groups, each convolved with
+            its own M / group filters; C and M must be divisible by it.
+        channel_last (bool, default ``False``): the channel axis is the last one (x and weight as
+            above).
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y (N..., M, *out), out = (size + 2 pad - dilation (kernel - 1) - 1) // stride + 1 per
+            spatial axis; (N..., *out, M) with channel_last.
+
+    Example:
+        >>> x, w = nn.Variable((8, 3, 32, 32)), nn.Variable((16, 3, 3, 3))
+        >>> y = F.convolution(x, w, pad=(1, 1), stride=(2, 2))  # y.shape == (8, 16, 16, 16)
+
+    nnabla's function Convolution (Neural Network Layer).
     """
     return _apply('Convolution', [x, weight, bias], ['x', 'weight', 'bias'], dict(base_axis=base_axis, pad=pad, stride=stride, dilation=dilation, group=group, channel_last=channel_last), n_outputs, outputs)
 
 
 def fused_convolution(x, weight, bias=None, beta=None, gamma=None, mean=None, variance=None, z=None, base_axis=1, pad=None, stride=None, dilation=None, group=1, channel_last=False, decay_rate=0.9, eps=1e-05, batch_stat=True, nonlinearity='relu', nonlinearity_args=None, pad_mode='constant', constant_value=0, n_outputs=-1, outputs=None):
-    """FusedConvolution (Neural Network Layer).
+    """Convolution, then batch normalization, then + z, then a nonlinearity, as one function (each
+    stage optional).
 
     Args:
-        x (Variable): input.
-        weight (Variable): input, a parameter.
-        bias (Variable): optional input, a parameter.
-        beta (Variable): optional input, a parameter.
-        gamma (Variable): optional input, a parameter.
-        mean (Variable): optional input.
-        variance (Variable): optional input.
-        z (Variable): optional input.
-        base_axis (int64): default ``1``.
-        pad (Shape): default ``(0,) * (len(x.shape) - (base_axis+1))``.
-        stride (Shape): default ``(1,) * (len(x.shape) - (base_axis+1))``.
-        dilation (Shape): default ``(1,) * (len(x.shape) - (base_axis+1))``.
-        group (int64): default ``1``.
-        channel_last (bool): default ``False``.
-        decay_rate (float): default ``0.9``.
-        eps (float): default ``1e-05``.
-        batch_stat (bool): default ``True``.
-        nonlinearity (string): default ``'relu'``; one of identity, relu, sigmoid, tanh, leaky_relu, elu, relu6.
-        nonlinearity_args (repeated float): default ``list()``.
-        pad_mode (string): default ``'constant'``; one of constant, reflect, repeat.
-        constant_value (float): default ``0``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input (N, C, *spatial), or channel-last.
+        weight (Variable): filters (M, C / group, *kernel), as F.convolution's.
+        bias (Variable, optional): convolution bias (M,); omitted: none.
+        beta (Variable, optional): batch normalization shift (1, M, 1, ...); give beta, gamma, mean
+            and variance together or none of them.
+        gamma (Variable, optional): batch normalization scale, shape of beta.
+        mean (Variable, optional): running mean, shape of beta (updated in place when batch_stat).
+        variance (Variable, optional): running variance, shape of beta (updated in place when
+            batch_stat).
+        z (Variable, optional): added to the normalized result before the nonlinearity (a
+            residual); omitted: nothing added.
+        base_axis (int64, default ``1``): as F.convolution's.
+        pad (Shape, default ``(0,) * (len(x.shape) - (base_axis+1))``): padding at both ends of
+            each spatial axis (filled as pad_mode says).
+        stride (Shape, default ``(1,) * (len(x.shape) - (base_axis+1))``): as F.convolution's.
+        dilation (Shape, default ``(1,) * (len(x.shape) - (base_axis+1))``): as F.convolution's.
+        group (int64, default ``1``): as F.convolution's.
+        channel_last (bool, default ``False``): as F.convolution's.
+        decay_rate (float, default ``0.9``): momentum of the running statistics, as
+            F.batch_normalization's.
+        eps (float, default ``1e-05``): added to the variance before its square root.
+        batch_stat (bool, default ``True``): normalize with the batch's statistics (and update the
+            running ones) rather than the running ones.
+        nonlinearity (string, default ``'relu'``; one of identity, relu, sigmoid, tanh, leaky_relu,
+            elu, relu6): the activation applied last.
+        nonlinearity_args (repeated float, default ``list()``): its arguments: [alpha] for
+            leaky_relu and elu, none for the others.
+        pad_mode (string, default ``'constant'``; one of constant, reflect, repeat): how padding is
+            filled: a constant, the mirror image, or the edge value repeated.
+        constant_value (float, default ``0``): the fill value of pad_mode 'constant'.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of F.convolution's output.
+
+    nnabla's function FusedConvolution (Neural Network Layer).
     """
     return _apply('FusedConvolution', [x, weight, bias, beta, gamma, mean, variance, z], ['x', 'weight', 'bias', 'beta', 'gamma', 'mean', 'variance', 'z'], dict(base_axis=base_axis, pad=pad, stride=stride, dilation=dilation, group=group, channel_last=channel_last, decay_rate=decay_rate, eps=eps, batch_stat=batch_stat, nonlinearity=nonlinearity, nonlinearity_args=nonlinearity_args, pad_mode=pad_mode, constant_value=constant_value), n_outputs, outputs)
 
 
 def depthwise_convolution(x, weight, bias=None, base_axis=1, pad=None, stride=None, dilation=None, multiplier=1, n_outputs=-1, outputs=None):
-    """DepthwiseConvolution (Neural Network Layer).
+    """Depthwise convolution: every input channel convolved with multiplier filters of its own (no
+    mixing of channels).
 
     Args:
-        x (Variable): input.
-        weight (Variable): input, a parameter.
-        bias (Variable): optional input, a parameter.
-        base_axis (int64): default ``1``.
-        pad (Shape): default ``(0,) * (len(x.shape) - (base_axis+1))``.
-        stride (Shape): default ``(1,) * (len(x.shape) - (base_axis+1))``.
-        dilation (Shape): default ``(1,) * (len(x.shape) - (base_axis+1))``.
-        multiplier (int64): default ``1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input (N..., C, *spatial).
+        weight (Variable): filters (C * multiplier, *kernel); output channel c * multiplier + j
+            comes from input channel c.
+        bias (Variable, optional): (C * multiplier,); omitted: no bias.
+        base_axis (int64, default ``1``): the channel axis.
+        pad (Shape, default ``(0,) * (len(x.shape) - (base_axis+1))``): zero padding at both ends
+            of each spatial axis.
+        stride (Shape, default ``(1,) * (len(x.shape) - (base_axis+1))``): window step per spatial
+            axis.
+        dilation (Shape, default ``(1,) * (len(x.shape) - (base_axis+1))``): spacing of the filter
+            taps per spatial axis.
+        multiplier (int64, default ``1``): filters per input channel.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y (N..., C * multiplier, *out), out as in F.convolution.
+
+    Example:
+        >>> x, w = nn.Variable((2, 8, 10, 10)), nn.Variable((8, 3, 3))
+        >>> y = F.depthwise_convolution(x, w, pad=(1, 1))  # y.shape == (2, 8, 10, 10)
+
+    nnabla's function DepthwiseConvolution (Neural Network Layer).
     """
     return _apply('DepthwiseConvolution', [x, weight, bias], ['x', 'weight', 'bias'], dict(base_axis=base_axis, pad=pad, stride=stride, dilation=dilation, multiplier=multiplier), n_outputs, outputs)
 
 
 def deconvolution(x, weight, bias=None, base_axis=1, pad=None, stride=None, dilation=None, group=1, channel_last=False, output_padding=None, n_outputs=-1, outputs=None):
-    """Deconvolution (Neural Network Layer).
+    """Transposed convolution (the gradient of F.convolution with respect to its input), used to
+    upsample.
 
     Args:
-        x (Variable): input.
-        weight (Variable): input, a parameter.
-        bias (Variable): optional input, a parameter.
-        base_axis (int64): default ``1``.
-        pad (Shape): default ``(0,) * (len(x.shape) - (base_axis+1))``.
-        stride (Shape): default ``(1,) * (len(x.shape) - (base_axis+1))``.
-        dilation (Shape): default ``(1,) * (len(x.shape) - (base_axis+1))``.
-        group (int64): default ``1``.
-        channel_last (bool): default ``False``.
-        output_padding (Shape): default ``(0,) * (len(x.shape) - (base_axis+1))``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input (N..., C, *spatial), or channel-last.
+        weight (Variable): filters (C, M / group, *kernel), or (C, *kernel, M / group) with
+            channel_last: the weight of the convolution this one transposes.
+        bias (Variable, optional): (M,); omitted: no bias.
+        base_axis (int64, default ``1``): the channel axis.
+        pad (Shape, default ``(0,) * (len(x.shape) - (base_axis+1))``): padding removed from both
+            ends of each output spatial axis.
+        stride (Shape, default ``(1,) * (len(x.shape) - (base_axis+1))``): upsampling step per
+            spatial axis.
+        dilation (Shape, default ``(1,) * (len(x.shape) - (base_axis+1))``): spacing of the filter
+            taps per spatial axis.
+        group (int64, default ``1``): channel groups, as in F.convolution.
+        channel_last (bool, default ``False``): the channel axis is the last one.
+        output_padding (Shape, default ``(0,) * (len(x.shape) - (base_axis+1))``): added to the end
+            of each output spatial axis (picks among the sizes a strided convolution maps to one
+            size).
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y (N..., M, *out), out = (size - 1) stride - 2 pad + dilation (kernel - 1) + 1 +
+            output_padding.
+
+    Example:
+        >>> x, w = nn.Variable((8, 16, 8, 8)), nn.Variable((16, 3, 4, 4))
+        >>> y = F.deconvolution(x, w, pad=(1, 1), stride=(2, 2))  # y.shape == (8, 3, 16, 16)
+
+    nnabla's function Deconvolution (Neural Network Layer).
     """
     return _apply('Deconvolution', [x, weight, bias], ['x', 'weight', 'bias'], dict(base_axis=base_axis, pad=pad, stride=stride, dilation=dilation, group=group, channel_last=channel_last, output_padding=output_padding), n_outputs, outputs)
 
 
 def depthwise_deconvolution(x, weight, bias=None, base_axis=1, pad=None, stride=None, dilation=None, divisor=1, n_outputs=-1, outputs=None):
-    """DepthwiseDeconvolution (Neural Network Layer).
+    """Transposed depthwise convolution: output channel c sums the transposed convolutions of input
+    channels c * divisor to (c + 1) * divisor - 1.
 
     Args:
-        x (Variable): input.
-        weight (Variable): input, a parameter.
-        bias (Variable): optional input, a parameter.
-        base_axis (int64): default ``1``.
-        pad (Shape): default ``(0,) * (len(x.shape) - (base_axis+1))``.
-        stride (Shape): default ``(1,) * (len(x.shape) - (base_axis+1))``.
-        dilation (Shape): default ``(1,) * (len(x.shape) - (base_axis+1))``.
-        divisor (int64): default ``1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input (N..., C, *spatial); C divisible by divisor.
+        weight (Variable): filters (C, *kernel).
+        bias (Variable, optional): (C / divisor,); omitted: no bias.
+        base_axis (int64, default ``1``): the channel axis.
+        pad (Shape, default ``(0,) * (len(x.shape) - (base_axis+1))``): padding removed from both
+            ends of each output spatial axis.
+        stride (Shape, default ``(1,) * (len(x.shape) - (base_axis+1))``): upsampling step per
+            spatial axis.
+        dilation (Shape, default ``(1,) * (len(x.shape) - (base_axis+1))``): spacing of the filter
+            taps per spatial axis.
+        divisor (int64, default ``1``): input channels summed into each output channel.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y (N..., C / divisor, *out), out as in F.deconvolution.
+
+    nnabla's function DepthwiseDeconvolution (Neural Network Layer).
     """
     return _apply('DepthwiseDeconvolution', [x, weight, bias], ['x', 'weight', 'bias'], dict(base_axis=base_axis, pad=pad, stride=stride, dilation=dilation, divisor=divisor), n_outputs, outputs)
 
 
 def deformable_convolution(x, weight, offset, mask=None, bias=None, base_axis=1, pad=None, stride=None, dilation=None, group=1, deformable_group=1, channel_last=False, n_outputs=-1, outputs=None):
-    """DeformableConvolution (Neural Network Layer).
+    """Deformable convolution (DCN, and DCNv2 with a mask): every filter tap samples x bilinearly at a
+    learned offset from its regular position.
 
     Args:
-        x (Variable): input.
-        weight (Variable): input, a parameter.
-        offset (Variable): input.
-        mask (Variable): optional input.
-        bias (Variable): optional input, a parameter.
-        base_axis (int64): default ``1``.
-        pad (Shape): default ``(0,) * (len(x.shape) - (base_axis+1))``.
-        stride (Shape): default ``(1,) * (len(x.shape) - (base_axis+1))``.
-        dilation (Shape): default ``(1,) * (len(x.shape) - (base_axis+1))``.
-        group (int64): default ``1``.
-        deformable_group (int64): default ``1``.
-        channel_last (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input (N, C, *spatial) (channel_last is not supported).
+        weight (Variable): filters (M, C / group, *kernel).
+        offset (Variable): (N, 2 * K * deformable_group, *out), K = kernel elements: a (dy, dx)
+            pair per tap, group and output position.
+        mask (Variable, optional): (N, K * deformable_group, *out): a weight per tap (DCNv2);
+            omitted: all ones.
+        bias (Variable, optional): (M,); omitted: no bias.
+        base_axis (int64, default ``1``): the channel axis.
+        pad (Shape, default ``(0,) * (len(x.shape) - (base_axis+1))``): zero padding at both ends
+            of each spatial axis.
+        stride (Shape, default ``(1,) * (len(x.shape) - (base_axis+1))``): window step per spatial
+            axis.
+        dilation (Shape, default ``(1,) * (len(x.shape) - (base_axis+1))``): spacing of the filter
+            taps per spatial axis.
+        group (int64, default ``1``): channel groups of the filters, as in F.convolution.
+        deformable_group (int64, default ``1``): channel groups that share one set of offsets.
+        channel_last (bool, default ``False``): must be False.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y (N, M, *out), out as in F.convolution.
+
+    nnabla's function DeformableConvolution (Neural Network Layer).
     """
     return _apply('DeformableConvolution', [x, weight, offset, mask, bias], ['x', 'weight', 'offset', 'mask', 'bias'], dict(base_axis=base_axis, pad=pad, stride=stride, dilation=dilation, group=group, deformable_group=deformable_group, channel_last=channel_last), n_outputs, outputs)
 
 
 def adaptive_separable_convolution(x, vertical_kernel, horizontal_kernel, n_outputs=-1, outputs=None):
-    """AdaptiveSeparableConvolution (Neural Network Layer).
+    """Per-pixel separable filtering (adaptive separable convolution for video frame interpolation):
+    each output pixel is x's patch weighted by its own vertical and horizontal kernels.
 
     Args:
-        x (Variable): input.
-        vertical_kernel (Variable): input.
-        horizontal_kernel (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input (N, C, H, W).
+        vertical_kernel (Variable): (N, Kv, H - Kv + 1, W - Kh + 1): the vertical kernel of every
+            output pixel.
+        horizontal_kernel (Variable): (N, Kh, H - Kv + 1, W - Kh + 1): the horizontal kernel of
+            every output pixel.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y (N, C, H - Kv + 1, W - Kh + 1).
+
+    nnabla's function AdaptiveSeparableConvolution (Neural Network Layer).
     """
     return _apply('AdaptiveSeparableConvolution', [x, vertical_kernel, horizontal_kernel], ['x', 'vertical_kernel', 'horizontal_kernel'], dict(), n_outputs, outputs)
 
 
 def max_pooling(x, kernel, stride=None, ignore_border=True, pad=None, channel_last=False, n_outputs=-1, outputs=None):
-    """MaxPooling (Neural Network Layer).
+    """Max pooling: the largest value of each window over the last len(kernel) axes (1 to 3 of them).
 
     Args:
-        x (Variable): input.
-        kernel (Shape): required.
-        stride (Shape): default ``kernel``.
-        ignore_border (bool): default ``True``.
-        pad (Shape): default ``(0,) * len(kernel)``.
-        channel_last (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input (..., *spatial), or (..., *spatial, C) with channel_last.
+        kernel (Shape, required): window size per pooled axis.
+        stride (Shape, default ``kernel``): window step per pooled axis; default: the kernel
+            (windows do not overlap).
+        ignore_border (bool, default ``True``): True drops windows that would run past the padded
+            input's end; False keeps partial windows there.
+        pad (Shape, default ``(0,) * len(kernel)``): padding at both ends of each pooled axis
+            (never the maximum).
+        channel_last (bool, default ``False``): the pooled axes are the ones before the last.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y with the pooled axes reduced to (size + 2 pad - kernel) // stride + 1 each
+            (ignore_border=True).
+
+    Example:
+        >>> x = nn.Variable((8, 16, 32, 32))
+        >>> y = F.max_pooling(x, (2, 2))  # y.shape == (8, 16, 16, 16)
+
+    nnabla's function MaxPooling (Neural Network Layer).
     """
     return _apply('MaxPooling', [x], ['x'], dict(kernel=kernel, stride=stride, ignore_border=ignore_border, pad=pad, channel_last=channel_last), n_outputs, outputs)
 
 
 def average_pooling(x, kernel, stride=None, ignore_border=True, pad=None, channel_last=False, including_pad=True, n_outputs=-1, outputs=None):
-    """AveragePooling (Neural Network Layer).
+    """Average pooling: the mean of each window over the last len(kernel) axes.
 
     Args:
-        x (Variable): input.
-        kernel (Shape): required.
-        stride (Shape): default ``kernel``.
-        ignore_border (bool): default ``True``.
-        pad (Shape): default ``(0,) * len(kernel)``.
-        channel_last (bool): default ``False``.
-        including_pad (bool): default ``True``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input (..., *spatial), or (..., *spatial, C) with channel_last.
+        kernel (Shape, required): window size per pooled axis.
+        stride (Shape, default ``kernel``): window step per pooled axis; default: the kernel.
+        ignore_border (bool, default ``True``): True drops windows that would run past the padded
+            input's end; False keeps partial windows there.
+        pad (Shape, default ``(0,) * len(kernel)``): zero padding at both ends of each pooled axis.
+        channel_last (bool, default ``False``): the pooled axes are the ones before the last.
+        including_pad (bool, default ``True``): divide by the window size counting padded positions
+            (True) or by the number of input elements in the window (False).
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y with the pooled axes reduced as in F.max_pooling.
+
+    Example:
+        >>> x = nn.Variable((8, 16, 32, 32))
+        >>> y = F.average_pooling(x, (3, 3), stride=(2, 2), pad=(1, 1))  # y.shape == (8, 16, 16, 16)
+
+    nnabla's function AveragePooling (Neural Network Layer).
     """
     return _apply('AveragePooling', [x], ['x'], dict(kernel=kernel, stride=stride, ignore_border=ignore_border, pad=pad, channel_last=channel_last, including_pad=including_pad), n_outputs, outputs)
 
 
 def global_average_pooling(x, n_outputs=-1, outputs=None):
-    """GlobalAveragePooling (Neural Network Layer).
+    """The mean over all spatial axes of a (N, C, *spatial) input, per sample and channel.
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input (N, C, *spatial).
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y (N, C, 1, 1).
+
+    Example:
+        >>> x = nn.Variable((8, 64, 7, 7))
+        >>> y = F.global_average_pooling(x)  # y.shape == (8, 64, 1, 1)
+
+    nnabla's function GlobalAveragePooling (Neural Network Layer).
     """
     return _apply('GlobalAveragePooling', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def sum_pooling(x, kernel, stride=None, ignore_border=True, pad=None, channel_last=False, n_outputs=-1, outputs=None):
-    """SumPooling (Neural Network Layer).
+    """Sum pooling: the sum of each window over the last len(kernel) axes.
 
     Args:
-        x (Variable): input.
-        kernel (Shape): required.
-        stride (Shape): default ``kernel``.
-        ignore_border (bool): default ``True``.
-        pad (Shape): default ``(0,) * len(kernel)``.
-        channel_last (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input (..., *spatial), or (..., *spatial, C) with channel_last.
+        kernel (Shape, required): window size per pooled axis.
+        stride (Shape, default ``kernel``): window step per pooled axis; default: the kernel.
+        ignore_border (bool, default ``True``): True drops windows that would run past the padded
+            input's end; False keeps partial windows there.
+        pad (Shape, default ``(0,) * len(kernel)``): zero padding at both ends of each pooled axis.
+        channel_last (bool, default ``False``): the pooled axes are the ones before the last.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y with the pooled axes reduced as in F.max_pooling.
+
+    nnabla's function SumPooling (Neural Network Layer).
     """
     return _apply('SumPooling', [x], ['x'], dict(kernel=kernel, stride=stride, ignore_border=ignore_border, pad=pad, channel_last=channel_last), n_outputs, outputs)
 
 
 def unpooling(x, kernel, channel_last=False, n_outputs=-1, outputs=None):
-    """Unpooling (Neural Network Layer).
+    """Upsampling by repetition: every element repeated kernel[i] times along the i-th of the last
+    len(kernel) axes.
 
     Args:
-        x (Variable): input.
-        kernel (Shape): required.
-        channel_last (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input (..., *spatial), or (..., *spatial, C) with channel_last.
+        kernel (Shape, required): repetitions per axis.
+        channel_last (bool, default ``False``): the repeated axes are the ones before the last.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y with each repeated axis multiplied by its kernel entry.
+
+    Example:
+        >>> x = nn.Variable((2, 3, 4, 4))
+        >>> y = F.unpooling(x, (2, 2))  # y.shape == (2, 3, 8, 8)
+
+    nnabla's function Unpooling (Neural Network Layer).
     """
     return _apply('Unpooling', [x], ['x'], dict(kernel=kernel, channel_last=channel_last), n_outputs, outputs)
 
 
 def embed(x0, w, n_outputs=-1, outputs=None):
-    """Embed (Neural Network Layer).
+    """Embedding look-up: y[...] = w[x0[...]], one row of w per integer index.
 
     Args:
-        x0 (Variable): input.
-        w (Variable): input, a parameter.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): integer indices, any shape; each in [0, w.shape[0]).
+        w (Variable): the table (n_inputs, *features).
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y of shape x0.shape + w.shape[1:].
+
+    Example:
+        >>> idx, w = nn.Variable.from_numpy_array(np.array([[0, 2], [1, 1]])), nn.Variable((3, 5))
+        >>> y = F.embed(idx, w)  # y.shape == (2, 2, 5)
+
+    nnabla's function Embed (Neural Network Layer).
     """
     return _apply('Embed', [x0, w], ['x0', 'w'], dict(), n_outputs, outputs)
 
 
 def roi_align(input, boxes, output_size, spatial_scale=(1.0, 1.0), sampling_ratio=-1, channel_last=False, n_outputs=-1, outputs=None):
-    """RoiAlign (Neural Network Layer).
+    """RoiAlign (Mask R-CNN): each box of a 4-d feature map averaged into an output_size grid of bins,
+    each bin the mean of bilinear samples.
 
     Args:
-        input (Variable): input.
-        boxes (Variable): input.
-        output_size (Shape): required.
-        spatial_scale (repeated float): default ``(1.0, 1.0)``.
-        sampling_ratio (int64): default ``-1``.
-        channel_last (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        input (Variable): feature map (N, C, H, W), or (N, H, W, C) with channel_last.
+        boxes (Variable): (K, 5): batch index, x1, y1, x2, y2 in input-image coordinates.
+        output_size (Shape, required): (height, width) of the output grid.
+        spatial_scale (repeated float, default ``(1.0, 1.0)``): (y, x) factors from box coordinates
+            to feature-map coordinates.
+        sampling_ratio (int64, default ``-1``): samples per bin along each axis; 0 or less:
+            ceil(bin size).
+        channel_last (bool, default ``False``): input and output have the channel axis last.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y (K, C, height, width), or (K, height, width, C) with channel_last.
+
+    nnabla's function RoiAlign (Neural Network Layer).
     """
     return _apply('RoiAlign', [input, boxes], ['input', 'boxes'], dict(output_size=output_size, spatial_scale=spatial_scale, sampling_ratio=sampling_ratio, channel_last=channel_last), n_outputs, outputs)
 
 
 def sigmoid(x, n_outputs=-1, outputs=None):
-    """Sigmoid (Neural Network Activation Functions).
+    """Logistic sigmoid: y = 1 / (1 + exp(-x)), elementwise.
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x, in (0, 1).
+
+    Example:
+        >>> x = nn.Variable((4, 3))
+        >>> y = F.sigmoid(x)  # y.shape == (4, 3)
+
+    nnabla's function Sigmoid (Neural Network Activation Functions).
     """
     return _apply('Sigmoid', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def swish(x, n_outputs=-1, outputs=None):
-    """Swish (Neural Network Activation Functions).
+    """Swish (SiLU): y = x * sigmoid(x), elementwise.
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function Swish (Neural Network Activation Functions).
     """
     return _apply('Swish', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def tanh(x, n_outputs=-1, outputs=None):
-    """Tanh (Neural Network Activation Functions).
+    """Hyperbolic tangent, elementwise.
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x, in (-1, 1).
+
+    Example:
+        >>> x = nn.Variable((4, 3))
+        >>> y = F.tanh(x)  # y.shape == (4, 3)
+
+    nnabla's function Tanh (Neural Network Activation Functions).
     """
     return _apply('Tanh', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def relu(x, inplace=False, n_outputs=-1, outputs=None):
-    """ReLU (Neural Network Activation Functions).
+    """Rectified linear unit: y = max(x, 0), elementwise.
 
     Args:
-        x (Variable): input.
-        inplace (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        inplace (bool, default ``False``): accepted for nnabla's signature; the result is always a
+            new array.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    Example:
+        >>> x = nn.Variable.from_numpy_array(np.array([-1.0, 2.0]))
+        >>> y = F.relu(x)  # y.shape == (2,)
+
+    nnabla's function ReLU (Neural Network Activation Functions).
     """
     return _apply('ReLU', [x], ['x'], dict(inplace=inplace), n_outputs, outputs)
 
 
 def leaky_relu(x, alpha=0.1, inplace=False, n_outputs=-1, outputs=None):
-    """LeakyReLU (Neural Network Activation Functions).
+    """Leaky ReLU: y = x for x > 0, alpha * x otherwise, elementwise.
 
     Args:
-        x (Variable): input.
-        alpha (float): default ``0.1``.
-        inplace (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        alpha (float, default ``0.1``): slope for negative inputs.
+        inplace (bool, default ``False``): accepted for nnabla's signature; the result is always a
+            new array.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    Example:
+        >>> x = nn.Variable((4, 3))
+        >>> y = F.leaky_relu(x, alpha=0.2)  # y.shape == (4, 3)
+
+    nnabla's function LeakyReLU (Neural Network Activation Functions).
     """
     return _apply('LeakyReLU', [x], ['x'], dict(alpha=alpha, inplace=inplace), n_outputs, outputs)
 
 
 def softmax(x, axis=None, n_outputs=-1, outputs=None):
-    """Softmax (Neural Network Activation Functions).
+    """Softmax along one axis: y = exp(x) / sum(exp(x)) over axis (computed stably).
 
     Args:
-        x (Variable): input.
-        axis (int64): default ``len(x.shape) - 1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        axis (int64, default ``len(x.shape) - 1``): the axis that sums to 1; default: the last.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x; non-negative and summing to 1 along axis.
+
+    Example:
+        >>> x = nn.Variable((8, 10))
+        >>> y = F.softmax(x, axis=1)  # y.shape == (8, 10)
+
+    nnabla's function Softmax (Neural Network Activation Functions).
     """
     return _apply('Softmax', [x], ['x'], dict(axis=axis), n_outputs, outputs)
 
 
 def log_softmax(x, axis=None, n_outputs=-1, outputs=None):
-    """LogSoftmax (Neural Network Activation Functions).
+    """Log of the softmax along one axis: y = x - log(sum(exp(x))) over axis (computed stably).
 
     Args:
-        x (Variable): input.
-        axis (int64): default ``len(x.shape) - 1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        axis (int64, default ``len(x.shape) - 1``): the normalized axis; default: the last.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    Example:
+        >>> x = nn.Variable((8, 10))
+        >>> y = F.log_softmax(x)  # y.shape == (8, 10)
+
+    nnabla's function LogSoftmax (Neural Network Activation Functions).
     """
     return _apply('LogSoftmax', [x], ['x'], dict(axis=axis), n_outputs, outputs)
 
 
 def elu(x, alpha=1.0, n_outputs=-1, outputs=None):
-    """ELU (Neural Network Activation Functions).
+    """Exponential linear unit: y = x for x >= 0, alpha * (exp(x) - 1) otherwise, elementwise.
 
     Args:
-        x (Variable): input.
-        alpha (double): default ``1.0``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        alpha (double, default ``1.0``): the value approached as x goes to minus infinity is
+            -alpha.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    Example:
+        >>> x = nn.Variable((4, 3))
+        >>> y = F.elu(x, alpha=1.0)  # y.shape == (4, 3)
+
+    nnabla's function ELU (Neural Network Activation Functions).
     """
     return _apply('ELU', [x], ['x'], dict(alpha=alpha), n_outputs, outputs)
 
 
 def selu(x, scale=1.05070098735548, alpha=1.673263242354377, n_outputs=-1, outputs=None):
-    """SELU (Neural Network Activation Functions).
+    """Scaled ELU: y = scale * x for x > 0, scale * alpha * (exp(x) - 1) otherwise, elementwise
+    (self-normalizing networks).
 
     Args:
-        x (Variable): input.
-        scale (double): default ``1.05070098735548``.
-        alpha (double): default ``1.673263242354377``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        scale (double, default ``1.05070098735548``): overall factor (the self-normalizing value by
+            default).
+        alpha (double, default ``1.673263242354377``): factor of the negative part (the
+            self-normalizing value by default).
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function SELU (Neural Network Activation Functions).
     """
     return _apply('SELU', [x], ['x'], dict(scale=scale, alpha=alpha), n_outputs, outputs)
 
 
 def crelu(x, axis=1, n_outputs=-1, outputs=None):
-    """CReLU (Neural Network Activation Functions).
+    """Concatenated ReLU: relu(x) and relu(-x) joined along axis, which doubles that axis.
 
     Args:
-        x (Variable): input.
-        axis (int64): default ``1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        axis (int64, default ``1``): the axis the two halves are concatenated along.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x with axis doubled.
+
+    nnabla's function CReLU (Neural Network Activation Functions).
     """
     return _apply('CReLU', [x], ['x'], dict(axis=axis), n_outputs, outputs)
 
 
 def celu(x, alpha=1.0, axis=1, n_outputs=-1, outputs=None):
-    """CELU (Neural Network Activation Functions).
+    """Concatenated ELU: elu(x) and elu(-x) joined along axis, which doubles that axis.
 
     Args:
-        x (Variable): input.
-        alpha (double): default ``1.0``.
-        axis (int64): default ``1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        alpha (double, default ``1.0``): the ELU's alpha.
+        axis (int64, default ``1``): the axis the two halves are concatenated along.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x with axis doubled.
+
+    nnabla's function CELU (Neural Network Activation Functions).
     """
     return _apply('CELU', [x], ['x'], dict(alpha=alpha, axis=axis), n_outputs, outputs)
 
 
 def prelu(x0, x1, base_axis=1, n_outputs=-1, outputs=None):
-    """PReLU (Neural Network Activation Functions).
+    """Parametric ReLU: y = x for x > 0, w * x otherwise, with one learned slope or one per channel.
 
     Args:
-        x0 (Variable): input.
-        x1 (Variable): input.
-        base_axis (int64): default ``1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): input, any shape.
+        x1 (Variable): slopes: one element, or one per channel of axis base_axis of x0.
+        base_axis (int64, default ``1``): the channel axis the slopes run along.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x0.
+
+    nnabla's function PReLU (Neural Network Activation Functions).
     """
     return _apply('PReLU', [x0, x1], ['x0', 'x1'], dict(base_axis=base_axis), n_outputs, outputs)
 
 
 def gelu(x, n_outputs=-1, outputs=None):
-    """GELU (Neural Network Activation Functions).
+    """Gaussian error linear unit, the tanh approximation: y = x / 2 * (1 + tanh(sqrt(2 / pi) * (x +
+    0.044715 x^3))).
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    Example:
+        >>> x = nn.Variable((4, 3))
+        >>> y = F.gelu(x)  # y.shape == (4, 3)
+
+    nnabla's function GELU (Neural Network Activation Functions).
     """
     return _apply('GELU', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def mish(x, n_outputs=-1, outputs=None):
-    """Mish (Neural Network Activation Functions).
+    """Mish: y = x * tanh(softplus(x)), elementwise.
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function Mish (Neural Network Activation Functions).
     """
     return _apply('Mish', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def relu6(x, n_outputs=-1, outputs=None):
-    """ReLU6 (Neural Network Activation Functions).
+    """ReLU capped at 6: y = min(max(x, 0), 6), elementwise.
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function ReLU6 (Neural Network Activation Functions).
     """
     return _apply('ReLU6', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def hard_sigmoid(x, n_outputs=-1, outputs=None):
-    """HardSigmoid (Neural Network Activation Functions).
+    """Piecewise-linear sigmoid: y = max(0, min(1, 0.2 x + 0.5)), elementwise.
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function HardSigmoid (Neural Network Activation Functions).
     """
     return _apply('HardSigmoid', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def hard_tanh(x, n_outputs=-1, outputs=None):
-    """HardTanh (Neural Network Activation Functions).
+    """Piecewise-linear tanh: y = max(-1, min(1, x)), elementwise.
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function HardTanh (Neural Network Activation Functions).
     """
     return _apply('HardTanh', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def log_sigmoid(x, n_outputs=-1, outputs=None):
-    """LogSigmoid (Neural Network Activation Functions).
+    """Log of the sigmoid: y = -softplus(-x) = log(1 / (1 + exp(-x))), elementwise (computed stably).
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function LogSigmoid (Neural Network Activation Functions).
     """
     return _apply('LogSigmoid', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def softplus(x, beta=1.0, n_outputs=-1, outputs=None):
-    """SoftPlus (Neural Network Activation Functions).
+    """Softplus: y = log(1 + exp(beta * x)) / beta, elementwise (computed stably).
 
     Args:
-        x (Variable): input.
-        beta (double): default ``1.0``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        beta (double, default ``1.0``): sharpness; large beta approaches relu.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function SoftPlus (Neural Network Activation Functions).
     """
     return _apply('SoftPlus', [x], ['x'], dict(beta=beta), n_outputs, outputs)
 
 
 def softsign(x, n_outputs=-1, outputs=None):
-    """SoftSign (Neural Network Activation Functions).
+    """Softsign: y = x / (1 + abs(x)), elementwise.
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function SoftSign (Neural Network Activation Functions).
     """
     return _apply('SoftSign', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def tanh_shrink(x, n_outputs=-1, outputs=None):
-    """TanhShrink (Neural Network Activation Functions).
+    """Tanh shrink: y = x - tanh(x), elementwise.
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function TanhShrink (Neural Network Activation Functions).
     """
     return _apply('TanhShrink', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def sinc(x, n_outputs=-1, outputs=None):
-    """Sinc (Neural Network Activation Functions).
+    """Unnormalized sinc: y = sin(x) / x, and 1 at x = 0, elementwise.
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function Sinc (Neural Network Activation Functions).
     """
     return _apply('Sinc', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def fused_batch_normalization(x, beta, gamma, mean, variance, z=None, axes=(1,), decay_rate=0.9, eps=1e-05, batch_stat=True, nonlinearity='relu', n_outputs=-1, outputs=None):
-    """FusedBatchNormalization (Normalization).
+    """Batch normalization, + z, then relu, as one function: y = relu(batch_normalization(x) + z).
 
     Args:
-        x (Variable): input.
-        beta (Variable): input.
-        gamma (Variable): input.
-        mean (Variable): input.
-        variance (Variable): input.
-        z (Variable): optional input.
-        axes (repeated int64): default ``(1,)``.
-        decay_rate (float): default ``0.9``.
-        eps (float): default ``1e-05``.
-        batch_stat (bool): default ``True``.
-        nonlinearity (string): default ``'relu'``; one of relu.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape; statistics are per index of the axes listed in axes.
+        beta (Variable): shift, the statistics' shape (x's shape with 1 outside axes).
+        gamma (Variable): scale, shape of beta.
+        mean (Variable): running mean, shape of beta; updated in place when batch_stat.
+        variance (Variable): running variance, shape of beta; updated in place when batch_stat.
+        z (Variable, optional): added before the relu (a residual), shape of x; omitted: nothing
+            added.
+        axes (repeated int64, default ``(1,)``): the axes that keep their statistics (the channel
+            axis).
+        decay_rate (float, default ``0.9``): running = decay_rate * running + (1 - decay_rate) *
+            batch statistic.
+        eps (float, default ``1e-05``): added to the variance before its square root.
+        batch_stat (bool, default ``True``): normalize with the batch's statistics and update the
+            running ones (training), else use the running ones (inference).
+        nonlinearity (string, default ``'relu'``; one of relu): the activation applied last (only
+            relu).
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function FusedBatchNormalization (Normalization).
     """
     return _apply('FusedBatchNormalization', [x, beta, gamma, mean, variance, z], ['x', 'beta', 'gamma', 'mean', 'variance', 'z'], dict(axes=axes, decay_rate=decay_rate, eps=eps, batch_stat=batch_stat, nonlinearity=nonlinearity), n_outputs, outputs)
 
 
 def batch_normalization(x, beta=None, gamma=None, mean=None, variance=None, axes=(1,), decay_rate=0.9, eps=1e-05, batch_stat=True, no_scale=False, no_bias=False, n_outputs=-1, outputs=None):
-    """BatchNormalization (Normalization).
+    """Batch normalization: y = (x - mean) / sqrt(var + eps) * gamma + beta, the statistics taken over
+    every axis but those in axes.
 
     Args:
-        x (Variable): input.
-        beta (Variable): optional input.
-        gamma (Variable): optional input.
-        mean (Variable): optional input.
-        variance (Variable): optional input.
-        axes (repeated int64): default ``(1,)``.
-        decay_rate (float): default ``0.9``.
-        eps (float): default ``1e-05``.
-        batch_stat (bool): default ``True``.
-        no_scale (bool): default ``False``.
-        no_bias (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        beta (Variable, optional): shift, the statistics' shape (x's shape with 1 outside axes);
+            omitted when no_bias.
+        gamma (Variable, optional): scale, shape of beta; omitted when no_scale.
+        mean (Variable, optional): running mean, shape of beta; updated in place when batch_stat.
+        variance (Variable, optional): running variance (unbiased), shape of beta; updated in place
+            when batch_stat.
+        axes (repeated int64, default ``(1,)``): the axes that keep their statistics (the channel
+            axis).
+        decay_rate (float, default ``0.9``): running = decay_rate * running + (1 - decay_rate) *
+            batch statistic.
+        eps (float, default ``1e-05``): added to the variance before its square root.
+        batch_stat (bool, default ``True``): normalize with the batch's statistics and update the
+            running ones (training), else use the running ones (inference).
+        no_scale (bool, default ``False``): there is no gamma (scale 1).
+        no_bias (bool, default ``False``): there is no beta (shift 0).
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x; with n_outputs=3 also the batch mean and variance (shape of beta).
+
+    nnabla's function BatchNormalization (Normalization).
     """
     return _apply('BatchNormalization', [x, beta, gamma, mean, variance], ['x', 'beta', 'gamma', 'mean', 'variance'], dict(axes=axes, decay_rate=decay_rate, eps=eps, batch_stat=batch_stat, no_scale=no_scale, no_bias=no_bias), n_outputs, outputs)
 
 
 def group_normalization(x, beta=None, gamma=None, num_groups=1, channel_axis=1, batch_axis=(0,), eps=1e-05, no_scale=False, no_bias=False, n_outputs=-1, outputs=None):
-    """GroupNormalization (Normalization).
+    """Group normalization: the channels split into num_groups groups, each sample's group normalized
+    over its channels and the remaining axes, then scaled and shifted per channel.
 
     Args:
-        x (Variable): input.
-        beta (Variable): optional input.
-        gamma (Variable): optional input.
-        num_groups (int64): default ``1``.
-        channel_axis (int64): default ``1``.
-        batch_axis (repeated int64): default ``(0,)``.
-        eps (float): default ``1e-05``.
-        no_scale (bool): default ``False``.
-        no_bias (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input (N, C, ...).
+        beta (Variable, optional): shift per channel (1, C, 1, ...); omitted when no_bias.
+        gamma (Variable, optional): scale per channel, shape of beta; omitted when no_scale.
+        num_groups (int64, default ``1``): number of channel groups; must divide C.
+        channel_axis (int64, default ``1``): the channel axis.
+        batch_axis (repeated int64, default ``(0,)``): the axes whose every index is normalized on
+            its own.
+        eps (float, default ``1e-05``): added to the variance before its square root.
+        no_scale (bool, default ``False``): there is no gamma.
+        no_bias (bool, default ``False``): there is no beta.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x; with n_outputs=3 also the mean and variance of each group.
+
+    nnabla's function GroupNormalization (Normalization).
     """
     return _apply('GroupNormalization', [x, beta, gamma], ['x', 'beta', 'gamma'], dict(num_groups=num_groups, channel_axis=channel_axis, batch_axis=batch_axis, eps=eps, no_scale=no_scale, no_bias=no_bias), n_outputs, outputs)
 
 
 def instance_normalization(x, beta=None, gamma=None, channel_axis=1, batch_axis=(0,), eps=1e-05, no_scale=False, no_bias=False, n_outputs=-1, outputs=None):
-    """InstanceNormalization (Normalization).
+    """Instance normalization: each sample's channel normalized over the remaining axes, then scaled
+    and shifted per channel.
 
     Args:
-        x (Variable): input.
-        beta (Variable): optional input.
-        gamma (Variable): optional input.
-        channel_axis (int64): default ``1``.
-        batch_axis (repeated int64): default ``(0,)``.
-        eps (float): default ``1e-05``.
-        no_scale (bool): default ``False``.
-        no_bias (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input (N, C, ...).
+        beta (Variable, optional): shift per channel (1, C, 1, ...), or per sample and channel (N,
+            C, 1, ...); omitted when no_bias.
+        gamma (Variable, optional): scale, shape as beta; omitted when no_scale.
+        channel_axis (int64, default ``1``): the channel axis.
+        batch_axis (repeated int64, default ``(0,)``): the axes whose every index is normalized on
+            its own.
+        eps (float, default ``1e-05``): added to the variance before its square root.
+        no_scale (bool, default ``False``): there is no gamma.
+        no_bias (bool, default ``False``): there is no beta.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x; with n_outputs=3 also the mean and variance per sample and channel.
+
+    nnabla's function InstanceNormalization (Normalization).
     """
     return _apply('InstanceNormalization', [x, beta, gamma], ['x', 'beta', 'gamma'], dict(channel_axis=channel_axis, batch_axis=batch_axis, eps=eps, no_scale=no_scale, no_bias=no_bias), n_outputs, outputs)
 
 
 def layer_normalization(x, beta=None, gamma=None, batch_axis=(0,), eps=1e-05, no_scale=False, no_bias=False, n_outputs=-1, outputs=None):
-    """LayerNormalization (Normalization).
+    """Layer normalization: each sample normalized over all its axes (all but batch_axis), then scaled
+    and shifted elementwise.
 
     Args:
-        x (Variable): input.
-        beta (Variable): optional input.
-        gamma (Variable): optional input.
-        batch_axis (repeated int64): default ``(0,)``.
-        eps (float): default ``1e-05``.
-        no_scale (bool): default ``False``.
-        no_bias (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input (N, ...).
+        beta (Variable, optional): shift, the shape of one sample with 1 on batch_axis (1, ...);
+            omitted when no_bias.
+        gamma (Variable, optional): scale, shape of beta; omitted when no_scale.
+        batch_axis (repeated int64, default ``(0,)``): the axes whose every index is normalized on
+            its own.
+        eps (float, default ``1e-05``): added to the variance before its square root.
+        no_scale (bool, default ``False``): there is no gamma.
+        no_bias (bool, default ``False``): there is no beta.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x; with n_outputs=3 also the mean and variance per sample.
+
+    nnabla's function LayerNormalization (Normalization).
     """
     return _apply('LayerNormalization', [x, beta, gamma], ['x', 'beta', 'gamma'], dict(batch_axis=batch_axis, eps=eps, no_scale=no_scale, no_bias=no_bias), n_outputs, outputs)
 
 
 def norm_normalization(x, p=2, axes=None, eps=1e-12, n_outputs=-1, outputs=None):
-    """NormNormalization (Normalization).
+    """Divides x by its p-norm over axes: y = x / (sum(abs(x)^p) + eps)^(1/p).
 
     Args:
-        x (Variable): input.
-        p (float): default ``2``.
-        axes (repeated int64): default ``range(x.ndim)``.
-        eps (float): default ``1e-12``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        p (float, default ``2``): the norm's order (positive).
+        axes (repeated int64, default ``range(x.ndim)``): the axes the norm is taken over; default:
+            all.
+        eps (float, default ``1e-12``): added to the sum before the root.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function NormNormalization (Normalization).
     """
     return _apply('NormNormalization', [x], ['x'], dict(p=p, axes=axes, eps=eps), n_outputs, outputs)
 
 
 def sync_batch_normalization(x, beta, gamma, mean, variance, comm, group=None, axes=(1,), decay_rate=0.9, eps=1e-05, batch_stat=True, n_outputs=-1, outputs=None):
-    """SyncBatchNormalization (Normalization).
+    """Batch normalization whose batch statistics are merged over the processes of a communicator
+    (data-parallel training); the rest as F.batch_normalization.
 
     Args:
-        x (Variable): input.
-        beta (Variable): input.
-        gamma (Variable): input.
-        mean (Variable): input.
-        variance (Variable): input.
-        comm (Communicator): required.
-        group (string): default ``world``; one of world.
-        axes (repeated int64): default ``(1,)``.
-        decay_rate (float): default ``0.9``.
-        eps (float): default ``1e-05``.
-        batch_stat (bool): default ``True``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        beta (Variable): shift, the statistics' shape.
+        gamma (Variable): scale, shape of beta.
+        mean (Variable): running mean, shape of beta; updated in place when batch_stat.
+        variance (Variable): running variance, shape of beta; updated in place when batch_stat.
+        comm (Communicator, required): the communicator whose processes share statistics; None:
+            this process's batch only.
+        group (string, default ``world``; one of world): the communicator's group of processes.
+        axes (repeated int64, default ``(1,)``): the axes that keep their statistics (the channel
+            axis).
+        decay_rate (float, default ``0.9``): running = decay_rate * running + (1 - decay_rate) *
+            batch statistic.
+        eps (float, default ``1e-05``): added to the variance before its square root.
+        batch_stat (bool, default ``True``): normalize with the batch's statistics (merged over
+            processes), else with the running ones.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function SyncBatchNormalization (Normalization).
     """
     return _apply('SyncBatchNormalization', [x, beta, gamma, mean, variance], ['x', 'beta', 'gamma', 'mean', 'variance'], dict(comm=comm, group=group, axes=axes, decay_rate=decay_rate, eps=eps, batch_stat=batch_stat), n_outputs, outputs)
 
 
 def tensor_normalization(x, beta=None, gamma=None, axes=(1,), eps=1e-05, no_scale=False, no_bias=False, n_outputs=-1, outputs=None):
-    """TensorNormalization (Normalization).
+    """Normalization by the statistics taken over every axis but those in axes, without running
+    statistics: y = (x - mean) / sqrt(var + eps) * gamma + beta.
 
     Args:
-        x (Variable): input.
-        beta (Variable): optional input.
-        gamma (Variable): optional input.
-        axes (repeated int64): default ``(1,)``.
-        eps (float): default ``1e-05``.
-        no_scale (bool): default ``False``.
-        no_bias (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        beta (Variable, optional): shift, the statistics' shape; omitted when no_bias.
+        gamma (Variable, optional): scale, shape of beta; omitted when no_scale.
+        axes (repeated int64, default ``(1,)``): the axes that keep their statistics.
+        eps (float, default ``1e-05``): added to the variance before its square root.
+        no_scale (bool, default ``False``): there is no gamma.
+        no_bias (bool, default ``False``): there is no beta.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x; with n_outputs=3 also the mean and variance.
+
+    nnabla's function TensorNormalization (Normalization).
     """
     return _apply('TensorNormalization', [x, beta, gamma], ['x', 'beta', 'gamma'], dict(axes=axes, eps=eps, no_scale=no_scale, no_bias=no_bias), n_outputs, outputs)
 
 
 def weight_normalization(w, g, dim=0, eps=1e-12, n_outputs=-1, outputs=None):
-    """WeightNormalization (Normalization).
+    """Weight normalization: w_wn = g * w / norm(w), the norm taken over every axis but dim (one per
+    output unit).
 
     Args:
-        w (Variable): input.
-        g (Variable): input.
-        dim (int64): default ``0``.
-        eps (float): default ``1e-12``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        w (Variable): weight, any shape.
+        g (Variable): learned norms, one per index of axis dim.
+        dim (int64, default ``0``): the axis of w that keeps its own norm (the output units).
+        eps (float, default ``1e-12``): added to the squared norm before its square root.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        w_wn
+        w_wn, shape of w.
+
+    nnabla's function WeightNormalization (Normalization).
     """
     return _apply('WeightNormalization', [w, g], ['w', 'g'], dict(dim=dim, eps=eps), n_outputs, outputs)
 
 
 def weight_standardization(w, channel_axis=0, eps=1e-05, n_outputs=-1, outputs=None):
-    """WeightStandardization (Normalization).
+    """Weight standardization: each output channel of w made zero-mean and unit-variance over the
+    other axes.
 
     Args:
-        w (Variable): input.
-        channel_axis (int64): default ``0``.
-        eps (float): default ``1e-05``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        w (Variable): weight, any shape.
+        channel_axis (int64, default ``0``): the output-channel axis.
+        eps (float, default ``1e-05``): added to the variance before its square root.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of w; with n_outputs=3 also the mean and variance per channel.
+
+    nnabla's function WeightStandardization (Normalization).
     """
     return _apply('WeightStandardization', [w], ['w'], dict(channel_axis=channel_axis, eps=eps), n_outputs, outputs)
 
 
 def spectral_norm(w, u, dim=0, itr=1, eps=1e-12, test=False, output_u=False, n_outputs=-1, outputs=None):
-    """SpectralNorm (Normalization).
+    """Spectral normalization: w / sigma, sigma the largest singular value of w seen as a matrix (axis
+    dim against the rest), estimated by power iteration.
 
     Args:
-        w (Variable): input.
-        u (Variable): input.
-        dim (int64): default ``0``.
-        itr (int64): default ``1``.
-        eps (float): default ``1e-12``.
-        test (bool): default ``False``.
-        output_u (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        w (Variable): weight, any shape.
+        u (Variable): the power iteration's left vector (w.shape[dim],), carried from call to call.
+        dim (int64, default ``0``): the axis that forms the matrix's rows.
+        itr (int64, default ``1``): power iterations per call.
+        eps (float, default ``1e-12``): keeps the vectors' normalization away from 0 / 0.
+        test (bool, default ``False``): leave u unchanged (inference); otherwise u is updated in
+            place.
+        output_u (bool, default ``False``): also return u as it was before this call.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        w_sn
+        w_sn, shape of w; with output_u also u.
+
+    nnabla's function SpectralNorm (Normalization).
     """
     return _apply('SpectralNorm', [w, u], ['w', 'u'], dict(dim=dim, itr=itr, eps=eps, test=test, output_u=output_u), n_outputs, outputs)
 
 
 def mean_subtraction(x, rmean, t, base_axis=1, update_running_mean=True, n_outputs=-1, outputs=None):
-    """MeanSubtraction (Normalization).
+    """Subtracts a running mean: y = x - rmean, rmean the average of all batch means seen so far (per
+    element of the axes from base_axis on).
 
     Args:
-        x (Variable): input.
-        rmean (Variable): input.
-        t (Variable): input.
-        base_axis (int64): default ``1``.
-        update_running_mean (bool): default ``True``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input (N..., *features).
+        rmean (Variable): running mean, shape x.shape[base_axis:]; updated in place.
+        t (Variable): one-element counter of the batches seen; incremented in place.
+        base_axis (int64, default ``1``): the first feature axis (the axes before it are batch
+            axes).
+        update_running_mean (bool, default ``True``): fold this batch into rmean and t (training),
+            or not (inference).
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function MeanSubtraction (Normalization).
     """
     return _apply('MeanSubtraction', [x, rmean, t], ['x', 'rmean', 't'], dict(base_axis=base_axis, update_running_mean=update_running_mean), n_outputs, outputs)
 
 
 def clip_grad_by_value(x, min, max, n_outputs=-1, outputs=None):
-    """ClipGradByValue (Normalization).
+    """Identity forward; in backward the gradient is clipped elementwise into [min, max].
 
     Args:
-        x (Variable): input.
-        min (Variable): input.
-        max (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        min (Variable): lower bounds, shape of x.
+        max (Variable): upper bounds, shape of x.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, equal to x.
+
+    nnabla's function ClipGradByValue (Normalization).
     """
     return _apply('ClipGradByValue', [x, min, max], ['x', 'min', 'max'], dict(), n_outputs, outputs)
 
 
 def clip_grad_by_norm(x, clip_norm=1.0, axes=None, n_outputs=-1, outputs=None):
-    """ClipGradByNorm (Normalization).
+    """Identity forward; in backward the gradient is rescaled to have L2 norm clip_norm over axes.
 
     Args:
-        x (Variable): input.
-        clip_norm (float): default ``1.0``.
-        axes (repeated int64): default ``range(x.ndim)``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        clip_norm (float, default ``1.0``): the norm the gradient is rescaled to.
+        axes (repeated int64, default ``range(x.ndim)``): the axes the norm is taken over; default:
+            all.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, equal to x.
+
+    nnabla's function ClipGradByNorm (Normalization).
     """
     return _apply('ClipGradByNorm', [x], ['x'], dict(clip_norm=clip_norm, axes=axes), n_outputs, outputs)
 
 
 def sum(x, axes=None, keep_dims=False, n_outputs=-1, outputs=None):
-    """Sum (Reduction).
+    """Sum over the given axes.
 
     Args:
-        x (Variable): input.
-        axes (repeated int64): default ``range(x.ndim)``.
-        keep_dims (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        axes (repeated int64, default ``range(x.ndim)``): the axes summed over; default: all.
+        keep_dims (bool, default ``False``): keep the summed axes as size 1.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, x's shape without (or, with keep_dims, with 1 on) the summed axes.
+
+    nnabla's function Sum (Reduction).
     """
     return _apply('Sum', [x], ['x'], dict(axes=axes, keep_dims=keep_dims), n_outputs, outputs)
 
 
 def cumsum(x, axis=0, exclusive=False, reverse=False, n_outputs=-1, outputs=None):
-    """CumSum (Reduction).
+    """Cumulative sum along one axis.
 
     Args:
-        x (Variable): input.
-        axis (int64): default ``0``.
-        exclusive (bool): default ``False``.
-        reverse (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        axis (int64, default ``0``): the axis summed along.
+        exclusive (bool, default ``False``): element i holds the sum of the elements before i (the
+            first is 0) instead of up to and including i.
+        reverse (bool, default ``False``): sum from the end of the axis towards its start.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    Example:
+        >>> x = nn.Variable.from_numpy_array(np.array([1.0, 2.0, 3.0]))
+        >>> y = F.cumsum(x)  # y.shape == (3,)
+
+    nnabla's function CumSum (Reduction).
     """
     return _apply('CumSum', [x], ['x'], dict(axis=axis, exclusive=exclusive, reverse=reverse), n_outputs, outputs)
 
 
 def mean(x, axes=None, keep_dims=False, n_outputs=-1, outputs=None):
-    """Mean (Reduction).
+    """Mean over the given axes.
 
     Args:
-        x (Variable): input.
-        axes (repeated int64): default ``range(x.ndim)``.
-        keep_dims (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        axes (repeated int64, default ``range(x.ndim)``): the axes averaged over; default: all.
+        keep_dims (bool, default ``False``): keep the averaged axes as size 1.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, x's shape without (or, with keep_dims, with 1 on) the reduced axes.
+
+    nnabla's function Mean (Reduction).
     """
     return _apply('Mean', [x], ['x'], dict(axes=axes, keep_dims=keep_dims), n_outputs, outputs)
 
 
 def max(x, axes=None, keep_dims=False, with_index=False, only_index=False, n_outputs=-1, outputs=None):
-    """Max (Reduction).
+    """Maximum over the given axes, optionally with the position of the maximum.
 
     Args:
-        x (Variable): input.
-        axes (repeated int64): default ``range(x.ndim)``.
-        keep_dims (bool): default ``False``.
-        with_index (bool): default ``False``.
-        only_index (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        axes (repeated int64, default ``range(x.ndim)``): the axes reduced over; default: all.
+        keep_dims (bool, default ``False``): keep the reduced axes as size 1.
+        with_index (bool, default ``False``): also return the index of the maximum (flat within the
+            reduced axes).
+        only_index (bool, default ``False``): return only that index.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, x's shape without the reduced axes; with with_index also the indices; with only_index
+            only them.
+
+    nnabla's function Max (Reduction).
     """
     return _apply('Max', [x], ['x'], dict(axes=axes, keep_dims=keep_dims, with_index=with_index, only_index=only_index), n_outputs, outputs)
 
 
 def min(x, axes=None, keep_dims=False, with_index=False, only_index=False, n_outputs=-1, outputs=None):
-    """Min (Reduction).
+    """Minimum over the given axes, optionally with the position of the minimum.
 
     Args:
-        x (Variable): input.
-        axes (repeated int64): default ``range(x.ndim)``.
-        keep_dims (bool): default ``False``.
-        with_index (bool): default ``False``.
-        only_index (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        axes (repeated int64, default ``range(x.ndim)``): the axes reduced over; default: all.
+        keep_dims (bool, default ``False``): keep the reduced axes as size 1.
+        with_index (bool, default ``False``): also return the index of the minimum (flat within the
+            reduced axes).
+        only_index (bool, default ``False``): return only that index.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, x's shape without the reduced axes; with with_index also the indices; with only_index
+            only them.
+
+    nnabla's function Min (Reduction).
     """
     return _apply('Min', [x], ['x'], dict(axes=axes, keep_dims=keep_dims, with_index=with_index, only_index=only_index), n_outputs, outputs)
 
 
 def norm(x, p=2, axes=None, keep_dims=False, n_outputs=-1, outputs=None):
-    """Norm (Reduction).
+    """p-norm over the given axes: y = sum(abs(x)^p)^(1/p).
 
     Args:
-        x (Variable): input.
-        p (float): default ``2``.
-        axes (repeated int64): default ``range(x.ndim)``.
-        keep_dims (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        p (float, default ``2``): the norm's order.
+        axes (repeated int64, default ``range(x.ndim)``): the axes reduced over; default: all.
+        keep_dims (bool, default ``False``): keep the reduced axes as size 1.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, x's shape without the reduced axes.
+
+    nnabla's function Norm (Reduction).
     """
     return _apply('Norm', [x], ['x'], dict(p=p, axes=axes, keep_dims=keep_dims), n_outputs, outputs)
 
 
 def prod(x, axes=None, keep_dims=False, n_outputs=-1, outputs=None):
-    """Prod (Reduction).
+    """Product over the given axes.
 
     Args:
-        x (Variable): input.
-        axes (repeated int64): default ``range(x.ndim)``.
-        keep_dims (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        axes (repeated int64, default ``range(x.ndim)``): the axes multiplied over; default: all.
+        keep_dims (bool, default ``False``): keep the reduced axes as size 1.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, x's shape without the reduced axes.
+
+    nnabla's function Prod (Reduction).
     """
     return _apply('Prod', [x], ['x'], dict(axes=axes, keep_dims=keep_dims), n_outputs, outputs)
 
 
 def cumprod(x, axis=0, exclusive=False, reverse=False, n_outputs=-1, outputs=None):
-    """CumProd (Reduction).
+    """Cumulative product along one axis.
 
     Args:
-        x (Variable): input.
-        axis (int64): default ``0``.
-        exclusive (bool): default ``False``.
-        reverse (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        axis (int64, default ``0``): the axis multiplied along.
+        exclusive (bool, default ``False``): element i holds the product of the elements before i
+            (the first is 1).
+        reverse (bool, default ``False``): multiply from the end of the axis towards its start.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function CumProd (Reduction).
     """
     return _apply('CumProd', [x], ['x'], dict(axis=axis, exclusive=exclusive, reverse=reverse), n_outputs, outputs)
 
 
 def reduce_sum(x, n_outputs=-1, outputs=None):
-    """ReduceSum (Reduction).
+    """Sum of all elements (nnabla's older form of F.sum).
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, a 0-d array.
+
+    nnabla's function ReduceSum (Reduction).
     """
     return _apply('ReduceSum', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def reduce_mean(x, n_outputs=-1, outputs=None):
-    """ReduceMean (Reduction).
+    """Mean of all elements (nnabla's older form of F.mean).
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, a 0-d array.
+
+    nnabla's function ReduceMean (Reduction).
     """
     return _apply('ReduceMean', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def add2(x0, x1, inplace=False, n_outputs=-1, outputs=None):
-    """Add2 (Arithmetic).
+    """Elementwise sum x0 + x1, with NumPy broadcasting (what x0 + x1 builds for two Variables).
 
     Args:
-        x0 (Variable): input.
-        x1 (Variable): input.
-        inplace (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): first operand.
+        x1 (Variable): second operand, broadcastable with x0.
+        inplace (bool, default ``False``): accepted for nnabla's signature; the result is always a
+            new array.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, the broadcast shape.
+
+    Example:
+        >>> a, b = nn.Variable((4, 3)), nn.Variable((1, 3))
+        >>> y = F.add2(a, b)  # y.shape == (4, 3)
+
+    nnabla's function Add2 (Arithmetic).
     """
     return _apply('Add2', [x0, x1], ['x0', 'x1'], dict(inplace=inplace), n_outputs, outputs)
 
 
 def add_n(*x, n_outputs=-1, outputs=None):
-    """AddN (Arithmetic).
+    """Elementwise sum of any number of same-shaped inputs.
 
     Args:
-        x (Variable): variadic input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable, any number): the inputs, all of one shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, their shape.
+
+    Example:
+        >>> a, b, c = nn.Variable((2, 3)), nn.Variable((2, 3)), nn.Variable((2, 3))
+        >>> y = F.add_n(a, b, c)  # y.shape == (2, 3)
+
+    nnabla's function AddN (Arithmetic).
     """
     return _apply('AddN', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def bc_add2(x0, x1, inplace=False, n_outputs=-1, outputs=None):
-    """BcAdd2 (Arithmetic).
+    """Elementwise sum x0 + x1 with broadcasting (nnabla's broadcasting add; the same as F.add2 here).
 
     Args:
-        x0 (Variable): input.
-        x1 (Variable): input.
-        inplace (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): first operand.
+        x1 (Variable): second operand, broadcastable with x0.
+        inplace (bool, default ``False``): accepted for nnabla's signature; the result is always a
+            new array.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, the broadcast shape.
+
+    nnabla's function BcAdd2 (Arithmetic).
     """
     return _apply('BcAdd2', [x0, x1], ['x0', 'x1'], dict(inplace=inplace), n_outputs, outputs)
 
 
 def sub2(x0, x1, inplace=False, n_outputs=-1, outputs=None):
-    """Sub2 (Arithmetic).
+    """Elementwise difference x0 - x1, with NumPy broadcasting.
 
     Args:
-        x0 (Variable): input.
-        x1 (Variable): input.
-        inplace (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): first operand.
+        x1 (Variable): second operand, broadcastable with x0.
+        inplace (bool, default ``False``): accepted for nnabla's signature; the result is always a
+            new array.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, the broadcast shape.
+
+    nnabla's function Sub2 (Arithmetic).
     """
     return _apply('Sub2', [x0, x1], ['x0', 'x1'], dict(inplace=inplace), n_outputs, outputs)
 
 
 def mul2(x0, x1, inplace=False, n_outputs=-1, outputs=None):
-    """Mul2 (Arithmetic).
+    """Elementwise product x0 * x1, with NumPy broadcasting.
 
     Args:
-        x0 (Variable): input.
-        x1 (Variable): input.
-        inplace (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): first operand.
+        x1 (Variable): second operand, broadcastable with x0.
+        inplace (bool, default ``False``): accepted for nnabla's signature; the result is always a
+            new array.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, the broadcast shape.
+
+    Example:
+        >>> a, b = nn.Variable((4, 3)), nn.Variable((4, 1))
+        >>> y = F.mul2(a, b)  # y.shape == (4, 3)
+
+    nnabla's function Mul2 (Arithmetic).
     """
     return _apply('Mul2', [x0, x1], ['x0', 'x1'], dict(inplace=inplace), n_outputs, outputs)
 
 
 def mul_n(*x, n_outputs=-1, outputs=None):
-    """MulN (Arithmetic).
+    """Elementwise product of any number of same-shaped inputs.
 
     Args:
-        x (Variable): variadic input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable, any number): the inputs, all of one shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, their shape.
+
+    nnabla's function MulN (Arithmetic).
     """
     return _apply('MulN', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def div2(x0, x1, inplace=False, n_outputs=-1, outputs=None):
-    """Div2 (Arithmetic).
+    """Elementwise quotient x0 / x1, with NumPy broadcasting.
 
     Args:
-        x0 (Variable): input.
-        x1 (Variable): input.
-        inplace (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): numerator.
+        x1 (Variable): denominator, broadcastable with x0.
+        inplace (bool, default ``False``): accepted for nnabla's signature; the result is always a
+            new array.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, the broadcast shape.
+
+    nnabla's function Div2 (Arithmetic).
     """
     return _apply('Div2', [x0, x1], ['x0', 'x1'], dict(inplace=inplace), n_outputs, outputs)
 
 
 def pow2(x0, x1, inplace=False, n_outputs=-1, outputs=None):
-    """Pow2 (Arithmetic).
+    """Elementwise power x0 ** x1, with NumPy broadcasting.
 
     Args:
-        x0 (Variable): input.
-        x1 (Variable): input.
-        inplace (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): base.
+        x1 (Variable): exponent, broadcastable with x0.
+        inplace (bool, default ``False``): accepted for nnabla's signature; the result is always a
+            new array.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, the broadcast shape.
+
+    nnabla's function Pow2 (Arithmetic).
     """
     return _apply('Pow2', [x0, x1], ['x0', 'x1'], dict(inplace=inplace), n_outputs, outputs)
 
 
 def add_scalar(x, val=1, inplace=False, n_outputs=-1, outputs=None):
-    """AddScalar (Arithmetic).
+    """Adds a number: y = x + val (what x + 2.0 builds).
 
     Args:
-        x (Variable): input.
-        val (double): default ``1``.
-        inplace (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        val (double, default ``1``): the number added.
+        inplace (bool, default ``False``): accepted for nnabla's signature; the result is always a
+            new array.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    Example:
+        >>> x = nn.Variable((4, 3))
+        >>> y = F.add_scalar(x, 1.5)  # y.shape == (4, 3)
+
+    nnabla's function AddScalar (Arithmetic).
     """
     return _apply('AddScalar', [x], ['x'], dict(val=val, inplace=inplace), n_outputs, outputs)
 
 
 def mul_scalar(x, val=1, inplace=False, n_outputs=-1, outputs=None):
-    """MulScalar (Arithmetic).
+    """Multiplies by a number: y = x * val (what x * 2.0 and x / 2.0 build).
 
     Args:
-        x (Variable): input.
-        val (double): default ``1``.
-        inplace (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        val (double, default ``1``): the factor.
+        inplace (bool, default ``False``): accepted for nnabla's signature; the result is always a
+            new array.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    Example:
+        >>> x = nn.Variable((4, 3))
+        >>> y = F.mul_scalar(x, 0.5)  # y.shape == (4, 3)
+
+    nnabla's function MulScalar (Arithmetic).
     """
     return _apply('MulScalar', [x], ['x'], dict(val=val, inplace=inplace), n_outputs, outputs)
 
 
 def pow_scalar(x, val=1, inplace=False, n_outputs=-1, outputs=None):
-    """PowScalar (Arithmetic).
+    """Raises to a fixed power: y = x ** val.
 
     Args:
-        x (Variable): input.
-        val (double): default ``1``.
-        inplace (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        val (double, default ``1``): the exponent.
+        inplace (bool, default ``False``): accepted for nnabla's signature; the result is always a
+            new array.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    Example:
+        >>> x = nn.Variable((4, 3))
+        >>> y = F.pow_scalar(x, 2.0)  # y.shape == (4, 3)
+
+    nnabla's function PowScalar (Arithmetic).
     """
     return _apply('PowScalar', [x], ['x'], dict(val=val, inplace=inplace), n_outputs, outputs)
 
 
 def r_sub_scalar(x, val=1, n_outputs=-1, outputs=None):
-    """RSubScalar (Arithmetic).
+    """Subtracts from a number: y = val - x (what 1.0 - x builds).
 
     Args:
-        x (Variable): input.
-        val (double): default ``1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        val (double, default ``1``): the number x is subtracted from.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function RSubScalar (Arithmetic).
     """
     return _apply('RSubScalar', [x], ['x'], dict(val=val), n_outputs, outputs)
 
 
 def r_div_scalar(x, val=1, n_outputs=-1, outputs=None):
-    """RDivScalar (Arithmetic).
+    """Divides a number: y = val / x (what 1.0 / x builds).
 
     Args:
-        x (Variable): input.
-        val (double): default ``1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        val (double, default ``1``): the numerator.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function RDivScalar (Arithmetic).
     """
     return _apply('RDivScalar', [x], ['x'], dict(val=val), n_outputs, outputs)
 
 
 def r_pow_scalar(x, val=1, n_outputs=-1, outputs=None):
-    """RPowScalar (Arithmetic).
+    """A number raised to x: y = val ** x (what 2.0 ** x builds).
 
     Args:
-        x (Variable): input.
-        val (double): default ``1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): the exponents, any shape.
+        val (double, default ``1``): the base.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function RPowScalar (Arithmetic).
     """
     return _apply('RPowScalar', [x], ['x'], dict(val=val), n_outputs, outputs)
 
 
 def sign(x, alpha=1.0, n_outputs=-1, outputs=None):
-    """Sign (Logical).
+    """Sign: 1 where x > 0, -1 where x < 0, alpha where x == 0; its gradient passes dy through
+    unchanged (straight-through).
 
     Args:
-        x (Variable): input.
-        alpha (float): default ``1.0``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        alpha (float, default ``1.0``): the value at zero.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function Sign (Logical).
     """
     return _apply('Sign', [x], ['x'], dict(alpha=alpha), n_outputs, outputs)
 
 
 def minimum2(x0, x1, n_outputs=-1, outputs=None):
-    """Minimum2 (Logical).
+    """Elementwise minimum of x0 and x1, with NumPy broadcasting.
 
     Args:
-        x0 (Variable): input.
-        x1 (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): first operand.
+        x1 (Variable): second operand, broadcastable with x0.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, the broadcast shape.
+
+    nnabla's function Minimum2 (Logical).
     """
     return _apply('Minimum2', [x0, x1], ['x0', 'x1'], dict(), n_outputs, outputs)
 
 
 def maximum2(x0, x1, n_outputs=-1, outputs=None):
-    """Maximum2 (Logical).
+    """Elementwise maximum of x0 and x1, with NumPy broadcasting.
 
     Args:
-        x0 (Variable): input.
-        x1 (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): first operand.
+        x1 (Variable): second operand, broadcastable with x0.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, the broadcast shape.
+
+    Example:
+        >>> a, b = nn.Variable((4, 3)), nn.Variable((4, 3))
+        >>> y = F.maximum2(a, b)  # y.shape == (4, 3)
+
+    nnabla's function Maximum2 (Logical).
     """
     return _apply('Maximum2', [x0, x1], ['x0', 'x1'], dict(), n_outputs, outputs)
 
 
 def minimum_scalar(x, val=1.0, n_outputs=-1, outputs=None):
-    """MinimumScalar (Logical).
+    """Elementwise minimum with a number: y = min(x, val).
 
     Args:
-        x (Variable): input.
-        val (double): default ``1.0``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        val (double, default ``1.0``): the upper bound.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function MinimumScalar (Logical).
     """
     return _apply('MinimumScalar', [x], ['x'], dict(val=val), n_outputs, outputs)
 
 
 def maximum_scalar(x, val=1.0, n_outputs=-1, outputs=None):
-    """MaximumScalar (Logical).
+    """Elementwise maximum with a number: y = max(x, val).
 
     Args:
-        x (Variable): input.
-        val (double): default ``1.0``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        val (double, default ``1.0``): the lower bound.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function MaximumScalar (Logical).
     """
     return _apply('MaximumScalar', [x], ['x'], dict(val=val), n_outputs, outputs)
 
 
 def logical_and(x0, x1, n_outputs=-1, outputs=None):
-    """LogicalAnd (Logical).
+    """Elementwise logical and (nonzero is true), with broadcasting.
 
     Args:
-        x0 (Variable): input.
-        x1 (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): first operand.
+        x1 (Variable): second operand, broadcastable with x0.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, 1.0 where both are nonzero, else 0.0.
+
+    nnabla's function LogicalAnd (Logical).
     """
     return _apply('LogicalAnd', [x0, x1], ['x0', 'x1'], dict(), n_outputs, outputs)
 
 
 def logical_or(x0, x1, n_outputs=-1, outputs=None):
-    """LogicalOr (Logical).
+    """Elementwise logical or (nonzero is true), with broadcasting.
 
     Args:
-        x0 (Variable): input.
-        x1 (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): first operand.
+        x1 (Variable): second operand, broadcastable with x0.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, 1.0 where either is nonzero, else 0.0.
+
+    nnabla's function LogicalOr (Logical).
     """
     return _apply('LogicalOr', [x0, x1], ['x0', 'x1'], dict(), n_outputs, outputs)
 
 
 def logical_xor(x0, x1, n_outputs=-1, outputs=None):
-    """LogicalXor (Logical).
+    """Elementwise logical exclusive or (nonzero is true), with broadcasting.
 
     Args:
-        x0 (Variable): input.
-        x1 (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): first operand.
+        x1 (Variable): second operand, broadcastable with x0.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, 1.0 where exactly one is nonzero, else 0.0.
+
+    nnabla's function LogicalXor (Logical).
     """
     return _apply('LogicalXor', [x0, x1], ['x0', 'x1'], dict(), n_outputs, outputs)
 
 
 def equal(x0, x1, n_outputs=-1, outputs=None):
-    """Equal (Logical).
+    """Elementwise x0 == x1, with broadcasting.
 
     Args:
-        x0 (Variable): input.
-        x1 (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): first operand.
+        x1 (Variable): second operand, broadcastable with x0.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, 1.0 where equal, else 0.0.
+
+    nnabla's function Equal (Logical).
     """
     return _apply('Equal', [x0, x1], ['x0', 'x1'], dict(), n_outputs, outputs)
 
 
 def not_equal(x0, x1, n_outputs=-1, outputs=None):
-    """NotEqual (Logical).
+    """Elementwise x0 != x1, with broadcasting.
 
     Args:
-        x0 (Variable): input.
-        x1 (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): first operand.
+        x1 (Variable): second operand, broadcastable with x0.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, 1.0 where different, else 0.0.
+
+    nnabla's function NotEqual (Logical).
     """
     return _apply('NotEqual', [x0, x1], ['x0', 'x1'], dict(), n_outputs, outputs)
 
 
 def greater_equal(x0, x1, n_outputs=-1, outputs=None):
-    """GreaterEqual (Logical).
+    """Elementwise x0 >= x1, with broadcasting.
 
     Args:
-        x0 (Variable): input.
-        x1 (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): first operand.
+        x1 (Variable): second operand, broadcastable with x0.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, 1.0 where true, else 0.0.
+
+    nnabla's function GreaterEqual (Logical).
     """
     return _apply('GreaterEqual', [x0, x1], ['x0', 'x1'], dict(), n_outputs, outputs)
 
 
 def greater(x0, x1, n_outputs=-1, outputs=None):
-    """Greater (Logical).
+    """Elementwise x0 > x1, with broadcasting.
 
     Args:
-        x0 (Variable): input.
-        x1 (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): first operand.
+        x1 (Variable): second operand, broadcastable with x0.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, 1.0 where true, else 0.0.
+
+    nnabla's function Greater (Logical).
     """
     return _apply('Greater', [x0, x1], ['x0', 'x1'], dict(), n_outputs, outputs)
 
 
 def less_equal(x0, x1, n_outputs=-1, outputs=None):
-    """LessEqual (Logical).
+    """Elementwise x0 <= x1, with broadcasting.
 
     Args:
-        x0 (Variable): input.
-        x1 (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): first operand.
+        x1 (Variable): second operand, broadcastable with x0.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, 1.0 where true, else 0.0.
+
+    nnabla's function LessEqual (Logical).
     """
     return _apply('LessEqual', [x0, x1], ['x0', 'x1'], dict(), n_outputs, outputs)
 
 
 def less(x0, x1, n_outputs=-1, outputs=None):
-    """Less (Logical).
+    """Elementwise x0 < x1, with broadcasting.
 
     Args:
-        x0 (Variable): input.
-        x1 (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): first operand.
+        x1 (Variable): second operand, broadcastable with x0.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, 1.0 where true, else 0.0.
+
+    nnabla's function Less (Logical).
     """
     return _apply('Less', [x0, x1], ['x0', 'x1'], dict(), n_outputs, outputs)
 
 
 def searchsorted(sorted_sequence, values, right=False, n_outputs=-1, outputs=None):
-    """SearchSorted (Logical).
+    """For each value, the index at which it would be inserted into the sorted innermost rows of
+    sorted_sequence to keep them sorted.
 
     Args:
-        sorted_sequence (Variable): input.
-        values (Variable): input.
-        right (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        sorted_sequence (Variable): (..., M), each innermost row sorted ascending.
+        values (Variable): (..., K), the same leading axes.
+        right (bool, default ``False``): place a value after the elements equal to it (True) or
+            before them (False).
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y (..., K), the insertion indices (as floats).
+
+    nnabla's function SearchSorted (Logical).
     """
     return _apply('SearchSorted', [sorted_sequence, values], ['sorted_sequence', 'values'], dict(right=right), n_outputs, outputs)
 
 
 def logical_and_scalar(x0, val, n_outputs=-1, outputs=None):
-    """LogicalAndScalar (Logical).
+    """Elementwise logical and with a constant: x0 != 0 and val.
 
     Args:
-        x0 (Variable): input.
-        val (bool): required.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): input, any shape.
+        val (bool, required): the constant truth value.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, 1.0 where true, else 0.0.
+
+    nnabla's function LogicalAndScalar (Logical).
     """
     return _apply('LogicalAndScalar', [x0], ['x0'], dict(val=val), n_outputs, outputs)
 
 
 def logical_or_scalar(x0, val, n_outputs=-1, outputs=None):
-    """LogicalOrScalar (Logical).
+    """Elementwise logical or with a constant: x0 != 0 or val.
 
     Args:
-        x0 (Variable): input.
-        val (bool): required.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): input, any shape.
+        val (bool, required): the constant truth value.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, 1.0 where true, else 0.0.
+
+    nnabla's function LogicalOrScalar (Logical).
     """
     return _apply('LogicalOrScalar', [x0], ['x0'], dict(val=val), n_outputs, outputs)
 
 
 def logical_xor_scalar(x0, val, n_outputs=-1, outputs=None):
-    """LogicalXorScalar (Logical).
+    """Elementwise exclusive or with a constant: (x0 != 0) != val.
 
     Args:
-        x0 (Variable): input.
-        val (bool): required.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): input, any shape.
+        val (bool, required): the constant truth value.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, 1.0 where true, else 0.0.
+
+    nnabla's function LogicalXorScalar (Logical).
     """
     return _apply('LogicalXorScalar', [x0], ['x0'], dict(val=val), n_outputs, outputs)
 
 
 def equal_scalar(x0, val=1, n_outputs=-1, outputs=None):
-    """EqualScalar (Logical).
+    """Elementwise x0 == val.
 
     Args:
-        x0 (Variable): input.
-        val (double): default ``1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): input, any shape.
+        val (double, default ``1``): the number compared with.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, 1.0 where true, else 0.0.
+
+    nnabla's function EqualScalar (Logical).
     """
     return _apply('EqualScalar', [x0], ['x0'], dict(val=val), n_outputs, outputs)
 
 
 def not_equal_scalar(x0, val=1, n_outputs=-1, outputs=None):
-    """NotEqualScalar (Logical).
+    """Elementwise x0 != val.
 
     Args:
-        x0 (Variable): input.
-        val (double): default ``1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): input, any shape.
+        val (double, default ``1``): the number compared with.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, 1.0 where true, else 0.0.
+
+    nnabla's function NotEqualScalar (Logical).
     """
     return _apply('NotEqualScalar', [x0], ['x0'], dict(val=val), n_outputs, outputs)
 
 
 def greater_equal_scalar(x0, val=1, n_outputs=-1, outputs=None):
-    """GreaterEqualScalar (Logical).
+    """Elementwise x0 >= val.
 
     Args:
-        x0 (Variable): input.
-        val (double): default ``1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): input, any shape.
+        val (double, default ``1``): the number compared with.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, 1.0 where true, else 0.0.
+
+    nnabla's function GreaterEqualScalar (Logical).
     """
     return _apply('GreaterEqualScalar', [x0], ['x0'], dict(val=val), n_outputs, outputs)
 
 
 def greater_scalar(x0, val=1, n_outputs=-1, outputs=None):
-    """GreaterScalar (Logical).
+    """Elementwise x0 > val.
 
     Args:
-        x0 (Variable): input.
-        val (double): default ``1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): input, any shape.
+        val (double, default ``1``): the number compared with.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, 1.0 where true, else 0.0.
+
+    nnabla's function GreaterScalar (Logical).
     """
     return _apply('GreaterScalar', [x0], ['x0'], dict(val=val), n_outputs, outputs)
 
 
 def less_equal_scalar(x0, val=1, n_outputs=-1, outputs=None):
-    """LessEqualScalar (Logical).
+    """Elementwise x0 <= val.
 
     Args:
-        x0 (Variable): input.
-        val (double): default ``1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): input, any shape.
+        val (double, default ``1``): the number compared with.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, 1.0 where true, else 0.0.
+
+    nnabla's function LessEqualScalar (Logical).
     """
     return _apply('LessEqualScalar', [x0], ['x0'], dict(val=val), n_outputs, outputs)
 
 
 def less_scalar(x0, val=1, n_outputs=-1, outputs=None):
-    """LessScalar (Logical).
+    """Elementwise x0 < val.
 
     Args:
-        x0 (Variable): input.
-        val (double): default ``1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): input, any shape.
+        val (double, default ``1``): the number compared with.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, 1.0 where true, else 0.0.
+
+    nnabla's function LessScalar (Logical).
     """
     return _apply('LessScalar', [x0], ['x0'], dict(val=val), n_outputs, outputs)
 
 
 def logical_not(x0, n_outputs=-1, outputs=None):
-    """LogicalNot (Logical).
+    """Elementwise logical not: 1.0 where x0 == 0, else 0.0.
 
     Args:
-        x0 (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x0.
+
+    nnabla's function LogicalNot (Logical).
     """
     return _apply('LogicalNot', [x0], ['x0'], dict(), n_outputs, outputs)
 
 
 def isnan(x0, n_outputs=-1, outputs=None):
-    """IsNaN (Logical).
+    """Elementwise test for NaN.
 
     Args:
-        x0 (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, 1.0 where x0 is NaN, else 0.0.
+
+    nnabla's function IsNaN (Logical).
     """
     return _apply('IsNaN', [x0], ['x0'], dict(), n_outputs, outputs)
 
 
 def isinf(x0, n_outputs=-1, outputs=None):
-    """IsInf (Logical).
+    """Elementwise test for infinity (either sign).
 
     Args:
-        x0 (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, 1.0 where x0 is infinite, else 0.0.
+
+    nnabla's function IsInf (Logical).
     """
     return _apply('IsInf', [x0], ['x0'], dict(), n_outputs, outputs)
 
 
 def reset_nan(x0, val=0, n_outputs=-1, outputs=None):
-    """ResetNaN (Logical).
+    """Replaces NaNs: y = val where x0 is NaN, else x0.
 
     Args:
-        x0 (Variable): input.
-        val (double): default ``0``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): input, any shape.
+        val (double, default ``0``): the replacement.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x0.
+
+    nnabla's function ResetNaN (Logical).
     """
     return _apply('ResetNaN', [x0], ['x0'], dict(val=val), n_outputs, outputs)
 
 
 def reset_inf(x0, val=0, n_outputs=-1, outputs=None):
-    """ResetInf (Logical).
+    """Replaces infinities: y = val where x0 is infinite, else x0.
 
     Args:
-        x0 (Variable): input.
-        val (double): default ``0``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): input, any shape.
+        val (double, default ``0``): the replacement.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x0.
+
+    nnabla's function ResetInf (Logical).
     """
     return _apply('ResetInf', [x0], ['x0'], dict(val=val), n_outputs, outputs)
 
 
 def where(condition, x_true, x_false, n_outputs=-1, outputs=None):
-    """Where (Logical).
+    """Elementwise choice: y = x_true where condition is nonzero, else x_false.
 
     Args:
-        condition (Variable): input.
-        x_true (Variable): input.
-        x_false (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        condition (Variable): the selector; broadcastable with the other two.
+        x_true (Variable): values taken where condition is nonzero.
+        x_false (Variable): values taken where it is zero.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, the broadcast shape.
+
+    Example:
+        >>> c, a, b = nn.Variable((4, 3)), nn.Variable((4, 3)), nn.Variable((4, 3))
+        >>> y = F.where(c, a, b)  # y.shape == (4, 3)
+
+    nnabla's function Where (Logical).
     """
     return _apply('Where', [condition, x_true, x_false], ['condition', 'x_true', 'x_false'], dict(), n_outputs, outputs)
 
 
 def constant(val=0, shape=[], n_outputs=-1, outputs=None):
-    """Constant (Math).
+    """An array of the given shape filled with one value (it has no inputs).
 
     Args:
-        val (float): default ``0``.
-        shape (Shape): default ``[]``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        val (float, default ``0``): the fill value.
+        shape (Shape, default ``[]``): the output shape; () gives a 0-d array.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y of shape shape.
+
+    Example:
+        >>> y = F.constant(0.5, (2, 3))
+        >>> z = y + 1.0  # z.shape == (2, 3)
+
+    nnabla's function Constant (Math).
     """
     return _apply('Constant', [], [], dict(val=val, shape=shape), n_outputs, outputs)
 
 
 def arange(start, stop, step=1, n_outputs=-1, outputs=None):
-    """Arange (Math).
+    """The values start, start + step, ... up to but excluding stop (as numpy.arange).
 
     Args:
-        start (float): required.
-        stop (float): required.
-        step (float): default ``1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        start (float, required): the first value.
+        stop (float, required): the end, not included.
+        step (float, default ``1``): the spacing; non-zero, negative counts down.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, 1-d, ceil((stop - start) / step) values (none if that is negative).
+
+    Example:
+        >>> y = F.arange(0, 5)
+        >>> z = F.arange(1, 0, -0.25)  # (y.shape, z.shape) == ((5,), (4,))
+
+    nnabla's function Arange (Math).
     """
     return _apply('Arange', [], [], dict(start=start, stop=stop, step=step), n_outputs, outputs)
 
 
 def linspace(start, stop, num, n_outputs=-1, outputs=None):
-    """Linspace (Math).
+    """num evenly spaced values from start to stop, both included.
 
     Args:
-        start (float): required.
-        stop (float): required.
-        num (int64): required.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        start (float, required): the first value.
+        stop (float, required): the last value.
+        num (int64, required): how many values.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, 1-d of num values.
+
+    nnabla's function Linspace (Math).
     """
     return _apply('Linspace', [], [], dict(start=start, stop=stop, num=num), n_outputs, outputs)
 
 
 def abs(x, n_outputs=-1, outputs=None):
-    """Abs (Math).
+    """Absolute value, elementwise.
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    Example:
+        >>> x = nn.Variable((4, 3))
+        >>> y = F.abs(x)  # y.shape == (4, 3)
+
+    nnabla's function Abs (Math).
     """
     return _apply('Abs', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def exp(x, n_outputs=-1, outputs=None):
-    """Exp (Math).
+    """Natural exponential, elementwise.
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    Example:
+        >>> x = nn.Variable((4, 3))
+        >>> y = F.exp(x)  # y.shape == (4, 3)
+
+    nnabla's function Exp (Math).
     """
     return _apply('Exp', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def log(x, n_outputs=-1, outputs=None):
-    """Log (Math).
+    """Natural logarithm, elementwise.
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape (positive for a finite result).
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    Example:
+        >>> x = nn.Variable((4, 3))
+        >>> y = F.log(x)  # y.shape == (4, 3)
+
+    nnabla's function Log (Math).
     """
     return _apply('Log', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def identity(x, n_outputs=-1, outputs=None):
-    """Identity (Math).
+    """Returns a copy of x (a new node with the same values).
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, equal to x.
+
+    Example:
+        >>> x = nn.Variable((4, 3))
+        >>> y = F.identity(x)  # y.shape == (4, 3)
+
+    nnabla's function Identity (Math).
     """
     return _apply('Identity', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def batch_matmul(a, b, transpose_a=False, transpose_b=False, n_outputs=-1, outputs=None):
-    """BatchMatmul (Math).
+    """Matrix product of the last two axes for every index of the leading (batch) axes, which
+    broadcast: y = a @ b.
 
     Args:
-        a (Variable): input.
-        b (Variable): input.
-        transpose_a (bool): default ``False``.
-        transpose_b (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        a (Variable): (..., M, K), or (..., K, M) with transpose_a.
+        b (Variable): (..., K, N), or (..., N, K) with transpose_b.
+        transpose_a (bool, default ``False``): use the transpose of each matrix of a.
+        transpose_b (bool, default ``False``): use the transpose of each matrix of b.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y (..., M, N).
+
+    Example:
+        >>> a, b = nn.Variable((8, 4, 5)), nn.Variable((8, 5, 3))
+        >>> y = F.batch_matmul(a, b)  # y.shape == (8, 4, 3)
+
+    nnabla's function BatchMatmul (Math).
     """
     return _apply('BatchMatmul', [a, b], ['a', 'b'], dict(transpose_a=transpose_a, transpose_b=transpose_b), n_outputs, outputs)
 
 
 def round(x, n_outputs=-1, outputs=None):
-    """Round (Math).
+    """Rounds to the nearest integer, halves away from zero; the gradient passes straight through.
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function Round (Math).
     """
     return _apply('Round', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def ceil(x, n_outputs=-1, outputs=None):
-    """Ceil (Math).
+    """Rounds up to an integer; the gradient passes straight through.
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function Ceil (Math).
     """
     return _apply('Ceil', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def floor(x, n_outputs=-1, outputs=None):
-    """Floor (Math).
+    """Rounds down to an integer; the gradient passes straight through.
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function Floor (Math).
     """
     return _apply('Floor', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def sin(x, n_outputs=-1, outputs=None):
-    """Sin (Math).
+    """Sine, elementwise (radians).
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function Sin (Math).
     """
     return _apply('Sin', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def cos(x, n_outputs=-1, outputs=None):
-    """Cos (Math).
+    """Cosine, elementwise (radians).
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function Cos (Math).
     """
     return _apply('Cos', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def tan(x, n_outputs=-1, outputs=None):
-    """Tan (Math).
+    """Tangent, elementwise (radians).
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function Tan (Math).
     """
     return _apply('Tan', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def sinh(x, n_outputs=-1, outputs=None):
-    """Sinh (Math).
+    """Hyperbolic sine, elementwise.
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function Sinh (Math).
     """
     return _apply('Sinh', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def cosh(x, n_outputs=-1, outputs=None):
-    """Cosh (Math).
+    """Hyperbolic cosine, elementwise.
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function Cosh (Math).
     """
     return _apply('Cosh', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def asin(x, n_outputs=-1, outputs=None):
-    """ASin (Math).
+    """Inverse sine, elementwise.
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input in [-1, 1], any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x, in [-pi/2, pi/2].
+
+    nnabla's function ASin (Math).
     """
     return _apply('ASin', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def acos(x, n_outputs=-1, outputs=None):
-    """ACos (Math).
+    """Inverse cosine, elementwise.
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input in [-1, 1], any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x, in [0, pi].
+
+    nnabla's function ACos (Math).
     """
     return _apply('ACos', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def atan(x, n_outputs=-1, outputs=None):
-    """ATan (Math).
+    """Inverse tangent, elementwise.
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x, in (-pi/2, pi/2).
+
+    nnabla's function ATan (Math).
     """
     return _apply('ATan', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def atan2(x0, x1, n_outputs=-1, outputs=None):
-    """ATan2 (Math).
+    """Angle of the point (x1, x0): the inverse tangent of x0 / x1 in the right quadrant, elementwise
+    with broadcasting.
 
     Args:
-        x0 (Variable): input.
-        x1 (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): the y coordinates.
+        x1 (Variable): the x coordinates, broadcastable with x0.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, the broadcast shape, in [-pi, pi].
+
+    nnabla's function ATan2 (Math).
     """
     return _apply('ATan2', [x0, x1], ['x0', 'x1'], dict(), n_outputs, outputs)
 
 
 def asinh(x, n_outputs=-1, outputs=None):
-    """ASinh (Math).
+    """Inverse hyperbolic sine, elementwise.
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function ASinh (Math).
     """
     return _apply('ASinh', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def acosh(x, n_outputs=-1, outputs=None):
-    """ACosh (Math).
+    """Inverse hyperbolic cosine, elementwise.
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, at least 1, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function ACosh (Math).
     """
     return _apply('ACosh', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def atanh(x, n_outputs=-1, outputs=None):
-    """ATanh (Math).
+    """Inverse hyperbolic tangent, elementwise.
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input in (-1, 1), any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function ATanh (Math).
     """
     return _apply('ATanh', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def erf(x, n_outputs=-1, outputs=None):
-    """Erf (Math).
+    """Gauss error function, elementwise.
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x, in (-1, 1).
+
+    nnabla's function Erf (Math).
     """
     return _apply('Erf', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def concatenate(*x, axis=None, n_outputs=-1, outputs=None):
-    """Concatenate (Array Manipulation).
+    """Joins arrays along an existing axis.
 
     Args:
-        x (Variable): variadic input.
-        axis (int64): default ``len(x[0].shape) - 1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable, any number): the arrays; equal shapes except along axis.
+        axis (int64, default ``len(x[0].shape) - 1``): the axis joined along; default: the last.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, the inputs' shape with axis the sum of their sizes.
+
+    Example:
+        >>> a, b = nn.Variable((2, 3)), nn.Variable((2, 5))
+        >>> y = F.concatenate(a, b, axis=1)  # y.shape == (2, 8)
+
+    nnabla's function Concatenate (Array Manipulation).
     """
     return _apply('Concatenate', [x], ['x'], dict(axis=axis), n_outputs, outputs)
 
 
 def split(x, axis=0, n_outputs=-1, outputs=None):
-    """Split (Array Manipulation).
+    """Splits an array into its slices along one axis, removing that axis.
 
     Args:
-        x (Variable): input.
-        axis (int64): default ``0``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        axis (int64, default ``0``): the axis split along.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        *y
+        a tuple of x.shape[axis] arrays, each x's shape without axis.
+
+    nnabla's function Split (Array Manipulation).
     """
     return _apply('Split', [x], ['x'], dict(axis=axis), n_outputs, outputs)
 
 
 def stack(*x, axis=0, n_outputs=-1, outputs=None):
-    """Stack (Array Manipulation).
+    """Joins same-shaped arrays along a new axis.
 
     Args:
-        x (Variable): variadic input.
-        axis (int64): default ``0``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable, any number): the arrays, all of one shape.
+        axis (int64, default ``0``): the position of the new axis in the output.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, the inputs' shape with a new axis of size len(x) at axis.
+
+    Example:
+        >>> a, b = nn.Variable((2, 3)), nn.Variable((2, 3))
+        >>> y = F.stack(a, b, axis=0)  # y.shape == (2, 2, 3)
+
+    nnabla's function Stack (Array Manipulation).
     """
     return _apply('Stack', [x], ['x'], dict(axis=axis), n_outputs, outputs)
 
 
 def slice(x, start=None, stop=None, step=None, n_outputs=-1, outputs=None):
-    """Slice (Array Manipulation).
+    """Slices every axis as x[start:stop:step] does in Python.
 
     Args:
-        x (Variable): input.
-        start (repeated int64): default ``(0,) * len(x.shape)``.
-        stop (repeated int64): default ``tuple(x.shape)``.
-        step (repeated int64): default ``(1,) * len(x.shape)``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        start (repeated int64, default ``(0,) * len(x.shape)``): first index per axis.
+        stop (repeated int64, default ``tuple(x.shape)``): end index per axis (not included).
+        step (repeated int64, default ``(1,) * len(x.shape)``): step per axis; negative steps run
+            backwards.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, the slice.
+
+    nnabla's function Slice (Array Manipulation).
     """
     return _apply('Slice', [x], ['x'], dict(start=start, stop=stop, step=step), n_outputs, outputs)
 
 
 def pad(x, pad_width, mode='constant', constant_value=0, n_outputs=-1, outputs=None):
-    """Pad (Array Manipulation).
+    """Pads the trailing axes, with a constant, the mirror image of the edge, or the edge value
+    repeated.
 
     Args:
-        x (Variable): input.
-        pad_width (repeated int64): required.
-        mode (string): default ``'constant'``; one of constant, reflect, repeat.
-        constant_value (float): default ``0``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        pad_width (repeated int64, required): (before, after) pairs for the last len(pad_width) / 2
+            axes, in axis order.
+        mode (string, default ``'constant'``; one of constant, reflect, repeat): constant fills
+            with constant_value; reflect mirrors the values next to the edge (without the edge
+            itself); repeat repeats the edge value.
+        constant_value (float, default ``0``): the fill value in constant mode.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, each padded axis longer by before + after.
+
+    Example:
+        >>> x = nn.Variable((2, 3, 4, 4))
+        >>> y = F.pad(x, (1, 1, 2, 2))  # y.shape == (2, 3, 6, 8)
+
+    nnabla's function Pad (Array Manipulation).
     """
     return _apply('Pad', [x], ['x'], dict(pad_width=pad_width, mode=mode, constant_value=constant_value), n_outputs, outputs)
 
 
 def transpose(x, axes, n_outputs=-1, outputs=None):
-    """Transpose (Array Manipulation).
+    """Permutes the axes: output axis i is input axis axes[i].
 
     Args:
-        x (Variable): input.
-        axes (repeated int64): required.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        axes (repeated int64, required): a permutation of range(x.ndim).
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, x's shape permuted.
+
+    Example:
+        >>> x = nn.Variable((2, 3, 4))
+        >>> y = F.transpose(x, (0, 2, 1))  # y.shape == (2, 4, 3)
+
+    nnabla's function Transpose (Array Manipulation).
     """
     return _apply('Transpose', [x], ['x'], dict(axes=axes), n_outputs, outputs)
 
 
 def broadcast(x, shape, n_outputs=-1, outputs=None):
-    """Broadcast (Array Manipulation).
+    """Broadcasts x to a larger shape: axes of size 1 are repeated (x needs as many axes as shape).
 
     Args:
-        x (Variable): input.
-        shape (Shape): required.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input with len(shape) axes, each equal to shape's or 1.
+        shape (Shape, required): the output shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y of shape shape.
+
+    Example:
+        >>> x = nn.Variable((1, 3))
+        >>> y = F.broadcast(x, (4, 3))  # y.shape == (4, 3)
+
+    nnabla's function Broadcast (Array Manipulation).
     """
     return _apply('Broadcast', [x], ['x'], dict(shape=shape), n_outputs, outputs)
 
 
 def broadcast_to(x, y, axis=-1, n_outputs=-1, outputs=None):
-    """BroadcastTo (Array Manipulation).
+    """Broadcasts x to y's shape, x's axes lined up with y's from axis on.
 
     Args:
-        x (Variable): input.
-        y (Variable): input.
-        axis (int64): default ``-1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input whose shape equals y.shape[axis:axis + x.ndim].
+        y (Variable): gives the output shape (its values are not read).
+        axis (int64, default ``-1``): where x's first axis lines up in y; -1: aligned to y's last
+            axes.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        z
+        z of y's shape.
+
+    nnabla's function BroadcastTo (Array Manipulation).
     """
     return _apply('BroadcastTo', [x, y], ['x', 'y'], dict(axis=axis), n_outputs, outputs)
 
 
 def tile(x, reps, n_outputs=-1, outputs=None):
-    """Tile (Array Manipulation).
+    """Repeats the whole array reps[i] times along axis i (as numpy.tile).
 
     Args:
-        x (Variable): input.
-        reps (repeated int64): required.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        reps (repeated int64, required): repetitions per axis, aligned to the last axes.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, each axis multiplied by its repetition count.
+
+    nnabla's function Tile (Array Manipulation).
     """
     return _apply('Tile', [x], ['x'], dict(reps=reps), n_outputs, outputs)
 
 
 def one_hot(x, shape, n_outputs=-1, outputs=None):
-    """OneHot (Array Manipulation).
+    """One-hot encoding: each index tuple in the last axis of x becomes an array of shape shape with a
+    single 1.
 
     Args:
-        x (Variable): input.
-        shape (Shape): required.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): integer indices (..., len(shape)).
+        shape (Shape, required): the encoded shape, e.g. (number of classes,).
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        output
+        output (..., *shape).
+
+    Example:
+        >>> x = nn.Variable.from_numpy_array(np.array([[2], [0]]))
+        >>> y = F.one_hot(x, (5,))  # y.shape == (2, 5)
+
+    nnabla's function OneHot (Array Manipulation).
     """
     return _apply('OneHot', [x], ['x'], dict(shape=shape), n_outputs, outputs)
 
 
 def flip(x, axes=None, n_outputs=-1, outputs=None):
-    """Flip (Array Manipulation).
+    """Reverses the order of the elements along the given axes.
 
     Args:
-        x (Variable): input.
-        axes (repeated int64): default ``[len(x.shape) - 1]``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        axes (repeated int64, default ``[len(x.shape) - 1]``): the axes reversed; default: the
+            last.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    Example:
+        >>> x = nn.Variable((2, 3, 4))
+        >>> y = F.flip(x, axes=(1, 2))  # y.shape == (2, 3, 4)
+
+    nnabla's function Flip (Array Manipulation).
     """
     return _apply('Flip', [x], ['x'], dict(axes=axes), n_outputs, outputs)
 
 
 def shift(x, shifts=None, border_mode='nearest', n_outputs=-1, outputs=None):
-    """Shift (Array Manipulation).
+    """Shifts the elements along the trailing axes by whole positions, filling the vacated places from
+    the border.
 
     Args:
-        x (Variable): input.
-        shifts (repeated int64): default ``(0,) * len(x.shape)``.
-        border_mode (string): default ``'nearest'``; one of nearest, reflect.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        shifts (repeated int64, default ``(0,) * len(x.shape)``): shift per axis, aligned to the
+            last axes; positive moves elements towards higher indices.
+        border_mode (string, default ``'nearest'``; one of nearest, reflect): nearest repeats the
+            edge value; reflect mirrors the values.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function Shift (Array Manipulation).
     """
     return _apply('Shift', [x], ['x'], dict(shifts=shifts, border_mode=border_mode), n_outputs, outputs)
 
 
 def sort(x, axis=-1, reverse=False, with_index=False, only_index=False, n_outputs=-1, outputs=None):
-    """Sort (Array Manipulation).
+    """Stable sort along one axis, optionally with the sorting indices.
 
     Args:
-        x (Variable): input.
-        axis (int64): default ``-1``.
-        reverse (bool): default ``False``.
-        with_index (bool): default ``False``.
-        only_index (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        axis (int64, default ``-1``): the axis sorted along.
+        reverse (bool, default ``False``): sort in descending order.
+        with_index (bool, default ``False``): also return the indices that sort x.
+        only_index (bool, default ``False``): return only those indices.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        *y
+        the sorted values; with with_index also the indices; with only_index only the indices (all
+            shape of x).
+
+    nnabla's function Sort (Array Manipulation).
     """
     return _apply('Sort', [x], ['x'], dict(axis=axis, reverse=reverse, with_index=with_index, only_index=only_index), n_outputs, outputs)
 
 
 def reshape(x, shape, inplace=True, n_outputs=-1, outputs=None):
-    """Reshape (Array Manipulation).
+    """Gives x a new shape with the same elements in the same (row-major) order.
 
     Args:
-        x (Variable): input.
-        shape (Shape): required.
-        inplace (bool): default ``True``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        shape (Shape, required): the new shape; one entry may be -1, worked out from the others.
+        inplace (bool, default ``True``): share x's buffer (True, no copy) or copy the values.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y of shape shape.
+
+    Example:
+        >>> x = nn.Variable((2, 3, 4))
+        >>> y = F.reshape(x, (2, -1))  # y.shape == (2, 12)
+
+    nnabla's function Reshape (Array Manipulation).
     """
     return _apply('Reshape', [x], ['x'], dict(shape=shape, inplace=inplace), n_outputs, outputs)
 
 
 def shape(x, start=0, end=0, n_outputs=-1, outputs=None):
-    """Shape (Array Manipulation).
+    """x's dimensions x.shape[start:end] as a 1-d array.
 
     Args:
-        x (Variable): input.
-        start (int64): default ``0``.
-        end (int64): default ``0``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape (its values are not read).
+        start (int64, default ``0``): first axis; negative counts from the end.
+        end (int64, default ``0``): end axis (not included); 0 or less counts from the end, 0
+            meaning up to the last.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        shape
+        shape, 1-d integer-valued array.
+
+    nnabla's function Shape (Array Manipulation).
     """
     return _apply('Shape', [x], ['x'], dict(start=start, end=end), n_outputs, outputs)
 
 
 def matrix_diag(x, n_outputs=-1, outputs=None):
-    """MatrixDiag (Array Manipulation).
+    """Diagonal matrices from vectors: (..., n) to (..., n, n) with x on the diagonal.
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input (..., n).
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y (..., n, n).
+
+    nnabla's function MatrixDiag (Array Manipulation).
     """
     return _apply('MatrixDiag', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def matrix_diag_part(x, n_outputs=-1, outputs=None):
-    """MatrixDiagPart (Array Manipulation).
+    """The diagonals of square matrices: (..., n, n) to (..., n).
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input (..., n, n).
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y (..., n).
+
+    nnabla's function MatrixDiagPart (Array Manipulation).
     """
     return _apply('MatrixDiagPart', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def trilu(x, k=0, upper=True, n_outputs=-1, outputs=None):
-    """Trilu (Array Manipulation).
+    """The upper or lower triangle of the last two axes, zero elsewhere (numpy.triu / numpy.tril).
 
     Args:
-        x (Variable): input.
-        k (int64): default ``0``.
-        upper (bool): default ``True``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input (..., M, N).
+        k (int64, default ``0``): the diagonal offset: 0 the main diagonal, positive above it,
+            negative below.
+        upper (bool, default ``True``): keep elements with column - row >= k (True) or column - row
+            <= k (False).
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function Trilu (Array Manipulation).
     """
     return _apply('Trilu', [x], ['x'], dict(k=k, upper=upper), n_outputs, outputs)
 
 
 def meshgrid(*x, ij_indexing=False, n_outputs=-1, outputs=None):
-    """Meshgrid (Array Manipulation).
+    """Coordinate grids from 1-d arrays (numpy.meshgrid): output i repeats input i along its own grid
+    axis.
 
     Args:
-        x (Variable): variadic input.
-        ij_indexing (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable, any number): the 1-d coordinate arrays.
+        ij_indexing (bool, default ``False``): matrix indexing, output shape (len(x[0]), len(x[1]),
+            ...); False: Cartesian indexing, the first two axes swapped.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        *y
+        one array per input, all of the grid's shape.
+
+    nnabla's function Meshgrid (Array Manipulation).
     """
     return _apply('Meshgrid', [x], ['x'], dict(ij_indexing=ij_indexing), n_outputs, outputs)
 
 
 def batch_det(x, n_outputs=-1, outputs=None):
-    """BatchDet (Array Manipulation).
+    """Determinant of each matrix of a batch.
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): (B, n, n).
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y (B,).
+
+    nnabla's function BatchDet (Array Manipulation).
     """
     return _apply('BatchDet', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def batch_inv(x, n_outputs=-1, outputs=None):
-    """BatchInv (Array Manipulation).
+    """Inverse of each matrix of a batch.
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): (B, n, n), invertible matrices.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y (B, n, n).
+
+    nnabla's function BatchInv (Array Manipulation).
     """
     return _apply('BatchInv', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def batch_logdet(x, n_outputs=-1, outputs=None):
-    """BatchLogdet (Array Manipulation).
+    """Log of the absolute determinant of each matrix of a batch.
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): (B, n, n).
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y (B,).
+
+    nnabla's function BatchLogdet (Array Manipulation).
     """
     return _apply('BatchLogdet', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def batch_cholesky(x, upper=False, n_outputs=-1, outputs=None):
-    """BatchCholesky (Array Manipulation).
+    """Cholesky factor of each symmetric positive definite matrix of a batch.
 
     Args:
-        x (Variable): input.
-        upper (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): (B, n, n).
+        upper (bool, default ``False``): return the upper factor U (x = U^T U) instead of the lower
+            L (x = L L^T).
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y (B, n, n), triangular.
+
+    nnabla's function BatchCholesky (Array Manipulation).
     """
     return _apply('BatchCholesky', [x], ['x'], dict(upper=upper), n_outputs, outputs)
 
 
 def assign(dst, src, n_outputs=-1, outputs=None):
-    """Assign (Array Manipulation).
+    """Copies src into dst (dst changes in place when this runs) and outputs the copied values.
 
     Args:
-        dst (Variable): input.
-        src (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        dst (Variable): the array written into.
+        src (Variable): the values, shape of dst.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, the new values of dst.
+
+    nnabla's function Assign (Array Manipulation).
     """
     return _apply('Assign', [dst, src], ['dst', 'src'], dict(), n_outputs, outputs)
 
 
 def gather(x, Indices, axis=0, batch_dims=0, n_outputs=-1, outputs=None):
-    """Gather (Array Manipulation).
+    """Takes slices of x along axis at the given indices (as numpy.take, with leading batch axes
+    shared by x and Indices).
 
     Args:
-        x (Variable): input.
-        Indices (Variable): input.
-        axis (int64): default ``0``.
-        batch_dims (int64): default ``0``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        Indices (Variable): integer indices into axis; its first batch_dims axes equal x's.
+        axis (int64, default ``0``): the axis indexed; at least batch_dims.
+        batch_dims (int64, default ``0``): number of leading axes shared by x and Indices (index
+            each batch entry separately).
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y of shape x.shape[:axis] + Indices.shape[batch_dims:] + x.shape[axis + 1:].
+
+    Example:
+        >>> x, i = nn.Variable((5, 3)), nn.Variable.from_numpy_array(np.array([4, 0, 4]))
+        >>> y = F.gather(x, i, axis=0)  # y.shape == (3, 3)
+
+    nnabla's function Gather (Array Manipulation).
     """
     return _apply('Gather', [x, Indices], ['x', 'Indices'], dict(axis=axis, batch_dims=batch_dims), n_outputs, outputs)
 
 
 def gather_nd(x, indices, n_outputs=-1, outputs=None):
-    """GatherNd (Array Manipulation).
+    """Gathers elements (or blocks) of x at index tuples: y[i...] = x[indices[0, i...], ..., indices[M
+    - 1, i...]].
 
     Args:
-        x (Variable): input.
-        indices (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        indices (Variable): (M, ...), integer index tuples down the first axis (M at most x.ndim);
+            negative indices count from the end.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y of shape indices.shape[1:] + x.shape[M:].
+
+    nnabla's function GatherNd (Array Manipulation).
     """
     return _apply('GatherNd', [x, indices], ['x', 'indices'], dict(), n_outputs, outputs)
 
 
 def bool_gather(input, mask, n_outputs=-1, outputs=None):
-    """BoolGather (Array Manipulation).
+    """The blocks input[b] where mask[b] is nonzero, stacked (boolean-mask indexing).
 
     Args:
-        input (Variable): input.
-        mask (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        input (Variable): (*mask.shape, ...).
+        mask (Variable): selects blocks; its shape equals input's leading axes.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        output
+        output (number of nonzeros, *input.shape[mask.ndim:]).
+
+    nnabla's function BoolGather (Array Manipulation).
     """
     return _apply('BoolGather', [input, mask], ['input', 'mask'], dict(), n_outputs, outputs)
 
 
 def scatter_nd(data, indices, out=None, shape=None, add=False, n_outputs=-1, outputs=None):
-    """ScatterNd (Array Manipulation).
+    """Writes (or adds) the blocks of data at the index tuples of indices into zeros of a given shape,
+    or into out.
 
     Args:
-        data (Variable): input.
-        indices (Variable): input.
-        out (Variable): optional input.
-        shape (repeated int64): default ``None``.
-        add (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        data (Variable): values, shape indices.shape[1:] + output.shape[M:].
+        indices (Variable): (M, ...), integer index tuples down the first axis.
+        out (Variable, optional): array written into in place; omitted: zeros of shape shape.
+        shape (repeated int64, default ``None``): the output shape when out is omitted.
+        add (bool, default ``False``): add at repeated indices instead of overwriting.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y of shape shape (or out's).
+
+    nnabla's function ScatterNd (Array Manipulation).
     """
     return _apply('ScatterNd', [data, indices, out], ['data', 'indices', 'out'], dict(shape=shape, add=add), n_outputs, outputs)
 
 
 def scatter_add(x0, indices, x1, axis=0, n_outputs=-1, outputs=None):
-    """ScatterAdd (Array Manipulation).
+    """A copy of x0 with the values of x1 added at the positions indices names along axis: y[...,
+    indices[p], ...] += x1[p].
 
     Args:
-        x0 (Variable): input.
-        indices (Variable): input.
-        x1 (Variable): input.
-        axis (int64): default ``0``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): input, any shape.
+        indices (Variable): integer positions along axis; same number of axes as x0, no larger than
+            x1 in any axis nor than x0 outside axis.
+        x1 (Variable): the values added.
+        axis (int64, default ``0``): the axis indices point along.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x0.
+
+    nnabla's function ScatterAdd (Array Manipulation).
     """
     return _apply('ScatterAdd', [x0, indices, x1], ['x0', 'indices', 'x1'], dict(axis=axis), n_outputs, outputs)
 
 
 def bool_scatter(input, mask, output=None, n_outputs=-1, outputs=None):
-    """BoolScatter (Array Manipulation).
+    """The inverse of F.bool_gather: the rows of input placed at the nonzeros of mask, zero elsewhere
+    (or the values of output).
 
     Args:
-        input (Variable): input.
-        mask (Variable): input.
-        output (Variable): optional input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        input (Variable): (number of nonzeros of mask, ...).
+        mask (Variable): where the rows go.
+        output (Variable, optional): (*mask.shape, ...), written into in place; omitted: zeros.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y (*mask.shape, *input.shape[1:]).
+
+    nnabla's function BoolScatter (Array Manipulation).
     """
     return _apply('BoolScatter', [input, mask, output], ['input', 'mask', 'output'], dict(), n_outputs, outputs)
 
 
 def bool_fill(data, mask, value=0, n_outputs=-1, outputs=None):
-    """BoolFill (Array Manipulation).
+    """data with value wherever mask is nonzero.
 
     Args:
-        data (Variable): input.
-        mask (Variable): input.
-        value (float): default ``0``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        data (Variable): input, any shape.
+        mask (Variable): broadcastable to data's shape.
+        value (float, default ``0``): the fill value.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of data.
+
+    nnabla's function BoolFill (Array Manipulation).
     """
     return _apply('BoolFill', [data, mask], ['data', 'mask'], dict(value=value), n_outputs, outputs)
 
 
 def pack_padded_sequence(padded_sequence, lengths, batch_first=False, n_outputs=-1, outputs=None):
-    """PackPaddedSequence (Array Manipulation).
+    """Packs a batch of padded sequences (longest first) into one array of their valid steps, time
+    step by time step (for recurrent networks).
 
     Args:
-        padded_sequence (Variable): input.
-        lengths (Variable): input.
-        batch_first (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        padded_sequence (Variable): (T, B, ...), or (B, T, ...) with batch_first.
+        lengths (Variable): (B,) valid lengths, in decreasing order.
+        batch_first (bool, default ``False``): the batch axis comes first.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        pack_sequence, batch_sizes
+        (pack_sequence, batch_sizes): pack_sequence (sum of lengths, ...); batch_sizes (T,), the
+            number of sequences still running at each step.
+
+    nnabla's function PackPaddedSequence (Array Manipulation).
     """
     return _apply('PackPaddedSequence', [padded_sequence, lengths], ['padded_sequence', 'lengths'], dict(batch_first=batch_first), n_outputs, outputs)
 
 
 def pad_packed_sequence(packed_sequence, batch_sizes, batch_first=False, padding_value=0.0, total_length=-1, n_outputs=-1, outputs=None):
-    """PadPackedSequence (Array Manipulation).
+    """The inverse of F.pack_padded_sequence: a packed batch back to padded sequences.
 
     Args:
-        packed_sequence (Variable): input.
-        batch_sizes (Variable): input.
-        batch_first (bool): default ``False``.
-        padding_value (float): default ``0.0``.
-        total_length (int64): default ``-1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        packed_sequence (Variable): (N, ...), the packed steps.
+        batch_sizes (Variable): (T,), the number of sequences running at each step.
+        batch_first (bool, default ``False``): put the batch axis first in the output.
+        padding_value (float, default ``0.0``): the value of the padded positions.
+        total_length (int64, default ``-1``): pad to this length; -1: to the longest sequence.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        padded_sequence, lengths
+        (padded_sequence, lengths): padded (T, B, ...) or (B, T, ...); lengths (B,).
+
+    nnabla's function PadPackedSequence (Array Manipulation).
     """
     return _apply('PadPackedSequence', [packed_sequence, batch_sizes], ['packed_sequence', 'batch_sizes'], dict(batch_first=batch_first, padding_value=padding_value, total_length=total_length), n_outputs, outputs)
 
 
 def nonzero(x, n_outputs=-1, outputs=None):
-    """NonZero (Array Manipulation).
+    """The indices of the nonzero elements of x, one column per element (as numpy.nonzero, stacked).
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y (x.ndim, number of nonzeros), integer indices.
+
+    nnabla's function NonZero (Array Manipulation).
     """
     return _apply('NonZero', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def interpolate(x, output_size, mode, align_corners=True, half_pixel=False, half_pixel_for_nn=False, channel_last=False, n_outputs=-1, outputs=None):
-    """Interpolate (Signal Processing).
+    """Resizes the last len(output_size) spatial axes (1 to 3) to output_size, by nearest-neighbour or
+    (bi/tri)linear interpolation.
 
     Args:
-        x (Variable): input.
-        output_size (repeated int64): required.
-        mode (string): required; one of nearest, linear.
-        align_corners (bool): default ``True``.
-        half_pixel (bool): default ``False``.
-        half_pixel_for_nn (bool): default ``False``.
-        channel_last (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input (..., *spatial), or (..., *spatial, C) with channel_last.
+        output_size (repeated int64, required): the new size of each resized axis.
+        mode (string, required; one of nearest, linear): nearest or linear.
+        align_corners (bool, default ``True``): map the corner pixels of input and output onto each
+            other (linear mode).
+        half_pixel (bool, default ``False``): sample at pixel centres, (i + 0.5) * scale - 0.5
+            (linear mode).
+        half_pixel_for_nn (bool, default ``False``): use pixel centres in nearest mode too.
+        channel_last (bool, default ``False``): the resized axes are the ones before the last.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, x's shape with the resized axes set to output_size.
+
+    nnabla's function Interpolate (Signal Processing).
     """
     return _apply('Interpolate', [x], ['x'], dict(output_size=output_size, mode=mode, align_corners=align_corners, half_pixel=half_pixel, half_pixel_for_nn=half_pixel_for_nn, channel_last=channel_last), n_outputs, outputs)
 
 
 def onnx_resize(x, roi=(), scales=(), sizes=(), mode='nearest', coordinate_transformation_mode='half_pixel', cubic_coeff_a=-0.75, exclude_outside=0, extrapolation_value=0.0, nearest_mode='round_prefer_floor', n_outputs=-1, outputs=None):
-    """ONNXResize (Signal Processing).
+    """ONNX's Resize: every axis resized by scales or to sizes, with ONNX's interpolation modes and
+    coordinate transformations.
 
     Args:
-        x (Variable): input.
-        roi (repeated float): default ``()``.
-        scales (repeated float): default ``()``.
-        sizes (repeated int64): default ``()``.
-        mode (string): default ``'nearest'``; one of nearest, linear, cubic.
-        coordinate_transformation_mode (string): default ``'half_pixel'``; one of half_pixel, pytorch_half_pixel, align_corners, asymmetric, tf_crop_and_resize.
-        cubic_coeff_a (float): default ``-0.75``.
-        exclude_outside (int64): default ``0``.
-        extrapolation_value (float): default ``0.0``.
-        nearest_mode (string): default ``'round_prefer_floor'``; one of round_prefer_floor, round_prefer_ceil, floor, ceil.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        roi (repeated float, default ``()``): the region of interest (start..., end...) normalized
+            to [0, 1], used only by tf_crop_and_resize.
+        scales (repeated float, default ``()``): one factor per axis; give scales or sizes, not
+            both.
+        sizes (repeated int64, default ``()``): the output size per axis.
+        mode (string, default ``'nearest'``; one of nearest, linear, cubic): nearest, linear or
+            cubic interpolation.
+        coordinate_transformation_mode (string, default ``'half_pixel'``; one of half_pixel,
+            pytorch_half_pixel, align_corners, asymmetric, tf_crop_and_resize): how an output
+            coordinate maps back to the input (ONNX's definitions).
+        cubic_coeff_a (float, default ``-0.75``): the cubic kernel's parameter.
+        exclude_outside (int64, default ``0``): 1: weights of samples outside the input are dropped
+            and the rest renormalized.
+        extrapolation_value (float, default ``0.0``): the value of samples outside the input in
+            tf_crop_and_resize.
+        nearest_mode (string, default ``'round_prefer_floor'``; one of round_prefer_floor,
+            round_prefer_ceil, floor, ceil): how nearest mode rounds a fractional coordinate.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, the resized array.
+
+    nnabla's function ONNXResize (Signal Processing).
     """
     return _apply('ONNXResize', [x], ['x'], dict(roi=roi, scales=scales, sizes=sizes, mode=mode, coordinate_transformation_mode=coordinate_transformation_mode, cubic_coeff_a=cubic_coeff_a, exclude_outside=exclude_outside, extrapolation_value=extrapolation_value, nearest_mode=nearest_mode), n_outputs, outputs)
 
 
 def fft(x, signal_ndim, normalized=False, n_outputs=-1, outputs=None):
-    """FFT (Signal Processing).
+    """Complex discrete Fourier transform over the signal_ndim axes before the last, which holds
+    (real, imaginary).
 
     Args:
-        x (Variable): input.
-        signal_ndim (int64): required.
-        normalized (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): (..., *signal, 2), signal_ndim signal axes.
+        signal_ndim (int64, required): 1, 2 or 3.
+        normalized (bool, default ``False``): divide by sqrt(number of signal elements).
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x, the transform as (real, imaginary).
+
+    nnabla's function FFT (Signal Processing).
     """
     return _apply('FFT', [x], ['x'], dict(signal_ndim=signal_ndim, normalized=normalized), n_outputs, outputs)
 
 
 def ifft(x, signal_ndim, normalized=False, n_outputs=-1, outputs=None):
-    """IFFT (Signal Processing).
+    """Inverse complex discrete Fourier transform over the signal_ndim axes before the last, which
+    holds (real, imaginary).
 
     Args:
-        x (Variable): input.
-        signal_ndim (int64): required.
-        normalized (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): (..., *signal, 2).
+        signal_ndim (int64, required): 1, 2 or 3.
+        normalized (bool, default ``False``): divide by sqrt(number of signal elements) instead of
+            by the number of elements.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function IFFT (Signal Processing).
     """
     return _apply('IFFT', [x], ['x'], dict(signal_ndim=signal_ndim, normalized=normalized), n_outputs, outputs)
 
 
 def stft(x, window_size, stride, fft_size, window_type='hanning', center=True, pad_mode='reflect', as_istft_backward=False, n_outputs=-1, outputs=None):
-    """STFT (Signal Processing).
+    """Short-time Fourier transform of a batch of 1-d signals: the DFT of windowed frames taken every
+    stride samples.
 
     Args:
-        x (Variable): input.
-        window_size (int64): required.
-        stride (int64): required.
-        fft_size (int64): required.
-        window_type (string): default ``'hanning'``; one of hanning, hamming, rectangular.
-        center (bool): default ``True``.
-        pad_mode (string): default ``'reflect'``; one of constant, reflect.
-        as_istft_backward (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): signals (B, L).
+        window_size (int64, required): the window's length (at most fft_size; centred in the frame,
+            zeros around).
+        stride (int64, required): the hop between frames.
+        fft_size (int64, required): the frame length and DFT size.
+        window_type (string, default ``'hanning'``; one of hanning, hamming, rectangular): the
+            window function.
+        center (bool, default ``True``): pad fft_size // 2 samples at both ends so frames are
+            centred on multiples of stride.
+        pad_mode (string, default ``'reflect'``; one of constant, reflect): how center pads: with
+            zeros or the mirror image.
+        as_istft_backward (bool, default ``False``): compute the transpose of F.istft instead (used
+            by its gradient).
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y_r, y_i
+        (y_r, y_i), the real and imaginary parts, each (B, fft_size // 2 + 1, frames).
+
+    nnabla's function STFT (Signal Processing).
     """
     return _apply('STFT', [x], ['x'], dict(window_size=window_size, stride=stride, fft_size=fft_size, window_type=window_type, center=center, pad_mode=pad_mode, as_istft_backward=as_istft_backward), n_outputs, outputs)
 
 
 def istft(y_r, y_i, window_size, stride, fft_size, window_type='hanning', center=True, pad_mode='reflect', as_stft_backward=False, n_outputs=-1, outputs=None):
-    """ISTFT (Signal Processing).
+    """Inverse STFT by windowed overlap-add, normalized by the summed squared windows.
 
     Args:
-        y_r (Variable): input.
-        y_i (Variable): input.
-        window_size (int64): required.
-        stride (int64): required.
-        fft_size (int64): required.
-        window_type (string): default ``'hanning'``; one of hanning, hamming, rectangular.
-        center (bool): default ``True``.
-        pad_mode (string): default ``'reflect'``; one of constant, reflect.
-        as_stft_backward (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        y_r (Variable): real parts (B, fft_size // 2 + 1, frames).
+        y_i (Variable): imaginary parts, shape of y_r.
+        window_size (int64, required): the window's length (at most fft_size).
+        stride (int64, required): the hop between frames.
+        fft_size (int64, required): the frame length and DFT size.
+        window_type (string, default ``'hanning'``; one of hanning, hamming, rectangular): the
+            window function.
+        center (bool, default ``True``): remove the fft_size // 2 samples that F.stft(center=True)
+            padded at both ends.
+        pad_mode (string, default ``'reflect'``; one of constant, reflect): must be constant unless
+            as_stft_backward.
+        as_stft_backward (bool, default ``False``): compute the transpose of F.stft instead (used
+            by its gradient).
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        x
+        x, the signals (B, L).
+
+    nnabla's function ISTFT (Signal Processing).
     """
     return _apply('ISTFT', [y_r, y_i], ['y_r', 'y_i'], dict(window_size=window_size, stride=stride, fft_size=fft_size, window_type=window_type, center=center, pad_mode=pad_mode, as_stft_backward=as_stft_backward), n_outputs, outputs)
 
 
 def dropout(x, p=0.5, seed=-1, n_outputs=-1, outputs=None):
-    """Dropout (Stochasticity).
+    """Dropout: each element zeroed with probability p, the others scaled by 1 / (1 - p), so the mean
+    is kept.
 
     Args:
-        x (Variable): input.
-        p (double): default ``0.5``.
-        seed (int64): default ``-1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        p (double, default ``0.5``): probability of zeroing, in [0, 1).
+        seed (int64, default ``-1``): -1 draws from the global generator (nn.seed); another value
+            gives this function a generator of its own seeded with it.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function Dropout (Stochasticity).
     """
     return _apply('Dropout', [x], ['x'], dict(p=p, seed=seed), n_outputs, outputs)
 
 
 def top_k_data(x, k, abs=False, reduce=True, base_axis=1, largest=True, with_index=False, n_outputs=-1, outputs=None):
-    """TopKData (Stochasticity).
+    """The k largest values of each sample (or largest magnitudes, or smallest), in order; or, with
+    reduce=False, x with all other values zeroed.
 
     Args:
-        x (Variable): input.
-        k (int64): required.
-        abs (bool): default ``False``.
-        reduce (bool): default ``True``.
-        base_axis (int64): default ``1``.
-        largest (bool): default ``True``.
-        with_index (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input (N..., *features); each sample's features are ranked together.
+        k (int64, required): how many values to keep per sample.
+        abs (bool, default ``False``): rank by magnitude.
+        reduce (bool, default ``True``): return (N..., k) (True) or an array shaped like x (False).
+        base_axis (int64, default ``1``): the first feature axis.
+        largest (bool, default ``True``): keep the largest (True) or the smallest (False).
+        with_index (bool, default ``False``): also return the positions of the kept values (reduce
+            only).
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y, indices
+        y ((N..., k) or shape of x); with with_index also indices (N..., k).
+
+    nnabla's function TopKData (Stochasticity).
     """
     return _apply('TopKData', [x], ['x'], dict(k=k, abs=abs, reduce=reduce, base_axis=base_axis, largest=largest, with_index=with_index), n_outputs, outputs)
 
 
 def top_k_grad(x, k, abs=False, base_axis=1, n_outputs=-1, outputs=None):
-    """TopKGrad (Stochasticity).
+    """Identity forward; in backward only the k largest gradients (by magnitude with abs) of each
+    sample pass, the others are zeroed.
 
     Args:
-        x (Variable): input.
-        k (int64): required.
-        abs (bool): default ``False``.
-        base_axis (int64): default ``1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input (N..., *features).
+        k (int64, required): gradients kept per sample.
+        abs (bool, default ``False``): rank the gradients by magnitude.
+        base_axis (int64, default ``1``): the first feature axis.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, equal to x.
+
+    nnabla's function TopKGrad (Stochasticity).
     """
     return _apply('TopKGrad', [x], ['x'], dict(k=k, abs=abs, base_axis=base_axis), n_outputs, outputs)
 
 
 def rand(low=0, high=1, shape=[], seed=-1, n_outputs=-1, outputs=None):
-    """Rand (Stochasticity).
+    """Uniform random numbers in [low, high).
 
     Args:
-        low (float): default ``0``.
-        high (float): default ``1``.
-        shape (Shape): default ``[]``.
-        seed (int64): default ``-1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        low (float, default ``0``): the lower bound.
+        high (float, default ``1``): the upper bound, above low.
+        shape (Shape, default ``[]``): the output shape.
+        seed (int64, default ``-1``): -1 draws from the global generator (nn.seed); another value
+            gives this function a generator of its own.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y of shape shape, new numbers at every forward.
+
+    Example:
+        >>> y = F.rand(-1.0, 1.0, shape=(2, 3))
+        >>> y.forward()  # y.shape == (2, 3)
+
+    nnabla's function Rand (Stochasticity).
     """
     return _apply('Rand', [], [], dict(low=low, high=high, shape=shape, seed=seed), n_outputs, outputs)
 
 
 def randint(low=0, high=1, shape=[], seed=-1, n_outputs=-1, outputs=None):
-    """Randint (Stochasticity).
+    """Uniform random integers in [low, high).
 
     Args:
-        low (int64): default ``0``.
-        high (int64): default ``1``.
-        shape (Shape): default ``[]``.
-        seed (int64): default ``-1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        low (int64, default ``0``): the lower bound.
+        high (int64, default ``1``): the upper bound (excluded), above low.
+        shape (Shape, default ``[]``): the output shape.
+        seed (int64, default ``-1``): -1 draws from the global generator (nn.seed); another value
+            gives this function a generator of its own.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y of shape shape (integers, stored as int32).
+
+    nnabla's function Randint (Stochasticity).
     """
     return _apply('Randint', [], [], dict(low=low, high=high, shape=shape, seed=seed), n_outputs, outputs)
 
 
 def randn(mu=0, sigma=1, shape=[], seed=-1, n_outputs=-1, outputs=None):
-    """Randn (Stochasticity).
+    """Normally distributed random numbers.
 
     Args:
-        mu (float): default ``0``.
-        sigma (float): default ``1``.
-        shape (Shape): default ``[]``.
-        seed (int64): default ``-1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        mu (float, default ``0``): the mean.
+        sigma (float, default ``1``): the standard deviation.
+        shape (Shape, default ``[]``): the output shape.
+        seed (int64, default ``-1``): -1 draws from the global generator (nn.seed); another value
+            gives this function a generator of its own.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y of shape shape, new numbers at every forward.
+
+    Example:
+        >>> y = F.randn(0.0, 0.1, shape=(4, 5))
+        >>> y.forward()  # y.shape == (4, 5)
+
+    nnabla's function Randn (Stochasticity).
     """
     return _apply('Randn', [], [], dict(mu=mu, sigma=sigma, shape=shape, seed=seed), n_outputs, outputs)
 
 
 def rand_binomial(n=1, p=0.5, shape=[], seed=-1, n_outputs=-1, outputs=None):
-    """RandBinomial (Stochasticity).
+    """Binomially distributed random numbers: successes in n trials of probability p.
 
     Args:
-        n (int64): default ``1``.
-        p (float): default ``0.5``.
-        shape (Shape): default ``[]``.
-        seed (int64): default ``-1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        n (int64, default ``1``): the number of trials (positive).
+        p (float, default ``0.5``): the success probability, in (0, 1).
+        shape (Shape, default ``[]``): the output shape.
+        seed (int64, default ``-1``): -1 draws from the global generator; another value gives this
+            function a generator of its own.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y of shape shape.
+
+    nnabla's function RandBinomial (Stochasticity).
     """
     return _apply('RandBinomial', [], [], dict(n=n, p=p, shape=shape, seed=seed), n_outputs, outputs)
 
 
 def rand_beta(alpha=0.5, beta=0.5, shape=[], seed=-1, n_outputs=-1, outputs=None):
-    """RandBeta (Stochasticity).
+    """Beta-distributed random numbers.
 
     Args:
-        alpha (float): default ``0.5``.
-        beta (float): default ``0.5``.
-        shape (Shape): default ``[]``.
-        seed (int64): default ``-1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        alpha (float, default ``0.5``): the first shape parameter (positive).
+        beta (float, default ``0.5``): the second shape parameter (positive).
+        shape (Shape, default ``[]``): the output shape.
+        seed (int64, default ``-1``): -1 draws from the global generator; another value gives this
+            function a generator of its own.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y of shape shape, in (0, 1).
+
+    nnabla's function RandBeta (Stochasticity).
     """
     return _apply('RandBeta', [], [], dict(alpha=alpha, beta=beta, shape=shape, seed=seed), n_outputs, outputs)
 
 
 def rand_gamma(k=0.5, theta=1, shape=[], seed=-1, n_outputs=-1, outputs=None):
-    """RandGamma (Stochasticity).
+    """Gamma-distributed random numbers.
 
     Args:
-        k (float): default ``0.5``.
-        theta (float): default ``1``.
-        shape (Shape): default ``[]``.
-        seed (int64): default ``-1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        k (float, default ``0.5``): the shape parameter (positive).
+        theta (float, default ``1``): the scale parameter (positive).
+        shape (Shape, default ``[]``): the output shape.
+        seed (int64, default ``-1``): -1 draws from the global generator; another value gives this
+            function a generator of its own.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y of shape shape.
+
+    nnabla's function RandGamma (Stochasticity).
     """
     return _apply('RandGamma', [], [], dict(k=k, theta=theta, shape=shape, seed=seed), n_outputs, outputs)
 
 
 def random_choice(x, w, shape=[], replace=True, seed=-1, n_outputs=-1, outputs=None):
-    """RandomChoice (Stochasticity).
+    """Random draws from each population (the last axis of x) with relative weights w.
 
     Args:
-        x (Variable): input.
-        w (Variable): input.
-        shape (Shape): default ``[]``.
-        replace (bool): default ``True``.
-        seed (int64): default ``-1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): the populations (..., M).
+        w (Variable): non-negative weights, shape of x.
+        shape (Shape, default ``[]``): the draws per population.
+        replace (bool, default ``True``): draw with replacement (False: each member at most once).
+        seed (int64, default ``-1``): -1 draws from the global generator; another value gives this
+            function a generator of its own.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y (..., *shape), the drawn members' values.
+
+    nnabla's function RandomChoice (Stochasticity).
     """
     return _apply('RandomChoice', [x, w], ['x', 'w'], dict(shape=shape, replace=replace, seed=seed), n_outputs, outputs)
 
 
 def random_crop(x, shape=None, base_axis=1, seed=-1, n_outputs=-1, outputs=None):
-    """RandomCrop (Stochasticity).
+    """Crops a randomly placed window of the given shape (the trailing axes) from each sample.
 
     Args:
-        x (Variable): input.
-        shape (Shape): default ``x.shape``.
-        base_axis (int64): default ``1``.
-        seed (int64): default ``-1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        shape (Shape, default ``x.shape``): the window's shape, aligned to x's last axes.
+        base_axis (int64, default ``1``): the first non-sample axis; each sample gets its own
+            window.
+        seed (int64, default ``-1``): -1 draws from the global generator; another value gives this
+            function a generator of its own.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, x's shape with the cropped axes set to shape.
+
+    nnabla's function RandomCrop (Stochasticity).
     """
     return _apply('RandomCrop', [x], ['x'], dict(shape=shape, base_axis=base_axis, seed=seed), n_outputs, outputs)
 
 
 def random_flip(x, axes=None, base_axis=1, seed=-1, n_outputs=-1, outputs=None):
-    """RandomFlip (Stochasticity).
+    """Reverses each of the given axes with probability 1/2, independently per sample.
 
     Args:
-        x (Variable): input.
-        axes (repeated int64): default ``[len(x.shape) - 1]``.
-        base_axis (int64): default ``1``.
-        seed (int64): default ``-1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        axes (repeated int64, default ``[len(x.shape) - 1]``): the axes that may be reversed;
+            default: the last.
+        base_axis (int64, default ``1``): the first non-sample axis.
+        seed (int64, default ``-1``): -1 draws from the global generator; another value gives this
+            function a generator of its own.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function RandomFlip (Stochasticity).
     """
     return _apply('RandomFlip', [x], ['x'], dict(axes=axes, base_axis=base_axis, seed=seed), n_outputs, outputs)
 
 
 def random_shift(x, shifts=None, border_mode='nearest', constant_value=0, base_axis=1, seed=-1, n_outputs=-1, outputs=None):
-    """RandomShift (Stochasticity).
+    """Shifts each sample by a random whole number of positions in [-shifts[d], shifts[d]] along the
+    trailing axes, filling from the border.
 
     Args:
-        x (Variable): input.
-        shifts (repeated int64): default ``(0,) * len(x.shape)``.
-        border_mode (string): default ``'nearest'``; one of nearest, reflect, constant.
-        constant_value (float): default ``0``.
-        base_axis (int64): default ``1``.
-        seed (int64): default ``-1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        shifts (repeated int64, default ``(0,) * len(x.shape)``): the largest shift per axis,
+            aligned to the last axes.
+        border_mode (string, default ``'nearest'``; one of nearest, reflect, constant): nearest
+            repeats the edge, reflect mirrors, constant fills with constant_value.
+        constant_value (float, default ``0``): the fill value of border_mode constant.
+        base_axis (int64, default ``1``): the first non-sample axis.
+        seed (int64, default ``-1``): -1 draws from the global generator; another value gives this
+            function a generator of its own.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function RandomShift (Stochasticity).
     """
     return _apply('RandomShift', [x], ['x'], dict(shifts=shifts, border_mode=border_mode, constant_value=constant_value, base_axis=base_axis, seed=seed), n_outputs, outputs)
 
 
 def random_erase(x, prob=0.5, area_ratios=(0.02, 0.4), aspect_ratios=(0.3, 3.3333), replacements=(0.0, 255.0), n=1, share=True, inplace=False, base_axis=1, seed=-1, channel_last=False, ste_fine_grained=True, n_outputs=-1, outputs=None):
-    """RandomErase (Stochasticity).
+    """Random erasing: up to n random boxes of each image replaced by uniform noise, each with
+    probability prob (a data augmentation).
 
     Args:
-        x (Variable): input.
-        prob (float): default ``0.5``.
-        area_ratios (repeated float): default ``(0.02, 0.4)``.
-        aspect_ratios (repeated float): default ``(0.3, 3.3333)``.
-        replacements (repeated float): default ``(0.0, 255.0)``.
-        n (int64): default ``1``.
-        share (bool): default ``True``.
-        inplace (bool): default ``False``.
-        base_axis (int64): default ``1``.
-        seed (int64): default ``-1``.
-        channel_last (bool): default ``False``.
-        ste_fine_grained (bool): default ``True``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): images (N..., C, H, W), or (N..., H, W, C) with channel_last.
+        prob (float, default ``0.5``): probability of erasing each box.
+        area_ratios (repeated float, default ``(0.02, 0.4)``): (low, high) range of a box's area as
+            a fraction of the image's.
+        aspect_ratios (repeated float, default ``(0.3, 3.3333)``): (low, high) range of a box's
+            height / width.
+        replacements (repeated float, default ``(0.0, 255.0)``): (low, high) range of the uniform
+            noise.
+        n (int64, default ``1``): boxes tried per image.
+        share (bool, default ``True``): one box for all channels (True) or one per channel.
+        inplace (bool, default ``False``): accepted for nnabla's signature; the result is always a
+            new array.
+        base_axis (int64, default ``1``): the first non-sample axis.
+        seed (int64, default ``-1``): -1 draws from the global generator; another value gives this
+            function a generator of its own.
+        channel_last (bool, default ``False``): the channel axis is the last.
+        ste_fine_grained (bool, default ``True``): in backward, zero the gradient of erased
+            elements (True) or pass all of it (False).
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function RandomErase (Stochasticity).
     """
     return _apply('RandomErase', [x], ['x'], dict(prob=prob, area_ratios=area_ratios, aspect_ratios=aspect_ratios, replacements=replacements, n=n, share=share, inplace=inplace, base_axis=base_axis, seed=seed, channel_last=channel_last, ste_fine_grained=ste_fine_grained), n_outputs, outputs)
 
 
 def image_augmentation(x, shape=None, pad=(0, 0), min_scale=1.0, max_scale=1.0, angle=0.0, aspect_ratio=1.0, distortion=0.0, flip_lr=False, flip_ud=False, brightness=0.0, brightness_each=False, contrast=1.0, contrast_center=0.0, contrast_each=False, noise=0.0, seed=-1, n_outputs=-1, outputs=None):
-    """ImageAugmentation (Stochasticity).
+    """Random image augmentation of the trailing (H, W) axes: scale, aspect ratio, rotation,
+    distortion, flips, translation within pad, then brightness, contrast and noise.
 
     Args:
-        x (Variable): input.
-        shape (Shape): default ``x.shape``.
-        pad (Shape): default ``(0, 0)``.
-        min_scale (float): default ``1.0``.
-        max_scale (float): default ``1.0``.
-        angle (float): default ``0.0``.
-        aspect_ratio (float): default ``1.0``.
-        distortion (float): default ``0.0``.
-        flip_lr (bool): default ``False``.
-        flip_ud (bool): default ``False``.
-        brightness (float): default ``0.0``.
-        brightness_each (bool): default ``False``.
-        contrast (float): default ``1.0``.
-        contrast_center (float): default ``0.0``.
-        contrast_each (bool): default ``False``.
-        noise (float): default ``0.0``.
-        seed (int64): default ``-1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): images (..., H, W); axis -3, if any, is the channel.
+        shape (Shape, default ``x.shape``): the output image shape (..., h, w).
+        pad (Shape, default ``(0, 0)``): (y, x) margins the crop may move into.
+        min_scale (float, default ``1.0``): the smallest zoom factor.
+        max_scale (float, default ``1.0``): the largest zoom factor.
+        angle (float, default ``0.0``): the largest rotation, in radians, either way.
+        aspect_ratio (float, default ``1.0``): aspect-ratio factors are drawn log-uniformly between
+            1 / aspect_ratio and aspect_ratio.
+        distortion (float, default ``0.0``): the largest random change of each entry of the 2x2
+            transformation matrix.
+        flip_lr (bool, default ``False``): flip left-right with probability 1/2.
+        flip_ud (bool, default ``False``): flip up-down with probability 1/2.
+        brightness (float, default ``0.0``): offsets drawn uniformly in [-brightness, brightness]
+            are added.
+        brightness_each (bool, default ``False``): a brightness offset per channel.
+        contrast (float, default ``1.0``): contrast factors are drawn log-uniformly between 1 /
+            contrast and contrast.
+        contrast_center (float, default ``0.0``): the value contrast scales around.
+        contrast_each (bool, default ``False``): a contrast factor per channel.
+        noise (float, default ``0.0``): the standard deviation of added Gaussian noise.
+        seed (int64, default ``-1``): -1 draws from the global generator; another value gives this
+            function a generator of its own.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y of shape shape; no gradient passes.
+
+    nnabla's function ImageAugmentation (Stochasticity).
     """
     return _apply('ImageAugmentation', [x], ['x'], dict(shape=shape, pad=pad, min_scale=min_scale, max_scale=max_scale, angle=angle, aspect_ratio=aspect_ratio, distortion=distortion, flip_lr=flip_lr, flip_ud=flip_ud, brightness=brightness, brightness_each=brightness_each, contrast=contrast, contrast_center=contrast_center, contrast_each=contrast_each, noise=noise, seed=seed), n_outputs, outputs)
 
 
 def sigmoid_cross_entropy(x, target, n_outputs=-1, outputs=None):
-    """SigmoidCrossEntropy (Loss Functions).
+    """Elementwise cross entropy of sigmoid(x) against binary targets, computed stably from the
+    logits: softplus(x) - x * target.
 
     Args:
-        x (Variable): input, a parameter.
-        target (Variable): input, a parameter.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): logits, any shape.
+        target (Variable): targets in [0, 1], shape of x.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x (reduce it, e.g. with F.mean, for a loss).
+
+    Example:
+        >>> x, t = nn.Variable((8, 1)), nn.Variable((8, 1))
+        >>> loss = F.mean(F.sigmoid_cross_entropy(x, t))  # loss.shape == ()
+
+    nnabla's function SigmoidCrossEntropy (Loss Functions).
     """
     return _apply('SigmoidCrossEntropy', [x, target], ['x', 'target'], dict(), n_outputs, outputs)
 
 
 def binary_cross_entropy(x, target, n_outputs=-1, outputs=None):
-    """BinaryCrossEntropy (Loss Functions).
+    """Elementwise binary cross entropy of probabilities: -(target log x + (1 - target) log(1 - x)).
 
     Args:
-        x (Variable): input.
-        target (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): probabilities in (0, 1), any shape.
+        target (Variable): targets in [0, 1], shape of x.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function BinaryCrossEntropy (Loss Functions).
     """
     return _apply('BinaryCrossEntropy', [x, target], ['x', 'target'], dict(), n_outputs, outputs)
 
 
 def softmax_cross_entropy(x, target, axis=None, n_outputs=-1, outputs=None):
-    """SoftmaxCrossEntropy (Loss Functions).
+    """Cross entropy of softmax(x) along axis against integer class labels: -log softmax(x)[label],
+    computed stably from the logits.
 
     Args:
-        x (Variable): input, a parameter.
-        target (Variable): input, a parameter.
-        axis (int64): default ``len(x.shape) - 1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): logits (..., C, ...), the classes along axis.
+        target (Variable): integer labels, x's shape with 1 on axis.
+        axis (int64, default ``len(x.shape) - 1``): the class axis; default: the last.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, x's shape with 1 on axis.
+
+    Example:
+        >>> x, t = nn.Variable((8, 10)), nn.Variable((8, 1))
+        >>> loss = F.mean(F.softmax_cross_entropy(x, t))  # loss.shape == ()
+
+    nnabla's function SoftmaxCrossEntropy (Loss Functions).
     """
     return _apply('SoftmaxCrossEntropy', [x, target], ['x', 'target'], dict(axis=axis), n_outputs, outputs)
 
 
 def categorical_cross_entropy(x, target, axis=None, n_outputs=-1, outputs=None):
-    """CategoricalCrossEntropy (Loss Functions).
+    """Cross entropy of probabilities along axis against integer class labels: -log x[label].
 
     Args:
-        x (Variable): input, a parameter.
-        target (Variable): input, a parameter.
-        axis (int64): default ``len(x.shape) - 1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): probabilities (..., C, ...), the classes along axis.
+        target (Variable): integer labels, x's shape with 1 on axis.
+        axis (int64, default ``len(x.shape) - 1``): the class axis; default: the last.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, x's shape with 1 on axis.
+
+    nnabla's function CategoricalCrossEntropy (Loss Functions).
     """
     return _apply('CategoricalCrossEntropy', [x, target], ['x', 'target'], dict(axis=axis), n_outputs, outputs)
 
 
 def squared_error(x0, x1, n_outputs=-1, outputs=None):
-    """SquaredError (Loss Functions).
+    """Elementwise squared difference (x0 - x1)^2.
 
     Args:
-        x0 (Variable): input.
-        x1 (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): first operand.
+        x1 (Variable): second operand, shape of x0.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x0.
+
+    Example:
+        >>> y, t = nn.Variable((8, 3)), nn.Variable((8, 3))
+        >>> loss = F.mean(F.squared_error(y, t))  # loss.shape == ()
+
+    nnabla's function SquaredError (Loss Functions).
     """
     return _apply('SquaredError', [x0, x1], ['x0', 'x1'], dict(), n_outputs, outputs)
 
 
 def absolute_error(x0, x1, n_outputs=-1, outputs=None):
-    """AbsoluteError (Loss Functions).
+    """Elementwise absolute difference abs(x0 - x1).
 
     Args:
-        x0 (Variable): input.
-        x1 (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): first operand.
+        x1 (Variable): second operand, shape of x0.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x0.
+
+    nnabla's function AbsoluteError (Loss Functions).
     """
     return _apply('AbsoluteError', [x0, x1], ['x0', 'x1'], dict(), n_outputs, outputs)
 
 
 def huber_loss(x0, x1, delta=1.0, n_outputs=-1, outputs=None):
-    """HuberLoss (Loss Functions).
+    """Elementwise Huber loss of d = x0 - x1: d^2 where abs(d) < delta, else delta (2 abs(d) - delta)
+    (no factor 1/2).
 
     Args:
-        x0 (Variable): input.
-        x1 (Variable): input.
-        delta (float): default ``1.0``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): first operand.
+        x1 (Variable): second operand, shape of x0.
+        delta (float, default ``1.0``): where the loss turns from quadratic to linear.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x0.
+
+    Example:
+        >>> y, t = nn.Variable((8, 3)), nn.Variable((8, 3))
+        >>> loss = F.mean(F.huber_loss(y, t, delta=1.0))  # loss.shape == ()
+
+    nnabla's function HuberLoss (Loss Functions).
     """
     return _apply('HuberLoss', [x0, x1], ['x0', 'x1'], dict(delta=delta), n_outputs, outputs)
 
 
 def epsilon_insensitive_loss(x0, x1, epsilon, n_outputs=-1, outputs=None):
-    """EpsilonInsensitiveLoss (Loss Functions).
+    """Elementwise epsilon-insensitive loss: max(abs(x0 - x1) - epsilon, 0).
 
     Args:
-        x0 (Variable): input.
-        x1 (Variable): input.
-        epsilon (float): required.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): first operand.
+        x1 (Variable): second operand, shape of x0.
+        epsilon (float, required): the tolerated difference.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x0.
+
+    nnabla's function EpsilonInsensitiveLoss (Loss Functions).
     """
     return _apply('EpsilonInsensitiveLoss', [x0, x1], ['x0', 'x1'], dict(epsilon=epsilon), n_outputs, outputs)
 
 
 def kl_multinomial(p, q, base_axis=1, n_outputs=-1, outputs=None):
-    """KLMultinomial (Loss Functions).
+    """Kullback-Leibler divergence of the distributions p and q over the axes from base_axis on: sum p
+    log(p / q).
 
     Args:
-        p (Variable): input.
-        q (Variable): input.
-        base_axis (int64): default ``1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        p (Variable): probabilities (N..., *categories).
+        q (Variable): probabilities, shape of p.
+        base_axis (int64, default ``1``): the first category axis.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        D
+        D of shape p.shape[:base_axis] + (1,).
+
+    nnabla's function KLMultinomial (Loss Functions).
     """
     return _apply('KLMultinomial', [p, q], ['p', 'q'], dict(base_axis=base_axis), n_outputs, outputs)
 
 
 def affine_grid(theta, size, align_corners=False, n_outputs=-1, outputs=None):
-    """AffineGrid (Geometric Neural Network Layers).
+    """Sampling grid of an affine transformation: each position of a normalized [-1, 1] target grid of
+    the given size mapped by theta (for F.warp_by_grid).
 
     Args:
-        theta (Variable): input.
-        size (repeated int64): required.
-        align_corners (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        theta (Variable): (B, 2, 3) for a 2-d grid, or (B, 3, 4) for 3-d.
+        size (repeated int64, required): the target size (H, W) or (D, H, W).
+        align_corners (bool, default ``False``): -1 and 1 are the centres of the corner pixels
+            (True) or their outer edges (False).
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        grid
+        grid (B, H, W, 2) or (B, D, H, W, 3), source coordinates (x, y[, z]).
+
+    nnabla's function AffineGrid (Geometric Neural Network Layers).
     """
     return _apply('AffineGrid', [theta], ['theta'], dict(size=size, align_corners=align_corners), n_outputs, outputs)
 
 
 def warp_by_grid(x, grid, mode='linear', padding_mode='zero', align_corners=False, channel_last=False, n_outputs=-1, outputs=None):
-    """WarpByGrid (Geometric Neural Network Layers).
+    """Samples x at the normalized coordinates of grid (spatial transformer sampling),
+    bilinear/trilinear or nearest.
 
     Args:
-        x (Variable): input.
-        grid (Variable): input.
-        mode (string): default ``'linear'``; one of linear, nearest.
-        padding_mode (string): default ``'zero'``; one of zero, repeat, reflect.
-        align_corners (bool): default ``False``.
-        channel_last (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input (B, C, H, W) or (B, C, D, H, W), or channel-last.
+        grid (Variable): (B, Ho, Wo, 2) or (B, Do, Ho, Wo, 3): coordinates (x, y[, z]) in [-1, 1].
+        mode (string, default ``'linear'``; one of linear, nearest): linear or nearest sampling.
+        padding_mode (string, default ``'zero'``; one of zero, repeat, reflect): what coordinates
+            outside the input read: zero, the nearest edge (repeat), or the mirror image (reflect).
+        align_corners (bool, default ``False``): -1 and 1 are the centres of the corner pixels
+            (True) or their outer edges (False).
+        channel_last (bool, default ``False``): x and the output have the channel axis last.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y (B, C, Ho, Wo) or (B, C, Do, Ho, Wo), or channel-last.
+
+    nnabla's function WarpByGrid (Geometric Neural Network Layers).
     """
     return _apply('WarpByGrid', [x, grid], ['x', 'grid'], dict(mode=mode, padding_mode=padding_mode, align_corners=align_corners, channel_last=channel_last), n_outputs, outputs)
 
 
 def warp_by_flow(data, flow, n_outputs=-1, outputs=None):
-    """WarpByFlow (Geometric Neural Network Layers).
+    """Warps images by a dense flow field: output[n, c, y, x] = data[n, c] sampled bilinearly at (y +
+    flow[n, 1], x + flow[n, 0]), clamped to the image.
 
     Args:
-        data (Variable): input.
-        flow (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        data (Variable): images (N, C, H, W).
+        flow (Variable): (N, 2, H, W): the (x, y) displacement of every pixel.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        warped_image
+        warped_image, shape of data.
+
+    nnabla's function WarpByFlow (Geometric Neural Network Layers).
     """
     return _apply('WarpByFlow', [data, flow], ['data', 'flow'], dict(), n_outputs, outputs)
 
 
 def binary_sigmoid(x, n_outputs=-1, outputs=None):
-    """BinarySigmoid (Quantization Neural Network Layers).
+    """Binarized sigmoid: 1 where x > 0, else 0; in backward the gradient is dy / 2 where abs(x) < 1,
+    else 0 (straight-through).
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function BinarySigmoid (Quantization Neural Network Layers).
     """
     return _apply('BinarySigmoid', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def binary_tanh(x, n_outputs=-1, outputs=None):
-    """BinaryTanh (Quantization Neural Network Layers).
+    """Binarized tanh: 1 where x > 0, else -1; in backward the gradient passes where abs(x) < 1, else
+    0 (straight-through).
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function BinaryTanh (Quantization Neural Network Layers).
     """
     return _apply('BinaryTanh', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def binary_connect_affine(x, weight, binary_weight, bias=None, base_axis=1, quantize_zero_to=1.0, n_outputs=-1, outputs=None):
-    """BinaryConnectAffine (Quantization Neural Network Layers).
+    """Affine layer with binarized weights (BinaryConnect): y = x sign(W) + b; the gradient updates
+    the real-valued weight.
 
     Args:
-        x (Variable): input.
-        weight (Variable): input, a parameter.
-        binary_weight (Variable): input, a parameter.
-        bias (Variable): optional input, a parameter.
-        base_axis (int64): default ``1``.
-        quantize_zero_to (float): default ``1.0``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input (N..., D...), flattened at base_axis as in F.affine.
+        weight (Variable): real-valued weights (D, M...), which the solver updates.
+        binary_weight (Variable): receives sign(weight) at every forward, shape of weight.
+        bias (Variable, optional): (M...); omitted: no bias.
+        base_axis (int64, default ``1``): as in F.affine.
+        quantize_zero_to (float, default ``1.0``): the value a zero weight binarizes to.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y of shape x.shape[:base_axis] + weight.shape[1:].
+
+    nnabla's function BinaryConnectAffine (Quantization Neural Network Layers).
     """
     return _apply('BinaryConnectAffine', [x, weight, binary_weight, bias], ['x', 'weight', 'binary_weight', 'bias'], dict(base_axis=base_axis, quantize_zero_to=quantize_zero_to), n_outputs, outputs)
 
 
 def binary_connect_convolution(x, weight, binary_weight, bias=None, base_axis=1, pad=None, stride=None, dilation=None, group=1, quantize_zero_to=1.0, n_outputs=-1, outputs=None):
-    """BinaryConnectConvolution (Quantization Neural Network Layers).
+    """Convolution with binarized weights (BinaryConnect): sign(W) in the forward; the gradient
+    updates the real-valued weight.
 
     Args:
-        x (Variable): input.
-        weight (Variable): input, a parameter.
-        binary_weight (Variable): input, a parameter.
-        bias (Variable): optional input, a parameter.
-        base_axis (int64): default ``1``.
-        pad (Shape): default ``(0,) * (len(x.shape) - (base_axis+1))``.
-        stride (Shape): default ``(1,) * (len(x.shape) - (base_axis+1))``.
-        dilation (Shape): default ``(1,) * (len(x.shape) - (base_axis+1))``.
-        group (int64): default ``1``.
-        quantize_zero_to (float): default ``1.0``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input (N..., C, *spatial).
+        weight (Variable): real-valued filters (M, C / group, *kernel).
+        binary_weight (Variable): receives sign(weight) at every forward, shape of weight.
+        bias (Variable, optional): (M,); omitted: no bias.
+        base_axis (int64, default ``1``): as in F.convolution.
+        pad (Shape, default ``(0,) * (len(x.shape) - (base_axis+1))``): as in F.convolution.
+        stride (Shape, default ``(1,) * (len(x.shape) - (base_axis+1))``): as in F.convolution.
+        dilation (Shape, default ``(1,) * (len(x.shape) - (base_axis+1))``): as in F.convolution.
+        group (int64, default ``1``): as in F.convolution.
+        quantize_zero_to (float, default ``1.0``): the value a zero weight binarizes to.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, as F.convolution's.
+
+    nnabla's function BinaryConnectConvolution (Quantization Neural Network Layers).
     """
     return _apply('BinaryConnectConvolution', [x, weight, binary_weight, bias], ['x', 'weight', 'binary_weight', 'bias'], dict(base_axis=base_axis, pad=pad, stride=stride, dilation=dilation, group=group, quantize_zero_to=quantize_zero_to), n_outputs, outputs)
 
 
 def binary_weight_affine(x, weight, binary_weight, alpha, bias=None, base_axis=1, quantize_zero_to=1.0, n_outputs=-1, outputs=None):
-    """BinaryWeightAffine (Quantization Neural Network Layers).
+    """Affine layer with binary weights scaled per output (XNOR-Net weights): y = (x sign(W)) alpha +
+    b, alpha the mean of abs(W) per output unit.
 
     Args:
-        x (Variable): input.
-        weight (Variable): input, a parameter.
-        binary_weight (Variable): input, a parameter.
-        alpha (Variable): input, a parameter.
-        bias (Variable): optional input, a parameter.
-        base_axis (int64): default ``1``.
-        quantize_zero_to (float): default ``1.0``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input (N..., D...), flattened at base_axis as in F.affine.
+        weight (Variable): real-valued weights (D, M...).
+        binary_weight (Variable): receives sign(weight) at every forward, shape of weight.
+        alpha (Variable): receives the per-output scale (M...) at every forward.
+        bias (Variable, optional): (M...); omitted: no bias.
+        base_axis (int64, default ``1``): as in F.affine.
+        quantize_zero_to (float, default ``1.0``): the value a zero weight binarizes to.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y of shape x.shape[:base_axis] + weight.shape[1:].
+
+    nnabla's function BinaryWeightAffine (Quantization Neural Network Layers).
     """
     return _apply('BinaryWeightAffine', [x, weight, binary_weight, alpha, bias], ['x', 'weight', 'binary_weight', 'alpha', 'bias'], dict(base_axis=base_axis, quantize_zero_to=quantize_zero_to), n_outputs, outputs)
 
 
 def binary_weight_convolution(x, weight, binary_weight, alpha, bias=None, base_axis=1, pad=None, stride=None, dilation=None, group=1, quantize_zero_to=1.0, n_outputs=-1, outputs=None):
-    """BinaryWeightConvolution (Quantization Neural Network Layers).
+    """Convolution with binary filters scaled per output channel (XNOR-Net weights): alpha the mean of
+    abs(W) per output channel.
 
     Args:
-        x (Variable): input.
-        weight (Variable): input, a parameter.
-        binary_weight (Variable): input, a parameter.
-        alpha (Variable): input, a parameter.
-        bias (Variable): optional input, a parameter.
-        base_axis (int64): default ``1``.
-        pad (Shape): default ``(0,) * (len(x.shape) - (base_axis+1))``.
-        stride (Shape): default ``(1,) * (len(x.shape) - (base_axis+1))``.
-        dilation (Shape): default ``(1,) * (len(x.shape) - (base_axis+1))``.
-        group (int64): default ``1``.
-        quantize_zero_to (float): default ``1.0``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input (N..., C, *spatial).
+        weight (Variable): real-valued filters (M, C / group, *kernel).
+        binary_weight (Variable): receives sign(weight) at every forward, shape of weight.
+        alpha (Variable): receives the per-channel scale (M,) at every forward.
+        bias (Variable, optional): (M,); omitted: no bias.
+        base_axis (int64, default ``1``): as in F.convolution.
+        pad (Shape, default ``(0,) * (len(x.shape) - (base_axis+1))``): as in F.convolution.
+        stride (Shape, default ``(1,) * (len(x.shape) - (base_axis+1))``): as in F.convolution.
+        dilation (Shape, default ``(1,) * (len(x.shape) - (base_axis+1))``): as in F.convolution.
+        group (int64, default ``1``): as in F.convolution.
+        quantize_zero_to (float, default ``1.0``): the value a zero weight binarizes to.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, as F.convolution's.
+
+    nnabla's function BinaryWeightConvolution (Quantization Neural Network Layers).
     """
     return _apply('BinaryWeightConvolution', [x, weight, binary_weight, alpha, bias], ['x', 'weight', 'binary_weight', 'alpha', 'bias'], dict(base_axis=base_axis, pad=pad, stride=stride, dilation=dilation, group=group, quantize_zero_to=quantize_zero_to), n_outputs, outputs)
 
 
 def inq_affine(x, weight, indicator_fixedweights, bias=None, base_axis=1, num_bits=4, inq_iterations=(), selection_algorithm='largest_abs', seed=-1, n_outputs=-1, outputs=None):
-    """INQAffine (Quantization Neural Network Layers).
+    """Affine layer with Incremental Network Quantization: at the forwards listed in inq_iterations
+    half of the still-learnable weights are fixed to powers of two (all at the last), and fixed
+    weights keep their quantized values.
 
     Args:
-        x (Variable): input.
-        weight (Variable): input, a parameter.
-        indicator_fixedweights (Variable): input, a parameter.
-        bias (Variable): optional input, a parameter.
-        base_axis (int64): default ``1``.
-        num_bits (int64): default ``4``.
-        inq_iterations (repeated int64): default ``()``.
-        selection_algorithm (string): default ``'largest_abs'``; one of largest_abs, random.
-        seed (int64): default ``-1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input (N..., D...), flattened at base_axis as in F.affine.
+        weight (Variable): weights (D, M...); fixed entries are reset to their quantized values at
+            every forward.
+        indicator_fixedweights (Variable): 1 where a weight is fixed, 0 where it still learns;
+            shape of weight, updated in place.
+        bias (Variable, optional): (M...); omitted: no bias.
+        base_axis (int64, default ``1``): as in F.affine.
+        num_bits (int64, default ``4``): bits of the power-of-two grid (zero and the sign
+            included).
+        inq_iterations (repeated int64, default ``()``): the forward counts at which more weights
+            are fixed.
+        selection_algorithm (string, default ``'largest_abs'``; one of largest_abs, random): fix
+            the largest-magnitude weights first, or a random half.
+        seed (int64, default ``-1``): -1 draws from the global generator; another value gives this
+            function a generator of its own.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y of shape x.shape[:base_axis] + weight.shape[1:].
+
+    nnabla's function INQAffine (Quantization Neural Network Layers).
     """
     return _apply('INQAffine', [x, weight, indicator_fixedweights, bias], ['x', 'weight', 'indicator_fixedweights', 'bias'], dict(base_axis=base_axis, num_bits=num_bits, inq_iterations=inq_iterations, selection_algorithm=selection_algorithm, seed=seed), n_outputs, outputs)
 
 
 def inq_convolution(x, weight, indicator_fixedweights, bias=None, base_axis=1, pad=None, stride=None, dilation=None, group=1, num_bits=4, inq_iterations=(), selection_algorithm='largest_abs', seed=-1, n_outputs=-1, outputs=None):
-    """INQConvolution (Quantization Neural Network Layers).
+    """Convolution with Incremental Network Quantization of its filters (see F.inq_affine).
 
     Args:
-        x (Variable): input.
-        weight (Variable): input, a parameter.
-        indicator_fixedweights (Variable): input, a parameter.
-        bias (Variable): optional input, a parameter.
-        base_axis (int64): default ``1``.
-        pad (Shape): default ``(0,) * (len(x.shape) - (base_axis+1))``.
-        stride (Shape): default ``(1,) * (len(x.shape) - (base_axis+1))``.
-        dilation (Shape): default ``(1,) * (len(x.shape) - (base_axis+1))``.
-        group (int64): default ``1``.
-        num_bits (int64): default ``4``.
-        inq_iterations (repeated int64): default ``()``.
-        selection_algorithm (string): default ``'largest_abs'``; one of largest_abs, random.
-        seed (int64): default ``-1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input (N..., C, *spatial).
+        weight (Variable): filters (M, C / group, *kernel).
+        indicator_fixedweights (Variable): 1 where a weight is fixed, 0 where it still learns;
+            shape of weight, updated in place.
+        bias (Variable, optional): (M,); omitted: no bias.
+        base_axis (int64, default ``1``): as in F.convolution.
+        pad (Shape, default ``(0,) * (len(x.shape) - (base_axis+1))``): as in F.convolution.
+        stride (Shape, default ``(1,) * (len(x.shape) - (base_axis+1))``): as in F.convolution.
+        dilation (Shape, default ``(1,) * (len(x.shape) - (base_axis+1))``): as in F.convolution.
+        group (int64, default ``1``): as in F.convolution.
+        num_bits (int64, default ``4``): bits of the power-of-two grid (zero and the sign
+            included).
+        inq_iterations (repeated int64, default ``()``): the forward counts at which more weights
+            are fixed.
+        selection_algorithm (string, default ``'largest_abs'``; one of largest_abs, random): fix
+            the largest-magnitude weights first, or a random half.
+        seed (int64, default ``-1``): -1 draws from the global generator; another value gives this
+            function a generator of its own.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, as F.convolution's.
+
+    nnabla's function INQConvolution (Quantization Neural Network Layers).
     """
     return _apply('INQConvolution', [x, weight, indicator_fixedweights, bias], ['x', 'weight', 'indicator_fixedweights', 'bias'], dict(base_axis=base_axis, pad=pad, stride=stride, dilation=dilation, group=group, num_bits=num_bits, inq_iterations=inq_iterations, selection_algorithm=selection_algorithm, seed=seed), n_outputs, outputs)
 
 
 def fixed_point_quantize(x, sign=True, n=8, delta=0.0625, ste_fine_grained=True, n_outputs=-1, outputs=None):
-    """FixedPointQuantize (Quantization Neural Network Layers).
+    """Fixed-point quantization: x rounded to a multiple of delta and clipped to the range n bits can
+    hold; straight-through gradient.
 
     Args:
-        x (Variable): input.
-        sign (bool): default ``True``.
-        n (int64): default ``8``.
-        delta (float): default ``0.0625``.
-        ste_fine_grained (bool): default ``True``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        sign (bool, default ``True``): signed range (one bit for the sign) or non-negative.
+        n (int64, default ``8``): number of bits.
+        delta (float, default ``0.0625``): the step between levels.
+        ste_fine_grained (bool, default ``True``): pass the gradient only inside the representable
+            range (True) or everywhere.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function FixedPointQuantize (Quantization Neural Network Layers).
     """
     return _apply('FixedPointQuantize', [x], ['x'], dict(sign=sign, n=n, delta=delta, ste_fine_grained=ste_fine_grained), n_outputs, outputs)
 
 
 def min_max_quantize(x, qr_min, qr_max, ql_min, ql_max, decay=0.999, x_min_max=False, ema=False, ste_fine_grained=True, eps=0.01, n_outputs=-1, outputs=None):
-    """MinMaxQuantize (Quantization Neural Network Layers).
+    """Uniform quantization into ql_max - ql_min + 1 levels over the range [qr_min, qr_max] (nudged so
+    0 is a level); straight-through gradient.
 
     Args:
-        x (Variable): input.
-        qr_min (Variable): input.
-        qr_max (Variable): input.
-        ql_min (Variable): input.
-        ql_max (Variable): input.
-        decay (float): default ``0.999``.
-        x_min_max (bool): default ``False``.
-        ema (bool): default ``False``.
-        ste_fine_grained (bool): default ``True``.
-        eps (float): default ``0.01``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        qr_min (Variable): the range's minimum, broadcastable to x; updated in place with
+            x_min_max.
+        qr_max (Variable): the range's maximum, shape of qr_min; updated in place with x_min_max.
+        ql_min (Variable): the lowest level (e.g. 0), shape of qr_min.
+        ql_max (Variable): the highest level (e.g. 255), shape of qr_min.
+        decay (float, default ``0.999``): the moving-average factor of ema.
+        x_min_max (bool, default ``False``): set the range from this x's minimum and maximum at
+            every forward.
+        ema (bool, default ``False``): with x_min_max, move the range towards them by an
+            exponential moving average instead of replacing it.
+        ste_fine_grained (bool, default ``True``): pass the gradient only inside the range (True)
+            or everywhere.
+        eps (float, default ``0.01``): the smallest width kept between qr_min and qr_max.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function MinMaxQuantize (Quantization Neural Network Layers).
     """
     return _apply('MinMaxQuantize', [x, qr_min, qr_max, ql_min, ql_max], ['x', 'qr_min', 'qr_max', 'ql_min', 'ql_max'], dict(decay=decay, x_min_max=x_min_max, ema=ema, ste_fine_grained=ste_fine_grained, eps=eps), n_outputs, outputs)
 
 
 def pow2_quantize(x, sign=True, with_zero=True, n=8, m=1, ste_fine_grained=True, n_outputs=-1, outputs=None):
-    """Pow2Quantize (Quantization Neural Network Layers).
+    """Power-of-two quantization: each value rounded to a signed power of two in [2^(m - 2^(bits) +
+    1), 2^m] (or zero); straight-through gradient.
 
     Args:
-        x (Variable): input.
-        sign (bool): default ``True``.
-        with_zero (bool): default ``True``.
-        n (int64): default ``8``.
-        m (int64): default ``1``.
-        ste_fine_grained (bool): default ``True``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        sign (bool, default ``True``): keep the sign (one bit).
+        with_zero (bool, default ``True``): allow 0 as a value (one bit).
+        n (int64, default ``8``): total number of bits.
+        m (int64, default ``1``): the exponent of the largest value, 2^m.
+        ste_fine_grained (bool, default ``True``): pass the gradient only inside the representable
+            range (True) or everywhere.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function Pow2Quantize (Quantization Neural Network Layers).
     """
     return _apply('Pow2Quantize', [x], ['x'], dict(sign=sign, with_zero=with_zero, n=n, m=m, ste_fine_grained=ste_fine_grained), n_outputs, outputs)
 
 
 def prune(x, rate=0.9, n_outputs=-1, outputs=None):
-    """Prune (Quantization Neural Network Layers).
+    """Zeroes the rate fraction of x's elements with the smallest magnitudes; the gradient passes
+    unchanged.
 
     Args:
-        x (Variable): input.
-        rate (float): default ``0.9``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        rate (float, default ``0.9``): the fraction zeroed, in [0, 1].
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function Prune (Quantization Neural Network Layers).
     """
     return _apply('Prune', [x], ['x'], dict(rate=rate), n_outputs, outputs)
 
 
 def quantize_linear(x, scale, zero_point, round_mode='HALF_AWAY_FROM_ZERO', narrow_range=False, dtype=1, n_outputs=-1, outputs=None):
-    """QuantizeLinear (Quantization Neural Network Layers).
+    """ONNX QuantizeLinear: y = saturate(round(x / scale) + zero_point) into the range of int8 or
+    uint8 (kept as floats).
 
     Args:
-        x (Variable): input.
-        scale (Variable): input.
-        zero_point (Variable): input.
-        round_mode (string): default ``'HALF_AWAY_FROM_ZERO'``; one of HALF_AWAY_FROM_ZERO, HALF_TO_EVEN.
-        narrow_range (bool): default ``False``.
-        dtype (int64): default ``1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        scale (Variable): broadcastable to x (same number of axes).
+        zero_point (Variable): broadcastable to x (same number of axes).
+        round_mode (string, default ``'HALF_AWAY_FROM_ZERO'``; one of HALF_AWAY_FROM_ZERO,
+            HALF_TO_EVEN): halves away from zero, or to even.
+        narrow_range (bool, default ``False``): drop the lowest value of the range (-127..127 for
+            int8).
+        dtype (int64, default ``1``): the target range: 1 int8, 2 uint8.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function QuantizeLinear (Quantization Neural Network Layers).
     """
     return _apply('QuantizeLinear', [x, scale, zero_point], ['x', 'scale', 'zero_point'], dict(round_mode=round_mode, narrow_range=narrow_range, dtype=dtype), n_outputs, outputs)
 
 
 def dequantize_linear(x, scale, zero_point, n_outputs=-1, outputs=None):
-    """DequantizeLinear (Quantization Neural Network Layers).
+    """ONNX DequantizeLinear: y = (x - zero_point) * scale.
 
     Args:
-        x (Variable): input.
-        scale (Variable): input.
-        zero_point (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): quantized values, any shape.
+        scale (Variable): broadcastable to x (same number of axes).
+        zero_point (Variable): broadcastable to x (same number of axes).
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function DequantizeLinear (Quantization Neural Network Layers).
     """
     return _apply('DequantizeLinear', [x, scale, zero_point], ['x', 'scale', 'zero_point'], dict(), n_outputs, outputs)
 
 
 def top_n_error(x, target, axis=None, n=1, n_outputs=-1, outputs=None):
-    """TopNError (Validation).
+    """Top-n error per sample: 1 where the label is not among the n highest scores along axis, else 0
+    (no gradient).
 
     Args:
-        x (Variable): input.
-        target (Variable): input.
-        axis (int64): default ``len(x.shape) - 1``.
-        n (int64): default ``1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): scores (..., C, ...), the classes along axis.
+        target (Variable): integer labels, x's shape with 1 on axis.
+        axis (int64, default ``len(x.shape) - 1``): the class axis; default: the last.
+        n (int64, default ``1``): how many of the top scores count as correct.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        output
+        output, x's shape with 1 on axis.
+
+    Example:
+        >>> x, t = nn.Variable((8, 10)), nn.Variable((8, 1))
+        >>> err = F.mean(F.top_n_error(x, t))  # err.shape == ()
+
+    nnabla's function TopNError (Validation).
     """
     return _apply('TopNError', [x, target], ['x', 'target'], dict(axis=axis, n=n), n_outputs, outputs)
 
 
 def binary_error(x, target, n_outputs=-1, outputs=None):
-    """BinaryError (Validation).
+    """Elementwise binary classification error: 1 where x and target fall on different sides of 0.5,
+    else 0 (no gradient).
 
     Args:
-        x (Variable): input.
-        target (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): predicted probabilities, any shape.
+        target (Variable): targets, shape of x.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        output
+        output, shape of x.
+
+    nnabla's function BinaryError (Validation).
     """
     return _apply('BinaryError', [x, target], ['x', 'target'], dict(), n_outputs, outputs)
 
 
 def confusion_matrix(x, target, axis=None, n_outputs=-1, outputs=None):
-    """ConfusionMatrix (Validation).
+    """Confusion matrix of the argmax predictions along axis against integer labels: entry [label,
+    predicted] counts the samples.
 
     Args:
-        x (Variable): input.
-        target (Variable): input.
-        axis (int64): default ``len(x.shape) - 1``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): scores (..., C, ...), the classes along axis.
+        target (Variable): integer labels, x's shape with 1 on axis.
+        axis (int64, default ``len(x.shape) - 1``): the class axis; default: the last.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        output
+        output (C, C) of counts.
+
+    nnabla's function ConfusionMatrix (Validation).
     """
     return _apply('ConfusionMatrix', [x, target], ['x', 'target'], dict(axis=axis), n_outputs, outputs)
 
 
 def vat_noise(x, w, base_axis=1, eps=1.0, n_outputs=-1, outputs=None):
-    """VATNoise (Unsupported, Special Use).
+    """Noise for virtual adversarial training: y = eps * x / sqrt(sum(x^2) + 1e-8) per sample; its
+    backward writes eps * dy into w's values (not its gradient), and x gets no gradient.
 
     Args:
-        x (Variable): input.
-        w (Variable): input.
-        base_axis (int64): default ``1``.
-        eps (float): default ``1.0``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): the noise (N..., *features).
+        w (Variable): the buffer receiving the backward's values, as many elements as x.
+        base_axis (int64, default ``1``): the first feature axis (normalization per sample).
+        eps (float, default ``1.0``): the noise's norm.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function VATNoise (Unsupported, Special Use).
     """
     return _apply('VATNoise', [x, w], ['x', 'w'], dict(base_axis=base_axis, eps=eps), n_outputs, outputs)
 
 
 def unlink(x, n_outputs=-1, outputs=None):
-    """Unlink (Unsupported, Special Use).
+    """Identity forward that cuts the graph: no gradient flows back to x.
 
     Args:
-        x (Variable): input.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, equal to x.
+
+    nnabla's function Unlink (Unsupported, Special Use).
     """
     return _apply('Unlink', [x], ['x'], dict(), n_outputs, outputs)
 
 
 def sink(*x, one_input_grad=True, n_outputs=-1, outputs=None):
-    """Sink (Unsupported, Special Use).
+    """Joins any number of variables into one ()-shaped output, so one forward or backward call
+    reaches them all.
 
     Args:
-        x (Variable): variadic input.
-        one_input_grad (bool): default ``True``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable, any number): the variables joined.
+        one_input_grad (bool, default ``True``): backward sets each input's gradient to ones (True)
+            or leaves the gradients as they are (False).
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, a 0-d dummy.
+
+    nnabla's function Sink (Unsupported, Special Use).
     """
     return _apply('Sink', [x], ['x'], dict(one_input_grad=one_input_grad), n_outputs, outputs)
 
 
 def nms_detection2d(x, thresh=0.5, nms=0.45, nms_per_class=True, n_outputs=-1, outputs=None):
-    """NmsDetection2d (Unsupported, Special Use).
+    """YOLO-style box post-processing: class scores are objectness times class probability,
+    thresholded, then non-maximum suppression zeroes the scores of boxes that overlap a better one.
 
     Args:
-        x (Variable): input.
-        thresh (float): default ``0.5``.
-        nms (float): default ``0.45``.
-        nms_per_class (bool): default ``True``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): (B, N, 5 + C): box (x, y, w, h), objectness, then C class probabilities.
+        thresh (float, default ``0.5``): scores below this become 0.
+        nms (float, default ``0.45``): the overlap (intersection over union) above which a weaker
+            box is suppressed.
+        nms_per_class (bool, default ``True``): suppress per class (True) or across classes by
+            objectness (False).
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x, suppressed scores set to 0.
+
+    nnabla's function NmsDetection2d (Unsupported, Special Use).
     """
     return _apply('NmsDetection2d', [x], ['x'], dict(thresh=thresh, nms=nms, nms_per_class=nms_per_class), n_outputs, outputs)
 
 
 def onnx_non_max_suppression(boxes, scores, center_point_box=0, max_output_boxes_per_class=0, iou_threshold=0.0, score_threshold=0.0, n_outputs=-1, outputs=None):
-    """ONNXNonMaxSuppression (Unsupported, Special Use).
+    """ONNX NonMaxSuppression: for every batch entry and class, the boxes kept after greedy
+    suppression by score.
 
     Args:
-        boxes (Variable): input.
-        scores (Variable): input.
-        center_point_box (int64): default ``0``.
-        max_output_boxes_per_class (int64): default ``0``.
-        iou_threshold (float): default ``0.0``.
-        score_threshold (float): default ``0.0``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        boxes (Variable): (B, N, 4): corners (y1, x1, y2, x2), or (x_center, y_center, w, h) with
+            center_point_box=1.
+        scores (Variable): (B, C, N).
+        center_point_box (int64, default ``0``): 0 for corner boxes, 1 for centre-size boxes.
+        max_output_boxes_per_class (int64, default ``0``): the most boxes kept per batch entry and
+            class (0: none).
+        iou_threshold (float, default ``0.0``): suppress boxes overlapping a kept one by more than
+            this intersection over union.
+        score_threshold (float, default ``0.0``): drop boxes scoring below this.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y (M, 3): rows (batch index, class index, box index) of the kept boxes; M follows the data.
+
+    nnabla's function ONNXNonMaxSuppression (Unsupported, Special Use).
     """
     return _apply('ONNXNonMaxSuppression', [boxes, scores], ['boxes', 'scores'], dict(center_point_box=center_point_box, max_output_boxes_per_class=max_output_boxes_per_class, iou_threshold=iou_threshold, score_threshold=score_threshold), n_outputs, outputs)
 
 
 def max_pooling_backward(dy, x, kernel, stride=None, ignore_border=True, pad=None, channel_last=False, n_outputs=-1, outputs=None):
-    """MaxPoolingBackward (Unsupported, Special Use).
+    """The gradient of F.max_pooling with respect to its input, as a function (each dy element added
+    at its window's maximum).
 
     Args:
-        dy (Variable): input.
-        x (Variable): input.
-        kernel (Shape): required.
-        stride (Shape): default ``kernel``.
-        ignore_border (bool): default ``True``.
-        pad (Shape): default ``(0,) * len(kernel)``.
-        channel_last (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        dy (Variable): the output gradient, shape of max_pooling(x)'s output.
+        x (Variable): the pooled input.
+        kernel (Shape, required): as in F.max_pooling.
+        stride (Shape, default ``kernel``): as in F.max_pooling.
+        ignore_border (bool, default ``True``): as in F.max_pooling.
+        pad (Shape, default ``(0,) * len(kernel)``): as in F.max_pooling.
+        channel_last (bool, default ``False``): as in F.max_pooling.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        dx
+        dx, shape of x.
+
+    nnabla's function MaxPoolingBackward (Unsupported, Special Use).
     """
     return _apply('MaxPoolingBackward', [dy, x], ['dy', 'x'], dict(kernel=kernel, stride=stride, ignore_border=ignore_border, pad=pad, channel_last=channel_last), n_outputs, outputs)
 
 
 def patch_correlation(x1, x2, patch=(1, 1), shift=(0, 0), patch_step=(1, 1), shift_step=(1, 1), padding=(0, 0, 0, 0), n_outputs=-1, outputs=None):
-    """PatchCorrelation (Unsupported, Special Use).
+    """FlowNet correlation of two feature maps: for every output position and displacement, the dot
+    product of a patch of x1 with the displaced patch of x2.
 
     Args:
-        x1 (Variable): input.
-        x2 (Variable): input.
-        patch (Shape): default ``(1, 1)``.
-        shift (Shape): default ``(0, 0)``.
-        patch_step (Shape): default ``(1, 1)``.
-        shift_step (Shape): default ``(1, 1)``.
-        padding (Shape): default ``(0, 0, 0, 0)``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x1 (Variable): (N, H, W, C).
+        x2 (Variable): (N, H, W, C).
+        patch (Shape, default ``(1, 1)``): (height, width) of the compared patches.
+        shift (Shape, default ``(0, 0)``): the largest (vertical, horizontal) displacement.
+        patch_step (Shape, default ``(1, 1)``): (vertical, horizontal) step between output
+            positions.
+        shift_step (Shape, default ``(1, 1)``): (vertical, horizontal) step between displacements.
+        padding (Shape, default ``(0, 0, 0, 0)``): (top, bottom, left, right) zero padding.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y (N, Ho, Wo, Cy, Cx), Cy = 2 shift[0] // shift_step[0] + 1, Cx likewise.
+
+    nnabla's function PatchCorrelation (Unsupported, Special Use).
     """
     return _apply('PatchCorrelation', [x1, x2], ['x1', 'x2'], dict(patch=patch, shift=shift, patch_step=patch_step, shift_step=shift_step, padding=padding), n_outputs, outputs)
 
 
 def unique(x, flatten=True, axis=None, sorted=True, with_index=False, with_inverse=False, with_counts=False, n_outputs=-1, outputs=None):
-    """Unique (Unsupported, Special Use).
+    """The distinct values of x (flattened) or distinct slices along axis, sorted or in order of first
+    occurrence, with optional index outputs.
 
     Args:
-        x (Variable): input.
-        flatten (bool): default ``True``.
-        axis (int64): default ``None``.
-        sorted (bool): default ``True``.
-        with_index (bool): default ``False``.
-        with_inverse (bool): default ``False``.
-        with_counts (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): input, any shape.
+        flatten (bool, default ``True``): take the distinct values of all elements (True) or slices
+            along axis.
+        axis (int64, default ``None``): the axis whose slices are compared when not flatten.
+        sorted (bool, default ``True``): sort the result (True) or keep the order of first
+            occurrence.
+        with_index (bool, default ``False``): also return where each distinct value first occurs.
+        with_inverse (bool, default ``False``): also return, for each element, the index of its
+            value in the result.
+        with_counts (bool, default ``False``): also return how often each distinct value occurs.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y, indices, inverse_indices, counts
+        y and the requested of (indices, inverse_indices, counts); sizes follow the data.
+
+    nnabla's function Unique (Unsupported, Special Use).
     """
     return _apply('Unique', [x], ['x'], dict(flatten=flatten, axis=axis, sorted=sorted, with_index=with_index, with_inverse=with_inverse, with_counts=with_counts), n_outputs, outputs)
 
 
 def eye_like(x, k=0, n_outputs=-1, outputs=None):
-    """EyeLike (Unsupported, Special Use).
+    """Ones on the k-th diagonal of a matrix shaped like x, zeros elsewhere (x's values are not read).
 
     Args:
-        x (Variable): input.
-        k (int64): default ``0``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): a 2-d array giving the shape.
+        k (int64, default ``0``): the diagonal: 0 the main one, positive above, negative below.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, shape of x.
+
+    nnabla's function EyeLike (Unsupported, Special Use).
     """
     return _apply('EyeLike', [x], ['x'], dict(k=k), n_outputs, outputs)
 
 
 def mod2(x0, x1, fmod=False, n_outputs=-1, outputs=None):
-    """Mod2 (Unsupported, Special Use).
+    """Elementwise remainder of x0 / x1 with broadcasting: numpy.fmod (sign of x0) for floats or with
+    fmod, else numpy.mod (sign of x1); no gradient.
 
     Args:
-        x0 (Variable): input.
-        x1 (Variable): input.
-        fmod (bool): default ``False``.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x0 (Variable): dividends.
+        x1 (Variable): divisors, broadcastable with x0.
+        fmod (bool, default ``False``): use the remainder with the sign of x0.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, the broadcast shape, in x0's type.
+
+    nnabla's function Mod2 (Unsupported, Special Use).
     """
     return _apply('Mod2', [x0, x1], ['x0', 'x1'], dict(fmod=fmod), n_outputs, outputs)
 
 
 def bit_shift(x, shift, direction='LEFT', n_outputs=-1, outputs=None):
-    """BitShift (Unsupported, Special Use).
+    """Elementwise bit shift of unsigned integers: x << shift or x >> shift (no gradient).
 
     Args:
-        x (Variable): input.
-        shift (Variable): input.
-        direction (string): default ``'LEFT'``; one of LEFT, RIGHT.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable): unsigned integers, any shape.
+        shift (Variable): shift counts, broadcastable with x.
+        direction (string, default ``'LEFT'``; one of LEFT, RIGHT): LEFT or RIGHT.
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, the broadcast shape, in x's type.
+
+    nnabla's function BitShift (Unsupported, Special Use).
     """
     return _apply('BitShift', [x, shift], ['x', 'shift'], dict(direction=direction), n_outputs, outputs)
 
 
 def einsum(*x, equation=None, n_outputs=-1, outputs=None):
-    """Einsum (Unsupported, Special Use).
+    """Einstein summation of the inputs (numpy.einsum): the equation names each operand's axes and the
+    output's.
 
     Args:
-        x (Variable): variadic input.
-        equation (string): default ````.
-        n_outputs (int): number of outputs for variadic ones (-1: from the arguments).
-        outputs (list): output Variables to write into instead of new ones.
+        x (Variable, any number): the operands.
+        equation (string, default ````): e.g. 'ij,jk->ik' (implicit outputs and ... for broadcast
+            axes allowed).
+        n_outputs (int, default -1): the number of outputs where it varies (-1: worked out from the
+            arguments).
+        outputs (list of Variable, default None): Variables to write the results into instead of
+            new ones.
 
     Returns:
-        y
+        y, the shape the equation gives.
+
+    Example:
+        >>> a, b = nn.Variable((2, 3)), nn.Variable((3, 4))
+        >>> y = F.einsum(a, b, equation='ij,jk->ik')  # y.shape == (2, 4)
+
+    nnabla's function Einsum (Unsupported, Special Use).
     """
     return _apply('Einsum', [x], ['x'], dict(equation=equation), n_outputs, outputs)
 

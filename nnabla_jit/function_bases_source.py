@@ -1,8 +1,10 @@
 """Writes ``function_bases.py``: one real Python function per op of nnabla's table.
 
 ``F.convolution`` and its 227 siblings are ordinary source, checked in, so that ``inspect``,
-IDEs and type checkers see nnabla's parameters. This module renders that source from the
-table (``tables/functions.tsv``) and the registry; ``tests/test_function_bases.py`` fails when
+IDEs and type checkers see nnabla's parameters and ``help()`` shows their docstrings. This module
+renders that source from the table (``tables/functions.tsv``, whose ``description`` column
+holds each function's summary, the meaning of every argument, what it returns and an example:
+see :func:`parse_description`) and the registry; ``tests/test_function_bases.py`` fails when
 the checked-in file differs from what it renders. After adding or changing an op, run::
 
     python -m nnabla_jit.function_bases_source
@@ -14,6 +16,7 @@ defaults (``None`` where the default is an expression over the inputs, resolved 
 import ast
 import os
 import sys
+import textwrap
 
 from . import functions  # noqa: F401  (registers every op, composite ones too)
 from .ops.registry import REGISTRY, TABLE
@@ -61,20 +64,75 @@ def _literal(text):
         return None
 
 
+WIDTH = 99   # the docstring's lines, indent included
+
+
+class DescriptionError(ValueError):
+    """A row's description column does not describe its function."""
+
+
+def parse_description(spec):
+    """The description column of ``spec``'s row, as (summary, {argument: text}, returns,
+    example lines). The column is fields joined by `` | ``: the summary first, then
+    ``name: text`` for every input and argument, ``returns: text``, and up to two
+    ``example: code`` lines. Raises :class:`DescriptionError` naming the row and the field
+    when an argument is missing or unknown."""
+    if not spec.description:
+        raise DescriptionError("functions.tsv: {} has no description".format(spec.name))
+    fields = [f.strip() for f in spec.description.split(" | ")]
+    names = [i.name for i in spec.inputs] + [a.name for a in spec.args]
+    summary, per_arg, returns, example = fields[0], {}, None, []
+    for field in fields[1:]:
+        key, sep, text = field.partition(": ")
+        if not sep or not text.strip():
+            raise DescriptionError("functions.tsv: {}: field {!r} is not 'name: text'"
+                                   .format(spec.name, field))
+        if key == "returns":
+            returns = text
+        elif key == "example":
+            example.append(text)
+        elif key in names and key not in per_arg:
+            per_arg[key] = text
+        else:
+            raise DescriptionError("functions.tsv: {}: {!r} is not an argument of {} (or is "
+                                   "given twice)".format(spec.name, key, spec.snake_name))
+    missing = [n for n in names if n not in per_arg]
+    if missing or returns is None or len(example) > 2:
+        raise DescriptionError("functions.tsv: {}: {}".format(spec.name, "; ".join(filter(None, [
+            missing and "no description of {}".format(", ".join(missing)),
+            returns is None and "no 'returns:' field",
+            len(example) > 2 and "more than two example lines"]))))
+    return summary, per_arg, returns, example
+
+
+def _wrapped(text, indent, hanging):
+    return textwrap.fill(text, WIDTH, initial_indent=" " * indent,
+                         subsequent_indent=" " * (indent + hanging),
+                         break_on_hyphens=False, break_long_words=False)
+
+
 def _docstring(spec):
-    lines = ["{} ({}).".format(spec.name, spec.category), "", "Args:"]
+    """The docstring of ``F.<snake_name>`` (indented, without the quotes)."""
+    summary, per_arg, returns, example = parse_description(spec)
+    lines = [_wrapped(summary, 4, 0).lstrip(), "", "    Args:"]
     for inp in spec.inputs:
-        kind = ("variadic " if inp.variadic else "") + ("optional " if inp.optional else "")
-        lines.append("    {} (Variable): {}input{}.".format(
-            inp.name, kind, ", a parameter" if inp.param else ""))
+        kind = ("Variable, any number" if inp.variadic
+                else "Variable, optional" if inp.optional else "Variable")
+        lines.append(_wrapped("{} ({}): {}".format(inp.name, kind, per_arg[inp.name]), 8, 4))
     for a in spec.args:
         what = "required" if a.default is None else "default ``{}``".format(a.default)
         choices = "; one of {}".format(", ".join(a.choices)) if a.choices else ""
-        lines.append("    {} ({}): {}{}.".format(a.name, a.type, what, choices))
-    lines.append("    n_outputs (int): number of outputs for variadic ones (-1: from the arguments).")
-    lines.append("    outputs (list): output Variables to write into instead of new ones.")
-    lines += ["", "Returns:", "    " + ", ".join(spec.outputs)]
-    return "\n".join(("    " + l) if l else "" for l in lines)
+        lines.append(_wrapped("{} ({}, {}{}): {}".format(a.name, a.type, what, choices,
+                                                          per_arg[a.name]), 8, 4))
+    lines.append(_wrapped("n_outputs (int, default -1): the number of outputs where it varies "
+                          "(-1: worked out from the arguments).", 8, 4))
+    lines.append(_wrapped("outputs (list of Variable, default None): Variables to write the "
+                          "results into instead of new ones.", 8, 4))
+    lines += ["", "    Returns:", _wrapped(returns, 8, 4)]
+    if example:
+        lines += ["", "    Example:"] + ["        >>> " + line for line in example]
+    lines += ["", "    nnabla's function {} ({}).".format(spec.name, spec.category)]
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def function_source(spec):
@@ -96,9 +154,10 @@ def function_source(spec):
             params.append(a.name)
     params += ["n_outputs=-1", "outputs=None"]
     args = ", ".join("{0}={0}".format(a.name) for a in spec.args)
+    doc = _docstring(spec).replace("\\", "\\\\")   # the text as written in the table
     return ('def {snake}({params}):\n    """{doc}\n    """\n'
             '    return _apply({name!r}, [{inputs}], {names!r}, dict({args}), n_outputs, outputs)\n'
-            ).format(snake=spec.snake_name, params=", ".join(params), doc=_docstring(spec).lstrip(),
+            ).format(snake=spec.snake_name, params=", ".join(params), doc=doc,
                      name=spec.name, inputs=", ".join(names), names=names, args=args)
 
 

@@ -6,13 +6,13 @@ gradient overwrites or accumulates. Plans are cached on the root Variable and re
 the graph changes (``graph_changed()``: rewiring, unlinking, ``need_grad`` edits, reshapes), so a
 static graph pays for the Python walk once and each step costs the kernel calls and little else.
 """
-import functools
 import os
 
 import numpy as np
 
-from . import buffers, callback, deferred_compile
+from . import callback, deferred_compile, runners, tracing
 from .ndarray import NdArray
+from .ops.registry import NoGradient
 from .random_replay import replayed_random_state, save_random_state
 
 __all__ = ["forward", "backward", "forward_all", "upstream_functions", "graph_changed",
@@ -23,6 +23,9 @@ FUSION = os.environ.get("NNABLA_JIT_FUSION", "1") != "0"   # set 0 to run every 
 # nnabla's backward does nothing where there is nothing to differentiate and passes over metrics
 # (TopNError, ...); NNABLA_JIT_STRICT_GRAD=1 makes both an error, to find a forgotten need_grad.
 STRICT_GRAD = os.environ.get("NNABLA_JIT_STRICT_GRAD", "0") == "1"
+
+
+_RECOMPUTE_FREE = "the executor (recompute=True: freed after its last use, computed again when needed)"
 
 
 def graph_changed():
@@ -55,88 +58,23 @@ def upstream_functions(roots):
 
 
 # ---------------------------------------------------------------------------- node kernels
-def run_node_forward(node, on_host=False):
+def run_node_forward(node):
     """Run one node's forward kernel (imperative and auto-forward calls, the profiler; plans
-    keep their runners). ``on_host``: the CPU kernels even under a CUDA context (the fallback
-    of ops that have no CUDA kernels). The runner is kept on the node (with the scratch buffers
-    of outputs nobody holds) until the graph changes."""
+    keep their runners). The runner is kept on the node (with the scratch buffers of outputs
+    nobody holds) until the graph changes."""
+    if tracing.recorder is not None:
+        return tracing.recorder.run_node(node, "forward", _run_node_forward, node)
+    _run_node_forward(node)
+
+
+def _run_node_forward(node):
     cached = node._scratch
-    if cached is not None and cached[0] == _version[0] and cached[1] == on_host:
-        cached[2]()
+    if cached is not None and cached[0] == _version[0]:
+        cached[1]()
         return
-    run = _forward_runner(node, on_host)
-    node._scratch = (_version[0], on_host, run)
+    run = runners.forward_runner(node)
+    node._scratch = (_version[0], run)
     run()
-
-
-def _forward_runner(node, on_host=False):
-    """A no-argument callable running ``node``'s forward; its buffers are resolved once
-    (``buffers.py``), so a call fetches this step's arrays and calls the op's kernels."""
-    op = node.op
-    if op.python_level:
-        return lambda: op.forward(node.inputs, node.outputs)
-    if node.ctx.device == "cuda" and not on_host:
-        # cuda_ops imports numba.cuda's launch machinery: only graphs built under a CUDA
-        # context load it.
-        from .cuda_ops import forward_runner_cuda
-        return forward_runner_cuda(node)
-    if op.data_dependent:
-        return functools.partial(_run_data_dependent, node)
-    if op.inplace_data(0) == 1 and node.storage_dtype == node.compute_dtype:
-        return functools.partial(_run_as_view, node)
-    if node.storage_dtype != node.compute_dtype:
-        return buffers.forward_runner(node, buffers.HOST, op.forward,
-                                      functools.partial(_store_half, node))
-    return buffers.forward_runner(node, buffers.HOST, op.forward)
-
-
-def _run_as_view(node):
-    """An op whose output shares its input's buffer (``Reshape(inplace=True)``, nnabla's
-    INPLACE_NOT_MODIFY): the output holds a view of the input's values, so a later write to
-    either is seen by the other, as in nnabla."""
-    out = node._outputs[0]()
-    if out is not None:
-        out._body.data.hold_view(node.inputs[0]._body.data.host_as(None))
-
-
-def _run_data_dependent(node):
-    """Forward of an op whose output shapes or dtypes follow the input values: the op names
-    them from the inputs; an output whose shape changes is reset (invalidating the plans,
-    which hold buffers and seeds of the old shape)."""
-    dt = node.compute_dtype
-    keep = node.op.keep_input_dtypes
-    ins = [v._body.data.host_as(None if i in keep else dt) for i, v in enumerate(node.inputs)]
-    specs = node.op.output_specs(ins)
-    outs = []
-    for k, (shape, dtype) in enumerate(specs):
-        node.output_shapes[k] = tuple(shape)
-        v = node._outputs[k]()
-        if v is None:
-            outs.append(np.empty(shape, dtype))
-            continue
-        if v._body.shape != tuple(shape):
-            v.reset_shape(shape, force=True)
-        outs.append(v._body.data.output_buffer(np.dtype(dtype)))
-    node.op.forward(ins, outs)
-    if node.storage_dtype != dt:
-        _store_half(node)
-
-
-def data_dependent_shapes(op, variables, compute_dtype):
-    """Output shapes of a data-dependent op from the inputs that already hold data (graph-build
-    time, as nnabla's setup reads them), or None when the op needs inputs not computed yet."""
-    ins = [v._body.data.host_if_held(None if i in op.keep_input_dtypes else compute_dtype)
-           for i, v in enumerate(variables)]
-    specs = op.output_specs(ins)
-    return None if specs is None else [tuple(shape) for shape, _ in specs]
-
-
-def _store_half(node):
-    """Under type_config='half' results are kept in float16 (computed in float32)."""
-    for r in node._outputs:
-        v = r()
-        if v is not None and v._body.data.dtype == node.compute_dtype:
-            v._body.data.store_as(node.storage_dtype)
 
 
 # ---------------------------------------------------------------------------- plans
@@ -157,7 +95,7 @@ def _resetup(nodes):
         else:
             out_shapes = op.setup(*shapes)
             if op.data_dependent:
-                out_shapes = data_dependent_shapes(op, node.inputs, node.compute_dtype) or out_shapes
+                out_shapes = runners.data_dependent_shapes(op, node.inputs, node.compute_dtype) or out_shapes
         node.setup_input_shapes = shapes
         node.output_shapes = [tuple(s) for s in out_shapes]
         for r, shape in zip(node._outputs, node.output_shapes):
@@ -168,7 +106,7 @@ def _resetup(nodes):
 
 class _ForwardPlan:
     __slots__ = ("version", "nodes", "steps", "runners", "fused", "data_dependent", "recompute",
-                 "save_random")
+                 "save_random", "freed_by")
 
     def __init__(self, roots, clear_buffer, clear_no_need_grad, fuse=True):
         nodes = upstream_functions(roots)
@@ -189,7 +127,8 @@ class _ForwardPlan:
                     inplaced.update(id(r()) for r in node._outputs if r() is not None)
         for k, v in last_use.values():
             if (v._recompute and v._parent is not None and not v._persistent
-                    and id(v._body) not in root_bodies and id(v) not in inplaced):
+                    and id(v._body) not in root_bodies and id(v) not in inplaced
+                    and not v._body.data.kept_for_user):
                 frees[k].append(v)
         self.recompute = any(frees)
         # ops drawing random numbers whose outputs will be recomputed: save the generators first
@@ -206,11 +145,15 @@ class _ForwardPlan:
                 for v in node.inputs:
                     last_use[id(v)] = (k, v)
             for k, v in last_use.values():
+                # values a user's variable shares (h0.data = h.data) are not the graph's to free
                 if (v._parent is not None and not v._persistent and id(v._body) not in keep
-                        and id(v) not in needed and not v._recompute):
+                        and id(v) not in needed and not v._recompute
+                        and not v._body.data.kept_for_user):
                     frees[k].append(v)
         self.steps = list(zip(nodes, frees))
-        self.runners = [_forward_runner(node) for node in nodes]
+        self.freed_by = ("forward(clear_buffer=True)" if clear_buffer
+                         else "forward(clear_no_need_grad=True)")
+        self.runners = [runners.forward_runner(node) for node in nodes]
         # Clearing flags let the intermediates of elementwise runs stay in registers.
         self.fused = (fuse and FUSION and (clear_buffer or clear_no_need_grad)
                       and not self.recompute)
@@ -256,14 +199,24 @@ def _backward_data_needs(nodes):
     return needed
 
 
+def _refuse_grads(node, rg):
+    """Raise, as nnabla does, when a gradient must flow into an input its function refuses
+    (a cross entropy's label, a quantization scale) because that input needs one."""
+    for i in node.op.refused_grad_inputs:
+        if i < len(node.inputs) and id(node.inputs[i]) in rg:
+            raise NoGradient("backward: {} gives no gradient to its input {} ({}), which has "
+                             "need_grad=True (as in nnabla)".format(
+                                 node.op.name, i, node.op.input_names[i] if i < len(node.op.input_names) else "?"))
+
+
 class _BackwardStep:
     __slots__ = ("node", "propagate_down", "accum", "alias", "zero_outputs", "needs_input",
                  "free_grads", "free_data", "runner", "recompute")
 
 
 class _BackwardPlan:
-    __slots__ = ("version", "steps", "any_grad", "seed", "runners", "fused", "recompute",
-                 "seed_freed_first", "backward_reads")
+    __slots__ = ("version", "steps", "any_grad", "seed", "seed_memory", "runners", "fused",
+                 "recompute", "seed_freed_first", "backward_reads")
 
     def __init__(self, root, clear_buffer, fuse=True):
         self.version = _version[0]
@@ -280,6 +233,7 @@ class _BackwardPlan:
                 continue
             no_grad = node.op.no_grad_inputs
             pd = [id(v) in rg and i not in no_grad for i, v in enumerate(node.inputs)]
+            _refuse_grads(node, rg)
             if not any(pd):
                 continue
             s = _BackwardStep()
@@ -332,7 +286,8 @@ class _BackwardPlan:
         self.steps = steps
         # The root's gradient for a pass lives here, so the stored one is left untouched.
         self.seed = NdArray(root.shape, root._parent.compute_dtype if root._parent else np.float32)
-        self.runners = [_backward_runner(s, root, self.seed) for s in steps]
+        self.seed_memory = runners.memory_of(root._parent)
+        self.runners = [runners.backward_runner(s, root, self.seed) for s in steps]
         self.fused = fuse and FUSION and clear_buffer and not self.recompute
         if self.fused:
             from . import fusion
@@ -360,7 +315,7 @@ def _plan_backward_frees(steps, root):
     sink_inputs = {id(v) for s in steps if s.node.op.name == "Sink" for v in s.node.inputs}
     for k, v in last_read.values():
         if (v._parent is not None and not v._persistent and id(v._body) != root_body
-                and id(v) not in sink_inputs):
+                and id(v) not in sink_inputs and not v._body.data.kept_for_user):
             steps[k].free_data.append(v)
     for s in steps:
         for r in s.node._outputs:
@@ -384,6 +339,15 @@ def _cached_plan(var, key, make):
 def forward(roots, clear_buffer=False, clear_no_need_grad=False,
             function_pre_hook=None, function_post_hook=None):
     """Run every function the roots depend on, in order."""
+    if tracing.recorder is not None:
+        return tracing.recorder.call("forward", "step", None, _forward, roots, clear_buffer,
+                                     clear_no_need_grad, function_pre_hook, function_post_hook,
+                                     tracing.recorder)
+    return _forward(roots, clear_buffer, clear_no_need_grad, function_pre_hook, function_post_hook)
+
+
+def _forward(roots, clear_buffer, clear_no_need_grad, function_pre_hook, function_post_hook,
+             trace=None):
     deferred_compile.share_cores()
     function_pre_hook, function_post_hook = callback.function_hooks(function_pre_hook, function_post_hook)
     key = ("forward", bool(clear_buffer), bool(clear_no_need_grad))
@@ -395,13 +359,16 @@ def forward(roots, clear_buffer=False, clear_no_need_grad=False,
     hooks = function_pre_hook is not None or function_post_hook is not None or recording
     if hooks and plan.fused:   # hooks see every function: run this call unfused
         plan = _ForwardPlan(roots, clear_buffer, clear_no_need_grad, fuse=False)
+    runs = plan.runners
+    if trace is not None:   # the same runners, each recording what it ran
+        runs = trace.timed([node for node, _ in plan.steps], runs, "forward")
     if (not hooks and not (clear_buffer or clear_no_need_grad or plan.recompute)
             and not plan.data_dependent):
-        for run in plan.runners:
+        for run in runs:
             run()
         return
     save_random = plan.save_random if plan.recompute else None
-    for k, ((node, frees), run) in enumerate(zip(plan.steps, plan.runners)):
+    for k, ((node, frees), run) in enumerate(zip(plan.steps, runs)):
         if function_pre_hook is not None:
             function_pre_hook(node)
         if save_random is not None and save_random[k]:
@@ -410,7 +377,7 @@ def forward(roots, clear_buffer=False, clear_no_need_grad=False,
         if function_post_hook is not None:
             function_post_hook(node)
         for v in frees:
-            v._body.data.clear()
+            v._body.data.free(_RECOMPUTE_FREE if v._recompute else plan.freed_by)
         if recording:
             callback.record_inputs(node)
         if plan.data_dependent and plan.version != _version[0] and node.op.data_dependent:
@@ -421,7 +388,10 @@ def forward(roots, clear_buffer=False, clear_no_need_grad=False,
             for later in rest:
                 if function_pre_hook is not None:
                     function_pre_hook(later)
-                _forward_runner(later)()
+                run = runners.forward_runner(later)
+                if trace is not None:
+                    run = trace.timed([later], [run], "forward")[0]
+                run()
                 if function_post_hook is not None:
                     function_post_hook(later)
             return
@@ -434,57 +404,21 @@ def forward_all(variables, clear_buffer=False, clear_no_need_grad=False,
 
 
 # ---------------------------------------------------------------------------- backward
-def run_node_backward(step, on_host=False):
-    """Run one backward step (``on_host`` as in :func:`run_node_forward`; the runner is kept
-    on the step until the graph changes)."""
+def run_node_backward(step):
+    """Run one backward step (the runner is kept on the step until the graph changes)."""
+    if tracing.recorder is not None:
+        return tracing.recorder.run_node(step.node, "backward", _run_node_backward, step)
+    _run_node_backward(step)
+
+
+def _run_node_backward(step):
     cached = getattr(step, "runner", None)
-    if cached is not None and cached[0] == _version[0] and cached[1] == on_host:
-        cached[2]()
+    if cached is not None and cached[0] == _version[0]:
+        cached[1]()
         return
-    run = _backward_runner(step, on_host=on_host)
-    step.runner = (_version[0], on_host, run)
+    run = runners.backward_runner(step)
+    step.runner = (_version[0], run)
     run()
-
-
-def _backward_runner(step, root=None, seed=None, on_host=False):
-    """A no-argument callable running one backward step with its buffers resolved once
-    (``seed`` stands for the root's gradient)."""
-    node = step.node
-    op = node.op
-    if op.python_level:
-        return functools.partial(_run_python_backward, step)
-    if node.ctx.device == "cuda" and not on_host:
-        from .cuda_ops import backward_runner_cuda   # as in _forward_runner
-        return backward_runner_cuda(step, root, seed)
-    finish = None
-    if node.storage_dtype != node.compute_dtype:
-        finish = functools.partial(_store_half_grads, node, step.propagate_down)
-    return buffers.backward_runner(step, buffers.HOST, op.backward, seed, root, finish)
-
-
-def _run_python_backward(step):
-    """Backward of a PythonFunction node (its backward_impl works on the Variables)."""
-    node = step.node
-    pd = step.propagate_down
-    for i, v in enumerate(node.inputs):
-        if pd[i]:
-            v._body.grad.grad_buffer(node.compute_dtype)
-    for o, v in enumerate(node.outputs):
-        if v is not None and step.zero_outputs[o]:
-            v._body.grad.zero()
-    node.op.backward(node.inputs, node.outputs, pd, step.accum)
-    _store_half_grads(node, pd)
-
-
-def _store_half_grads(node, propagate_down):
-    """Under type_config='half' input gradients are kept in float16, as nnabla keeps them (so
-    a loss scale too large for float16 overflows to inf, which dynamic loss scaling detects);
-    accumulation reads them back into float32."""
-    if node.storage_dtype == node.compute_dtype:
-        return
-    for v, want in zip(node.inputs, propagate_down):
-        if want and v._body.grad.dtype == node.compute_dtype:
-            v._body.grad.store_as(node.storage_dtype)
 
 
 def recompute_data(var, backward_reads=None, recording=False, recomputed=None):
@@ -517,7 +451,8 @@ def recompute_data(var, backward_reads=None, recording=False, recomputed=None):
                 if u._parent is not None and id(u._parent) in seen:
                     last_use[id(u)] = (k, u)
         for k, u in last_use.values():
-            if id(u) not in backward_reads and u is not var and not u._persistent:
+            if (id(u) not in backward_reads and u is not var and not u._persistent
+                    and not u._body.data.kept_for_user):
                 frees[k].append(u)
     for node, free in zip(nodes, frees):
         with replayed_random_state(node.op):
@@ -525,7 +460,7 @@ def recompute_data(var, backward_reads=None, recording=False, recomputed=None):
         if recomputed is not None:
             recomputed.update(id(r()) for r in node._outputs)
         for u in free:
-            u._body.data.clear()
+            u._body.data.free(_RECOMPUTE_FREE)
         if recording:
             callback.record_inputs(node)
 
@@ -539,6 +474,16 @@ def backward(root, grad=1, clear_buffer=False, communicator_callbacks=None,
              function_pre_hook=None, function_post_hook=None):
     """Back-propagate from ``root``: ``grad`` (scalar or array) seeds its gradient for this
     pass only; ``grad=None`` uses the gradient ``root`` already holds."""
+    if tracing.recorder is not None:
+        return tracing.recorder.call("backward", "step", None, _backward, root, grad, clear_buffer,
+                                     communicator_callbacks, function_pre_hook,
+                                     function_post_hook, tracing.recorder)
+    return _backward(root, grad, clear_buffer, communicator_callbacks, function_pre_hook,
+                     function_post_hook)
+
+
+def _backward(root, grad, clear_buffer, communicator_callbacks, function_pre_hook,
+              function_post_hook, trace=None):
     deferred_compile.share_cores()
     function_pre_hook, function_post_hook = callback.function_hooks(function_pre_hook, function_post_hook)
     plan = _cached_plan(root, ("backward", bool(clear_buffer)), lambda: _BackwardPlan(root, clear_buffer))
@@ -574,12 +519,9 @@ def backward(root, grad=1, clear_buffer=False, communicator_callbacks=None,
     elif isinstance(grad, NdArray):
         grad = grad.data
     if np.isscalar(grad):
-        if seed.device_mirror is None and root._parent is not None and root._parent.ctx.device == "cuda":
-            # a seed freed by the last clearing backward: fill it on the device again, not
-            # on the host (which would cost a copy up every step)
-            from .cuda_ops import device as cuda_device   # as in _forward_runner
-            cuda_device.zeroed(seed, seed.dtype)
-        seed.fill(grad)
+        # in the root's memory: a device seed freed by the last clearing backward is filled
+        # on the device again, not on the host (which would cost a copy up every step)
+        plan.seed_memory.fill(seed, grad)
     else:
         grad = np.asarray(grad)
         if grad.shape != body.shape and grad.size != 1:
@@ -587,13 +529,16 @@ def backward(root, grad=1, clear_buffer=False, communicator_callbacks=None,
                              .format(grad.shape, body.shape))
         seed.data[...] = grad
     body.grad = seed    # for steps that read the root's gradient through the variable
+    runs = plan.runners
+    if trace is not None:   # the same runners, each recording what it ran
+        runs = trace.timed([s.node for s in plan.steps], runs, "backward")
     try:
         if not hooks and not clear_buffer and not plan.recompute:
-            for run in plan.runners:
+            for run in runs:
                 run()
             return
         recomputed = set()   # ids of the variables this pass recomputed
-        for s, run in zip(plan.steps, plan.runners):
+        for s, run in zip(plan.steps, runs):
             if plan.recompute:   # before the hook, which may read the data
                 for v in s.recompute:
                     if not v._body.data.holds_values and (id(v) in plan.backward_reads
@@ -612,7 +557,7 @@ def backward(root, grad=1, clear_buffer=False, communicator_callbacks=None,
             for v in s.free_grads:
                 v._body.grad.clear()
             for v in s.free_data:
-                v._body.data.clear()
+                v._body.data.free("backward(clear_buffer=True)")
             if free_seed:
                 seed.clear()
                 free_seed = False

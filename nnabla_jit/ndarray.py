@@ -4,17 +4,24 @@ The host buffer is a NumPy array created on first use; ``data`` hands out that a
 edits through it are seen by the graph (nnabla's reference semantics). ``clear()`` drops the
 buffer; the executor uses it to free intermediates under ``clear_buffer``.
 """
+import os
 import sys
+import weakref
 
 import numpy as np
 
 from .operators import Operators
+from .ops import common
 
-__all__ = ["NdArray", "NotComputed"]
+__all__ = ["NdArray", "NotComputed", "DataFreed"]
 
 
 class NotComputed(RuntimeError):
     """Values were asked for that an NdArray does not hold (never computed, or cleared)."""
+
+
+class DataFreed(NotComputed):
+    """The values of an intermediate were read after the executor's clearing freed them."""
 
 
 def _dimension(s, shape, who):
@@ -49,6 +56,14 @@ def _refuse_complex(dtype, who):
                         "imaginary parts separately (numpy .real / .imag)".format(who, np.dtype(dtype)))
 
 
+def native(dtype):
+    """``dtype`` in this machine's byte order: values stored in an NdArray always are (as in
+    nnabla, which converts on every store), so a ``>f4`` array from an .h5 file or a file
+    written on another machine reaches the kernels as float32, which numba compiles."""
+    dtype = np.dtype(dtype)
+    return dtype if dtype.isnative else dtype.newbyteorder("=")
+
+
 def checked_shape(shape, who):
     """:func:`_as_shape`, with every dimension non-negative (the shape of a buffer)."""
     if type(shape) is tuple:   # the common case, checked without building a new tuple
@@ -63,26 +78,91 @@ def checked_shape(shape, who):
     return shape
 
 
-# Buffers freed by clear() wait here for the next allocation of the same shape and type: a
-# training step that clears and refills its intermediates then touches no new memory (fresh
-# pages cost a page fault each). Only buffers nobody else references are kept.
+# Buffers freed by clear() wait here for the next allocation that fits: a training step that
+# clears and refills its intermediates then touches no new memory (fresh pages cost a page fault
+# each), and, since the executor frees each intermediate after its last reader (its clearing
+# plan is the liveness), a later producer of any shape takes the memory an earlier one gave
+# back, so a step's peak is its live set rather than every intermediate it ever made. Small
+# buffers are pooled by (shape, dtype); large ones are views of byte buffers pooled by size
+# class (four per octave, so at most 19% is wasted), whatever their shape and type. Only
+# buffers nobody else references are kept. NNABLA_JIT_MEMORY_PLAN=0 pools large buffers by
+# shape too (the behaviour before size classes).
 _KIND_NAMES = {"U": "text", "S": "bytes", "O": "Python object", "V": "structured",
                "M": "datetime", "m": "timedelta"}
 _POOL = {}
 _POOL_DEPTH = 4
+SIZE_CLASSES = os.environ.get("NNABLA_JIT_MEMORY_PLAN", "1") != "0"
+_CLASS_MIN_BYTES = 1 << 16     # smaller buffers: by shape (a view costs more than they save)
+_CLASS_POOL = {}               # size class (bytes) -> free byte buffers of that size
+_CLASS_DEPTH = 1               # deeper buckets held more memory than they saved faults (benchmarks/README.md)
+_CLASS_REACH = 4               # a request may take a buffer up to this many classes larger
+_CLASS_BASES = {}              # id -> weak reference of the byte buffers this pool made
+
+
+def _size_classes(nbytes):
+    """The size class of ``nbytes`` (the smallest 2**e * (4 + k) / 4 >= nbytes) and the
+    next ``_CLASS_REACH`` ones."""
+    e = max(0, (nbytes - 1).bit_length() - 3)
+    q = -(-nbytes // (1 << e))          # 4..8 quarters of 2**(e+2)
+    if q == 8:
+        q, e = 4, e + 1
+    classes = []
+    for _ in range(_CLASS_REACH + 1):
+        classes.append(q << e)
+        q += 1 if q < 7 else -3
+        if q == 4:
+            e += 1
+    return classes
 
 
 def pooled_empty(shape, dtype):
-    """An uninitialised buffer, reusing a cleared one of the same shape and type if any."""
+    """An uninitialised buffer, reusing a cleared one that fits if any."""
+    if SIZE_CLASSES:
+        nbytes = dtype.itemsize
+        for s in shape:
+            nbytes *= s
+        if nbytes >= _CLASS_MIN_BYTES:
+            classes = _size_classes(nbytes)
+            base = None
+            for c in classes:
+                bucket = _CLASS_POOL.get(c)
+                if bucket:
+                    base = bucket.pop()
+                    break
+            if base is None:
+                base = np.empty(classes[0], np.uint8)
+                key = id(base)
+                _CLASS_BASES[key] = weakref.ref(base, lambda _, key=key: _CLASS_BASES.pop(key, None))
+            return base[:nbytes].view(dtype).reshape(shape)
     bucket = _POOL.get((shape, dtype))
     if bucket:
         return bucket.pop()
     return np.empty(shape, dtype)
 
 
+def _give_back(a):
+    """Keep the freed host buffer ``a`` for reuse, if nobody else references it (the caller
+    holds two references: its own and the one it is dropping)."""
+    base = a.base
+    if base is None:
+        # 4 references: the caller's two, the local a, getrefcount's argument
+        if sys.getrefcount(a) == 4:
+            bucket = _POOL.setdefault((a.shape, a.dtype), [])
+            if len(bucket) < _POOL_DEPTH:
+                bucket.append(a)
+        return
+    # a view of a pooled byte buffer: the view's base reference, the local, the argument
+    ours = _CLASS_BASES.get(id(base))
+    if sys.getrefcount(a) == 4 and ours is not None and ours() is base and sys.getrefcount(base) == 3:
+        bucket = _CLASS_POOL.setdefault(base.size, [])
+        if len(bucket) < _CLASS_DEPTH:
+            bucket.append(base)
+
+
 def clear_memory_cache():
     """Drop the buffers kept for reuse."""
     _POOL.clear()
+    _CLASS_POOL.clear()
 
 
 def _numpy_key(key):
@@ -98,16 +178,19 @@ class NdArray(Operators):
     """nnabla's ``NdArray(shape)``. The type is float32 until something else is stored.
     Operators (``+``, ``*``, ...) compute at once and return NdArrays."""
 
-    __slots__ = ("_array", "_shape", "_dtype", "_device", "_zeroing", "_cleared", "__weakref__")
+    __slots__ = ("_array", "_shape", "_dtype", "_device", "_zeroing", "_cleared", "_freed_by",
+                 "_kept_for_user", "__weakref__")
 
     def __init__(self, shape=(), dtype=np.float32):
         self._shape = checked_shape(shape, "NdArray")
-        self._dtype = np.dtype(dtype)
+        self._dtype = native(dtype)
         _refuse_complex(self._dtype, "NdArray")
         self._array = None
         self._device = None  # device-side mirror, managed by nnabla_jit.cuda_ops
         self._zeroing = False  # zero() called and the buffer not handed out since (``zeroing``)
         self._cleared = False  # clear() called (``clear_called`` while no buffer is held since)
+        self._freed_by = None  # which clearing call freed the values (see free), until rewritten
+        self._kept_for_user = False  # set as a Variable's data by the user (see keep_for_user)
 
     # ----------------------------------------------------------------- creation
     @staticmethod
@@ -116,7 +199,7 @@ class NdArray(Operators):
         nparr = np.asarray(nparr)
         _refuse_complex(nparr.dtype, "from_numpy_array")
         a = NdArray(nparr.shape, nparr.dtype)
-        a._array = np.array(nparr, copy=True, order="C")
+        a._array = np.array(nparr, dtype=a._dtype, copy=True, order="C")
         return a
 
     # ----------------------------------------------------------------- buffer
@@ -127,6 +210,7 @@ class NdArray(Operators):
             self._array = self._device.to_host(self._array)
         if self._array is None:
             self._array = np.zeros(self._shape, self._dtype)
+            self._freed_by = None
         return self._array
 
     # The executor's access to the buffers (graph.py, fusion.py and cuda_ops go through these
@@ -169,6 +253,7 @@ class NdArray(Operators):
         if a is not None and self._device is None and a.dtype is dtype:
             return a
         self._device = None
+        self._freed_by = None
         a = pooled_empty(self._shape, dtype)
         self._array = a
         self._dtype = a.dtype
@@ -179,6 +264,7 @@ class NdArray(Operators):
         its memory (an in-place Reshape's output); the type becomes ``array``'s."""
         self._zeroing = False
         self._device = None
+        self._freed_by = None
         self._array = array.reshape(self._shape)
         self._dtype = self._array.dtype
 
@@ -228,6 +314,7 @@ class NdArray(Operators):
             self._device = None
         if a is None or a.shape != self._shape:
             a = pooled_empty(self._shape, dtype)
+            self._freed_by = None
             if zero:
                 a.fill(0)
         elif a.dtype != dtype:
@@ -259,7 +346,11 @@ class NdArray(Operators):
 
     @property
     def data(self):
-        """The values as a ``numpy.ndarray`` that references (does not copy) this buffer."""
+        """The values as a ``numpy.ndarray`` that references (does not copy) this buffer.
+        Values the executor's clearing freed are an error to read, or zeros with a warning
+        (:meth:`free`)."""
+        if self._freed_by is not None and self._array is None and self._device is None:
+            self._read_freed()
         arr = self._host()
         if self._device is not None:
             self._device.host_modified(self)
@@ -272,6 +363,7 @@ class NdArray(Operators):
     def _assign(self, value, what):
         if isinstance(value, NdArray):
             value = value.data
+        self._freed_by = None   # new values: nothing freed is read
         if np.isscalar(value) or (isinstance(value, np.ndarray) and value.ndim == 0):
             self.fill(value)
             return
@@ -284,7 +376,7 @@ class NdArray(Operators):
                             "expected".format(what, _KIND_NAMES.get(value.dtype.kind, "non-numeric"),
                                               value.dtype, value.shape))
         _refuse_complex(value.dtype, what)
-        if value.dtype.kind in "fiub" and value.dtype != self._dtype:
+        if value.dtype.kind in "fiub" and native(value.dtype) != self._dtype:
             # nnabla keeps the type of what was stored last (an int label array stays int).
             self.cast(value.dtype)
         arr = self.data
@@ -297,6 +389,7 @@ class NdArray(Operators):
     def fill(self, value):
         """Set every element to ``value``."""
         self._zeroing = False
+        self._freed_by = None
         if isinstance(value, (complex, np.complexfloating)) or (
                 isinstance(value, np.ndarray) and value.dtype.kind == "c"):
             _refuse_complex(np.asarray(value).dtype, "NdArray.fill")
@@ -320,18 +413,32 @@ class NdArray(Operators):
         ``data``, ``cast``, a function or a solver); solvers skip a gradient still zeroing."""
         return self._zeroing
 
-    def copy_from(self, src):
-        """Copy the values of another NdArray into this one (shapes must match)."""
-        if not isinstance(src, NdArray):
-            raise TypeError("NdArray.copy_from: expected an NdArray, got {}".format(type(src).__name__))
-        if src.shape != self._shape:
-            raise ValueError("NdArray.copy_from: shape {} does not match {}".format(src.shape, self._shape))
-        np.copyto(self.data, src.data, casting="unsafe")
+    def copy_from(self, arr, use_current_context=True):
+        """Copy the values of another NdArray into this one (shapes must match); return this one,
+        as nnabla's (``use_current_context``: accepted; there is one device per array here)."""
+        if not isinstance(arr, NdArray):
+            raise TypeError("NdArray.copy_from: expected an NdArray, got {}".format(type(arr).__name__))
+        if arr.shape != self._shape:
+            raise ValueError("NdArray.copy_from: shape {} does not match {}".format(arr.shape, self._shape))
+        values = arr.data
+        self._freed_by = None
+        np.copyto(self.data, values, casting="unsafe")
+        return self
+
+    def bool_fill(self, mask, value):
+        """Fill with ``value`` where ``mask`` (an NdArray) is non-zero, in place; return a new
+        NdArray holding the result, as nnabla's."""
+        mask = mask.data if isinstance(mask, NdArray) else np.asarray(mask)
+        filled = np.where(np.broadcast_to(mask, self._shape) != 0, value, self.data)
+        np.copyto(self.data, filled, casting="unsafe")
+        return NdArray.from_numpy_array(self.data.copy())
+
+    masked_fill = bool_fill
 
     def cast(self, dtype, ctx=None):
         """Convert the buffer to ``dtype`` in place; return it as a numpy array when ``ctx`` is
         None, else nothing (nnabla's ``cast``: with a context the array is only made ready)."""
-        dtype = np.dtype(dtype)
+        dtype = native(dtype)
         _refuse_complex(dtype, "NdArray.cast")
         self._zeroing = False
         if dtype != self._dtype:
@@ -348,6 +455,10 @@ class NdArray(Operators):
         writable one; ``dtype`` returns a converted copy (the array's own type is kept)."""
         if mode not in ("r", "w", "rw"):
             raise ValueError('NdArray.get_data: invalid mode {!r} (use "r", "w" or "rw")'.format(mode))
+        if mode == "w":
+            self._freed_by = None   # to be overwritten: nothing freed is read
+        elif self._freed_by is not None and self._array is None and self._device is None:
+            self._read_freed()
         arr = self._host() if mode == "r" else self.data
         if dtype is not None and np.dtype(dtype) != arr.dtype:
             arr = arr.astype(dtype)
@@ -366,6 +477,22 @@ class NdArray(Operators):
         """0 while nothing is stored (new or cleared), 1 once the array holds data: what
         nnabla 1.39 reports for a host array."""
         return 1 if self.holds_values else 0
+
+    def bool_fill(self, mask, value):
+        """Set the elements where ``mask`` (an NdArray or array, broadcast to this shape) is
+        non-zero to ``value``, in place; returns this NdArray (nnabla returns one sharing it)."""
+        mask = mask.data if isinstance(mask, NdArray) else np.asarray(mask)
+        try:
+            where = np.broadcast_to(mask != 0, self._shape)
+        except ValueError:
+            raise ValueError("NdArray.bool_fill: mask of shape {} does not broadcast to {}"
+                             .format(mask.shape, self._shape)) from None
+        data = self.data
+        data[where] = value
+        self.data = data
+        return self
+
+    masked_fill = bool_fill
 
     def narrow(self, dim, start, length):
         """An NdArray of rows ``[start, start + length)`` of axis 0 sharing this buffer."""
@@ -394,27 +521,63 @@ class NdArray(Operators):
     def __setitem__(self, key, value):
         if isinstance(value, NdArray):
             value = value.data
+        self._freed_by = None
         self.data[_numpy_key(key)] = value
 
     def clear(self):
         """Release the buffer; the next access allocates a fresh, zeroed one."""
         self._zeroing = False
         a = self._array
-        # 3 references (self._array, the local a, getrefcount's argument): nobody else holds it
-        if a is not None and a.base is None and sys.getrefcount(a) == 3:
-            bucket = _POOL.setdefault((a.shape, a.dtype), [])
-            if len(bucket) < _POOL_DEPTH:
-                bucket.append(a)
+        if a is not None:
+            _give_back(a)
         self._array = None
         if self._device is not None:
             self._device.release()   # back to the device pool (cuda_ops.device)
         self._device = None
         self._cleared = True
+        self._freed_by = None
+
+    def free(self, by):
+        """:meth:`clear`, as the executor's clearing frees an intermediate (``by`` names the
+        call, e.g. 'forward(clear_buffer=True)'). Reading the values before anything writes
+        them again raises :class:`DataFreed`, or reads zeros with a warning, as
+        ``ops.common.uncomputed_reads()`` says: nnabla returns whatever its memory pool left
+        there, never reliably the values."""
+        self.clear()
+        self._freed_by = by
+
+    def _read_freed(self):
+        mode = common.uncomputed_reads()
+        if mode == "error":
+            raise DataFreed(
+                "the data of this variable (NdArray{}) was freed by {} after its last use; to "
+                "read it, set persistent=True on the variable before that call, or call it "
+                "without clearing (nnabla returns whatever its memory pool left there)".format(
+                    self._shape, self._freed_by))
+        if mode == "warn":
+            common.warn_uncomputed_read("The data of an intermediate (NdArray{}) that {} freed"
+                                        .format(self._shape, self._freed_by))
+
+    def keep_for_user(self):
+        """Mark this NdArray as set by the user as a Variable's data (``h0.data = h.data``, an
+        LSTM state carried across steps): the executor's clearing never frees it, since the
+        user's variable still references the values."""
+        self._kept_for_user = True
+
+    @property
+    def kept_for_user(self):
+        """Whether :meth:`keep_for_user` was called: clearing leaves these values."""
+        return self._kept_for_user
 
     def _reset_shape(self, shape):
         shape = checked_shape(shape, "reset_shape")
-        if shape != self._shape:
-            self._shape = shape
+        if shape == self._shape:
+            return
+        same_size = int(np.prod(shape, dtype=np.int64)) == int(np.prod(self._shape, dtype=np.int64))
+        self._shape = shape
+        if same_size and self._array is not None and self._device is None:
+            self._array = self._array.reshape(shape)   # nnabla keeps the values of the same size
+        else:
             self.clear()
 
     # ----------------------------------------------------------------- properties
@@ -436,7 +599,8 @@ class NdArray(Operators):
 
     @property
     def strides(self):
-        return tuple(int(np.prod(self._shape[i + 1:], dtype=np.int64)) for i in range(len(self._shape)))
+        # a list, as nnabla's (its C++ Strides vector)
+        return list(int(np.prod(self._shape[i + 1:], dtype=np.int64)) for i in range(len(self._shape)))
 
     def size_from_axis(self, axis=-1):
         """Product of the dimensions from ``axis`` on (``-1``: the whole size)."""

@@ -11,15 +11,25 @@ _ARRAYS = (Variable, NdArray)
 
 
 def dot(a, b, out=None):
-    """``numpy.dot`` for Variables and NdArrays (mixing them with NumPy arrays is not supported).
+    """``numpy.dot`` for Variables and NdArrays.
 
-    1-D with 1-D: inner product. 2-D with 2-D: matrix product. A 0-D operand: elementwise
-    product. N-D with 1-D: sum product over the last axes. N-D with M-D (M >= 2): sum product
-    over the last axis of ``a`` and the second-to-last of ``b``, shape
-    ``a.shape[:-1] + b.shape[:-2] + b.shape[-1:]``.
+    1-d with 1-d: the inner product; 2-d with 2-d: the matrix product; a 0-d operand: the
+    elementwise product; N-d with 1-d: the sum product over the last axes; N-d with M-d (M >= 2):
+    the sum product over the last axis of a and the second-to-last of b.
 
-    ``out`` (a Variable or NdArray shaped like the result) receives the result: an NdArray is
-    overwritten, a Variable is rewired onto the result's graph; nothing is returned then.
+    Args:
+        a (Variable or NdArray): the first operand (or a number).
+        b (Variable or NdArray): the second operand (or a number).
+        out (Variable or NdArray, default None): receives the result (an NdArray is overwritten,
+            a Variable rewired onto the result's graph); nothing is returned then.
+
+    Returns:
+        Variable or NdArray: shape ``a.shape[:-1] + b.shape[:-2] + b.shape[-1:]`` in the N-d
+        case; None when out is given.
+
+    Example:
+        >>> a, b = nn.Variable((3, 4)), nn.Variable((4, 5))
+        >>> y = F.dot(a, b)  # y.shape == (3, 5)
     """
     from . import functions as F
     if not (isinstance(a, _ARRAYS) and isinstance(b, _ARRAYS)):

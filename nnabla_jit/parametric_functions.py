@@ -46,9 +46,9 @@ def parametric_function_api(scope_name=None, param_desc=None):
                 else inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)]
         wrapper.__signature__ = sig.replace(parameters=params)
         if param_desc:
-            wrapper.__doc__ = (func.__doc__ or "") + "\n    Parameters registered under scope '{}':\n{}".format(
-                scope, "\n".join("        {} (need_grad={}): {} (shape {})".format(n, g, d, s)
-                                 for n, d, s, g in param_desc))
+            wrapper.__doc__ = (func.__doc__ or "") + "\n    Parameters (created under scope '{}'):\n{}".format(
+                scope, "\n".join("        {} ({}, {}): {}".format(
+                    n, s, "trained" if g else "not trained", d) for n, d, s, g in param_desc))
         wrapper.__scope_name__ = scope
         wrapper.__parametric_function_api_base__ = func
         return wrapper
@@ -57,14 +57,24 @@ def parametric_function_api(scope_name=None, param_desc=None):
 
 # Arguments that are sizes (a positive integer; those in _SIZE_TUPLES also a tuple of them), checked
 # before any parameter is created, so that a bad one is reported by name, not by the initializer
-# or numpy (``PF.affine(x, -1)``, ``PF.convolution(x, 2, (0, 0))``).
+# or numpy (``PF.affine(x, -1)``, ``PF.convolution(x, 2, (0, 0))``). A float size is taken as
+# nnabla takes it (programs pass ``maps * 0.5``): it flows into the initializers' bounds as given,
+# and parameter shapes truncate it toward zero (:func:`_dims`), as nnabla's Variable does.
 _SIZES = ("n_outmaps", "outmaps", "kernel", "group", "n_inputs", "n_features", "state_size",
           "num_heads", "r", "multiplier", "divisor", "num_groups", "embed_dim", "batch_size")
 _SIZE_TUPLES = ("n_outmaps", "kernel")
 
 
 def _is_size(value):
+    if isinstance(value, (float, np.floating)):
+        return bool(np.isfinite(value)) and int(value) > 0
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value > 0
+
+
+def _dims(shape):
+    """A parameter's shape with float sizes truncated toward zero, as nnabla's Variable
+    truncates them (``PF.convolution(x, 4.7, ...)`` makes 4 maps)."""
+    return tuple(int(s) if isinstance(s, (float, np.floating)) else s for s in shape)
 
 
 def _check_sizes(layer, sig, args, kwargs):
@@ -90,7 +100,10 @@ def _check_sizes(layer, sig, args, kwargs):
     inp = args[0] if args else None
     if base_axis is not None and hasattr(inp, "shape"):
         ndim = len(inp.shape)
-        if not isinstance(base_axis, (int, np.integer)) or not -ndim <= base_axis < ndim:
+        if not isinstance(base_axis, (int, np.integer)):
+            # nnabla indexes the shape with it: a TypeError there
+            raise TypeError("PF.{}: base_axis must be an integer, got {!r}".format(layer, base_axis))
+        if not -ndim <= base_axis < ndim:
             raise ValueError("PF.{}: base_axis {!r} is out of range for an input of shape {}"
                              .format(layer, base_axis, tuple(inp.shape)))
 
@@ -113,12 +126,12 @@ def _glorot_uniform(inmaps, outmaps, kernel=(1, 1), rng=None):
 
 def _trainable(name, shape, initializer, fix_parameters):
     """A parameter a solver updates (registered with need_grad=True), fixed on request."""
-    return get_parameter_or_create(name, shape, initializer, True, not fix_parameters)
+    return get_parameter_or_create(name, _dims(shape), initializer, True, not fix_parameters)
 
 
 def _buffer(name, shape, initializer):
     """A parameter no gradient reaches (running statistics, quantized copies, ...)."""
-    return get_parameter_or_create(name, shape, initializer, False)
+    return get_parameter_or_create(name, _dims(shape), initializer, False)
 
 
 def _written_into(param_name, shape, initializer, transform):
@@ -192,15 +205,35 @@ def _force_list(axis):
 
 # ============================================================================ affine family
 @parametric_function_api("affine", [
-    ("W", "Weight matrix", "(inmaps, outmaps)", True),
-    ("b", "Bias vector", "(outmaps,)", True),
+    ("W", "the weights", "(inmaps, outmaps)", True),
+    ("b", "the bias", "(outmaps,)", True),
 ])
 def affine(inp, n_outmaps, base_axis=1, w_init=None, b_init=None, fix_parameters=False, rng=None,
            with_bias=True, apply_w=None, apply_b=None):
-    """Fully connected layer: y = x W + b, x flattened to a matrix at ``base_axis``.
+    """Fully connected layer with its own parameters: y = x W + b, x flattened to a matrix at
+    base_axis.
 
-    ``n_outmaps`` is an int or a shape. ``W`` starts Glorot-uniform (drawn from ``rng``), ``b``
-    at zero; ``apply_w`` / ``apply_b`` transform them before use (e.g. ``PF.spectral_norm``).
+    Args:
+        inp (Variable): input (N..., D...); the axes from base_axis on are flattened.
+        n_outmaps (int or tuple of int): output units; a tuple shapes the output's trailing axes.
+        base_axis (int, default 1): the first flattened axis (the axes before it are batch axes).
+        w_init (initializer or numpy array, default None): W's initial values; None: Glorot
+            uniform.
+        b_init (initializer or numpy array, default None): b's initial values; None: zeros.
+        fix_parameters (bool, default False): the parameters are not trained (no gradient).
+        rng (numpy.random.RandomState, default None): what the default initializers draw from.
+        with_bias (bool, default True): create and add the bias b.
+        apply_w (callable, default None): applied to W before use (e.g. a weight normalization).
+        apply_b (callable, default None): applied to b before use.
+        name (str, default None): a parameter scope to put the layer's scope under
+            (``name/affine/W``).
+
+    Returns:
+        Variable: shape ``inp.shape[:base_axis] + n_outmaps``.
+
+    Example:
+        >>> x = nn.Variable((8, 3, 4))
+        >>> y = PF.affine(x, 10, name='fc1')  # y.shape == (8, 10)
     """
     n_outmaps = _as_list(n_outmaps)
     inmaps = int(np.prod(inp.shape[base_axis:]))
@@ -214,17 +247,30 @@ def affine(inp, n_outmaps, base_axis=1, w_init=None, b_init=None, fix_parameters
 
 
 @parametric_function_api("svd_affine", [
-    ("U", ":math:`{\\mathbf U}`", "(inmaps, r)", True),
-    ("V", ":math:`{\\mathbf V}`", "(r, outmaps)", True),
-    ("b", "Bias vector", "(outmaps,)", True),
+    ("U", "the first factor", "(inmaps, r)", True),
+    ("V", "the second factor", "(r, outmaps)", True),
+    ("b", "the bias", "(outmaps,)", True),
 ])
 def svd_affine(inp, n_outmaps, r, base_axis=1, uv_init=None, b_init=None, fix_parameters=False,
                rng=None, with_bias=True):
-    """Affine layer with a rank-``r`` weight U V: two affines through an r-wide bottleneck.
+    """Affine layer with a rank-r weight U V: two affines through an r-wide bottleneck, U and V
+    taken from the truncated SVD of a full weight (existing U and V are kept).
 
-    U and V come from the truncated SVD of ``uv_init`` (an array of the full weight's shape, or
-    an initializer drawn with it; Glorot-uniform by default, drawn even when U and V exist, as
-    in nnabla). Existing U and V take precedence.
+    Args:
+        inp (Variable): input (N..., D...), flattened at base_axis.
+        n_outmaps (int or tuple of int): output units.
+        r (int): the rank (the bottleneck's width).
+        base_axis (int, default 1): the first flattened axis.
+        uv_init (initializer or numpy array, default None): the full weight (D, n_outmaps) that is
+            factored; None: Glorot uniform.
+        b_init (initializer or numpy array, default None): b's initial values; None: zeros.
+        fix_parameters (bool, default False): the parameters are not trained.
+        rng (numpy.random.RandomState, default None): what the default initializers draw from.
+        with_bias (bool, default True): create and add the bias b.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: shape ``inp.shape[:base_axis] + n_outmaps``.
     """
     n_outmaps = _as_list(n_outmaps)
     n_outmap = int(np.prod(n_outmaps))
@@ -259,13 +305,32 @@ def _binary_affine_params(inp, n_outmaps, base_axis, w_init, wb_init, fix_parame
 
 
 @parametric_function_api("bicon_affine", [
-    ("W", "Weight matrix in floating type", "(inmaps, outmaps)", True),
-    ("Wb", "Binarized weights", "(inmaps, outmaps)", False),
-    ("b", "Bias vector", "(outmaps,)", True),
+    ("W", "the weights, trained in float", "(inmaps, outmaps)", True),
+    ("Wb", "sign(W), written by the forward", "(inmaps, outmaps)", False),
+    ("b", "the bias", "(outmaps,)", True),
 ])
 def binary_connect_affine(inp, n_outmaps, base_axis=1, quantize_zero_to=1.0, w_init=None,
                           wb_init=None, b_init=None, fix_parameters=False, rng=None, with_bias=True):
-    """BinaryConnect affine: y = sign(W) x + b (``Wb`` holds sign(W) after a forward)."""
+    """Affine layer with binarized weights (BinaryConnect): y = x sign(W) + b; W is trained, Wb
+    holds sign(W) after a forward.
+
+    Args:
+        inp (Variable): input (N..., D...), flattened at base_axis.
+        n_outmaps (int or tuple of int): output units.
+        base_axis (int, default 1): the first flattened axis.
+        quantize_zero_to (float, default 1.0): the value a zero weight binarizes to.
+        w_init (initializer or numpy array, default None): W's initial values; None: Glorot
+            uniform.
+        wb_init (initializer or numpy array, default None): Wb's initial values.
+        b_init (initializer or numpy array, default None): b's initial values; None: zeros.
+        fix_parameters (bool, default False): the parameters are not trained.
+        rng (numpy.random.RandomState, default None): what the default initializers draw from.
+        with_bias (bool, default True): create and add the bias b.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: shape ``inp.shape[:base_axis] + n_outmaps``.
+    """
     n_outmaps, w, wb = _binary_affine_params(inp, n_outmaps, base_axis, w_init, wb_init,
                                              fix_parameters, rng)
     b = _bias(n_outmaps, b_init, with_bias, fix_parameters)
@@ -273,15 +338,33 @@ def binary_connect_affine(inp, n_outmaps, base_axis=1, quantize_zero_to=1.0, w_i
 
 
 @parametric_function_api("bwn_affine", [
-    ("W", "Weight matrix in floating type", "(inmaps, outmaps)", True),
-    ("Wb", "Binarized weights", "(inmaps, outmaps)", False),
-    ("alpha", "Scaling factor :math:`\\alpha`", "(outmaps,)", False),
-    ("b", "Bias vector", "(outmaps,)", True),
+    ("W", "the weights, trained in float", "(inmaps, outmaps)", True),
+    ("Wb", "sign(W), written by the forward", "(inmaps, outmaps)", False),
+    ("alpha", "the per-output scale, written by the forward", "(outmaps,)", False),
+    ("b", "the bias", "(outmaps,)", True),
 ])
 def binary_weight_affine(inp, n_outmaps, base_axis=1, quantize_zero_to=1.0, w_init=None,
                          wb_init=None, b_init=None, fix_parameters=False, rng=None, with_bias=True):
-    """Binary weight affine (XNOR-Net): y = alpha sign(W) x + b, alpha the mean |W| per
-    output."""
+    """Affine layer with binary weights scaled per output (XNOR-Net): y = alpha (x sign(W)) + b,
+    alpha the mean of abs(W) per output unit.
+
+    Args:
+        inp (Variable): input (N..., D...), flattened at base_axis.
+        n_outmaps (int or tuple of int): output units.
+        base_axis (int, default 1): the first flattened axis.
+        quantize_zero_to (float, default 1.0): the value a zero weight binarizes to.
+        w_init (initializer or numpy array, default None): W's initial values; None: Glorot
+            uniform.
+        wb_init (initializer or numpy array, default None): Wb's initial values.
+        b_init (initializer or numpy array, default None): b's initial values; None: zeros.
+        fix_parameters (bool, default False): the parameters are not trained.
+        rng (numpy.random.RandomState, default None): what the default initializers draw from.
+        with_bias (bool, default True): create and add the bias b.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: shape ``inp.shape[:base_axis] + n_outmaps``.
+    """
     n_outmaps, w, wb = _binary_affine_params(inp, n_outmaps, base_axis, w_init, wb_init,
                                              fix_parameters, rng)
     alpha = _buffer("alpha", n_outmaps, ConstantInitializer(0))
@@ -290,15 +373,39 @@ def binary_weight_affine(inp, n_outmaps, base_axis=1, quantize_zero_to=1.0, w_in
 
 
 @parametric_function_api("inq_affine", [
-    ("W", "Weight matrix in floating type", "(inmaps, outmaps)", True),
-    ("I", "Binary indicator matrix of fixed weights", "(inmaps, outmaps)", False),
-    ("b", "Bias vector", "(outmaps,)", True),
+    ("W", "the weights, trained in float", "(inmaps, outmaps)", True),
+    ("I", "1 where a weight is fixed", "(inmaps, outmaps)", False),
+    ("b", "the bias", "(outmaps,)", True),
 ])
 def inq_affine(inp, n_outmaps, base_axis=1, num_bits=4, inq_iterations=(),
                selection_algorithm="random", seed=-1, w_init=None, i_init=None, b_init=None,
                fix_parameters=False, rng=None, with_bias=True):
-    """Incremental network quantization affine: after each of ``inq_iterations`` forwards half
-    of the free weights are fixed to powers of two (``I`` marks them)."""
+    """Affine layer with Incremental Network Quantization: at the forwards listed in
+    inq_iterations half of the free weights are fixed to powers of two (I marks them).
+
+    Args:
+        inp (Variable): input (N..., D...), flattened at base_axis.
+        n_outmaps (int or tuple of int): output units.
+        base_axis (int, default 1): the first flattened axis.
+        num_bits (int, default 4): bits of the power-of-two grid.
+        inq_iterations (tuple of int, default ()): the forward counts at which more weights are
+            fixed.
+        selection_algorithm (str, default 'random'): 'largest_abs' or 'random': which weights are
+            fixed first.
+        seed (int, default -1): seed of the random selection; -1: the global generator.
+        w_init (initializer or numpy array, default None): W's initial values; None: Glorot
+            uniform.
+        i_init (initializer or numpy array, default None): I's initial values; None: zeros (no
+            weight fixed).
+        b_init (initializer or numpy array, default None): b's initial values; None: zeros.
+        fix_parameters (bool, default False): the parameters are not trained.
+        rng (numpy.random.RandomState, default None): what the default initializers draw from.
+        with_bias (bool, default True): create and add the bias b.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: shape ``inp.shape[:base_axis] + n_outmaps``.
+    """
     n_outmaps = _as_list(n_outmaps)
     inmaps = int(np.prod(inp.shape[base_axis:]))
     if w_init is None:
@@ -311,15 +418,42 @@ def inq_affine(inp, n_outmaps, base_axis=1, num_bits=4, inq_iterations=(),
 
 # ============================================================================ convolutions
 @parametric_function_api("conv", [
-    ("W", "Filter weights", "(outmaps, inmaps // group, *kernel)", True),
-    ("b", "Bias vector", "(outmaps,)", True),
+    ("W", "the filters", "(outmaps, inmaps // group, *kernel)", True),
+    ("b", "the bias", "(outmaps,)", True),
 ])
 def convolution(inp, outmaps, kernel, pad=None, stride=None, dilation=None, group=1,
                 channel_last=False, w_init=None, b_init=None, base_axis=1, fix_parameters=False,
                 rng=None, with_bias=True, apply_w=None, apply_b=None):
-    """N-D convolution with a bias. ``W`` starts Glorot-uniform over (channels, outmaps,
-    kernel), ``b`` at zero. With ``channel_last`` the input is N...C and the filter
-    (outmaps, *kernel, channels // group)."""
+    """N-d convolution layer with its own filters W and bias b.
+
+    Args:
+        inp (Variable): input (N..., C, *spatial), or (N..., *spatial, C) with channel_last.
+        outmaps (int): number of output channels.
+        kernel (tuple of int): the filter's spatial size, e.g. (3, 3).
+        pad (tuple of int, default None): zero padding at both ends of each spatial axis; None: 0.
+        stride (tuple of int, default None): window step per spatial axis; None: 1.
+        dilation (tuple of int, default None): spacing of the filter taps; None: 1.
+        group (int, default 1): channel groups, each with its own outmaps / group filters.
+        channel_last (bool, default False): channel-last input, output and W.
+        w_init (initializer or numpy array, default None): W's initial values; None: Glorot
+            uniform.
+        b_init (initializer or numpy array, default None): b's initial values; None: zeros.
+        base_axis (int, default 1): the channel axis.
+        fix_parameters (bool, default False): the parameters are not trained.
+        rng (numpy.random.RandomState, default None): what the default initializers draw from.
+        with_bias (bool, default True): create and add the bias b.
+        apply_w (callable, default None): applied to W before use (e.g. a weight normalization).
+        apply_b (callable, default None): applied to b before use.
+        name (str, default None): a parameter scope to put the layer's scope under
+            (``name/conv/W``).
+
+    Returns:
+        Variable: (N..., outmaps, *out), out as in F.convolution.
+
+    Example:
+        >>> x = nn.Variable((8, 3, 32, 32))
+        >>> y = PF.convolution(x, 16, (3, 3), pad=(1, 1), name='conv1')  # y.shape == (8, 16, 32, 32)
+    """
     channels, filter_shape = _conv_filter_shape(inp, base_axis, group, kernel, channel_last)
     if w_init is None:
         w_init = _glorot_uniform(channels, outmaps, tuple(kernel), rng=rng)
@@ -331,15 +465,35 @@ def convolution(inp, outmaps, kernel, pad=None, stride=None, dilation=None, grou
 
 
 @parametric_function_api("svd_conv", [
-    ("U", "Decomposed filter weights :math:`{\\mathbf U}`", "(inmaps * r, *kernel)", True),
-    ("V", "Decomposed filter weights :math:`{\\mathbf V}`", "(outmaps, inmaps * r, 1, ...)", True),
-    ("b", "Bias vector", "(outmaps,)", True),
+    ("U", "the depthwise filters", "(inmaps * r, *kernel)", True),
+    ("V", "the 1x1 convolution's filters", "(outmaps, inmaps * r, 1, ...)", True),
+    ("b", "the bias", "(outmaps,)", True),
 ])
 def svd_convolution(inp, outmaps, kernel, r, pad=None, stride=None, dilation=None, uv_init=None,
                     b_init=None, base_axis=1, fix_parameters=False, rng=None, with_bias=True):
-    """Rank-``r`` convolution: a depthwise convolution with multiplier r (``U``) followed by a
-    1x1 convolution (``V``). The kernels of each input map are the truncated SVD of those of
-    ``uv_init`` (array or initializer of the full filter's shape; Glorot-uniform by default)."""
+    """Convolution with a rank-r filter: a depthwise convolution with multiplier r (U) followed by a
+    1x1 convolution (V), from the truncated SVD of a full filter.
+
+    Args:
+        inp (Variable): input (N..., C, *spatial).
+        outmaps (int): number of output channels.
+        kernel (tuple of int): the filter's spatial size.
+        r (int): the rank.
+        pad (tuple of int, default None): zero padding per spatial axis; None: 0.
+        stride (tuple of int, default None): window step per spatial axis; None: 1.
+        dilation (tuple of int, default None): spacing of the filter taps; None: 1.
+        uv_init (initializer or numpy array, default None): the full filter that is factored;
+            None: Glorot uniform.
+        b_init (initializer or numpy array, default None): b's initial values; None: zeros.
+        base_axis (int, default 1): the channel axis.
+        fix_parameters (bool, default False): the parameters are not trained.
+        rng (numpy.random.RandomState, default None): what the default initializers draw from.
+        with_bias (bool, default True): create and add the bias b.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: (N..., outmaps, *out).
+    """
     if r <= 0:
         raise ValueError("svd_convolution: the rank r must be positive, got {}".format(r))
     inmaps = inp.shape[base_axis]
@@ -368,18 +522,43 @@ def svd_convolution(inp, outmaps, kernel, r, pad=None, stride=None, dilation=Non
 
 
 @parametric_function_api("cpd3_conv", [
-    ("I", "Decomposed filter weights :math:`{\\mathbf I}`", "(r, inmaps, 1, ...)", True),
-    ("K", "Decomposed filter weights :math:`{\\mathbf K}`", "(r, *kernel)", True),
-    ("O", "Decomposed filter weights :math:`{\\mathbf O}`", "(outmaps, r, 1, ...)", True),
-    ("b", "Bias vector", "(outmaps,)", True),
+    ("I", "the input 1x1 convolution's filters", "(r, inmaps, 1, ...)", True),
+    ("K", "the depthwise filters", "(r, *kernel)", True),
+    ("O", "the output 1x1 convolution's filters", "(outmaps, r, 1, ...)", True),
+    ("b", "the bias", "(outmaps,)", True),
 ])
 def cpd3_convolution(inp, outmaps, kernel, r, pad=None, stride=None, dilation=None, oik_init=None,
                      b_init=None, base_axis=1, fix_parameters=False, rng=None, with_bias=True,
                      max_iter=500, stopping_criterion=1e-5, lambda_reg=0.0):
-    """Rank-``r`` CP-decomposed convolution: a 1x1 convolution to r maps (``I``), a depthwise
-    convolution (``K``) and a 1x1 convolution to ``outmaps`` (``O``). The factors are the ALS
-    CP decomposition of ``oik_init`` (array or initializer of the full filter's shape;
-    Glorot-uniform by default) with ``max_iter``, ``stopping_criterion``, ``lambda_reg``."""
+    """Convolution with a rank-r CP-decomposed filter: a 1x1 convolution to r maps (I), a depthwise
+    convolution (K) and a 1x1 convolution to outmaps (O), the factors found by alternating least
+    squares.
+
+    Args:
+        inp (Variable): input (N..., C, *spatial).
+        outmaps (int): number of output channels.
+        kernel (tuple of int): the filter's spatial size.
+        r (int): the rank.
+        pad (tuple of int, default None): zero padding per spatial axis; None: 0.
+        stride (tuple of int, default None): window step per spatial axis; None: 1.
+        dilation (tuple of int, default None): spacing of the filter taps; None: 1.
+        oik_init (initializer or numpy array, default None): the full filter that is factored;
+            None: Glorot uniform.
+        b_init (initializer or numpy array, default None): b's initial values; None: zeros.
+        base_axis (int, default 1): the channel axis.
+        fix_parameters (bool, default False): the parameters are not trained.
+        rng (numpy.random.RandomState, default None): what the initializers and the
+            decomposition draw from.
+        with_bias (bool, default True): create and add the bias b.
+        max_iter (int, default 500): iterations of the decomposition.
+        stopping_criterion (float, default 1e-05): the decomposition stops when its fit improves
+            less.
+        lambda_reg (float, default 0.0): regularization of the decomposition.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: (N..., outmaps, *out).
+    """
     inmaps = inp.shape[base_axis]
     kernel = tuple(kernel)
     if oik_init is None:
@@ -419,14 +598,38 @@ def _binary_conv_params(inp, outmaps, kernel, group, w_init, wb_init, base_axis,
 
 
 @parametric_function_api("bicon_conv", [
-    ("W", "Filter weights in float", "(outmaps, inmaps // group, *kernel)", True),
-    ("Wb", "Binarized filter weights", "(outmaps, inmaps // group, *kernel)", False),
-    ("b", "Bias vector", "(outmaps,)", True),
+    ("W", "the filters, trained in float", "(outmaps, inmaps // group, *kernel)", True),
+    ("Wb", "sign(W), written by the forward", "(outmaps, inmaps // group, *kernel)", False),
+    ("b", "the bias", "(outmaps,)", True),
 ])
 def binary_connect_convolution(inp, outmaps, kernel, pad=None, stride=None, dilation=None, group=1,
                                quantize_zero_to=1.0, w_init=None, wb_init=None, b_init=None,
                                base_axis=1, fix_parameters=False, rng=None, with_bias=True):
-    """BinaryConnect convolution: the filter is sign(W) (``Wb`` holds it after a forward)."""
+    """Convolution with binarized filters (BinaryConnect): sign(W) convolves; W is trained, Wb holds
+    sign(W) after a forward.
+
+    Args:
+        inp (Variable): input (N..., C, *spatial).
+        outmaps (int): number of output channels.
+        kernel (tuple of int): the filter's spatial size.
+        pad (tuple of int, default None): zero padding per spatial axis; None: 0.
+        stride (tuple of int, default None): window step per spatial axis; None: 1.
+        dilation (tuple of int, default None): spacing of the filter taps; None: 1.
+        group (int, default 1): channel groups.
+        quantize_zero_to (float, default 1.0): the value a zero weight binarizes to.
+        w_init (initializer or numpy array, default None): W's initial values; None: Glorot
+            uniform.
+        wb_init (initializer or numpy array, default None): Wb's initial values.
+        b_init (initializer or numpy array, default None): b's initial values; None: zeros.
+        base_axis (int, default 1): the channel axis.
+        fix_parameters (bool, default False): the parameters are not trained.
+        rng (numpy.random.RandomState, default None): what the default initializers draw from.
+        with_bias (bool, default True): create and add the bias b.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: (N..., outmaps, *out).
+    """
     w, wb = _binary_conv_params(inp, outmaps, kernel, group, w_init, wb_init, base_axis,
                                 fix_parameters, rng)
     b = _bias((outmaps,), b_init, with_bias, fix_parameters)
@@ -435,16 +638,39 @@ def binary_connect_convolution(inp, outmaps, kernel, pad=None, stride=None, dila
 
 
 @parametric_function_api("bwn_conv", [
-    ("W", "Filter weights in float", "(outmaps, inmaps // group, *kernel)", True),
-    ("Wb", "Binarized filter weights", "(outmaps, inmaps // group, *kernel)", False),
-    ("alpha", "Scaling factor :math:`\\alpha`", "(outmaps,)", False),
-    ("b", "Bias vector", "(outmaps,)", True),
+    ("W", "the filters, trained in float", "(outmaps, inmaps // group, *kernel)", True),
+    ("Wb", "sign(W), written by the forward", "(outmaps, inmaps // group, *kernel)", False),
+    ("alpha", "the per-output scale, written by the forward", "(outmaps,)", False),
+    ("b", "the bias", "(outmaps,)", True),
 ])
 def binary_weight_convolution(inp, outmaps, kernel, pad=None, stride=None, dilation=None, group=1,
                               quantize_zero_to=1.0, w_init=None, wb_init=None, b_init=None,
                               base_axis=1, fix_parameters=False, rng=None, with_bias=True):
-    """Binary weight convolution (XNOR-Net): the filter is alpha sign(W), alpha the mean |W|
-    per output map."""
+    """Convolution with binary filters scaled per output channel (XNOR-Net): alpha sign(W), alpha
+    the mean of abs(W) per output channel.
+
+    Args:
+        inp (Variable): input (N..., C, *spatial).
+        outmaps (int): number of output channels.
+        kernel (tuple of int): the filter's spatial size.
+        pad (tuple of int, default None): zero padding per spatial axis; None: 0.
+        stride (tuple of int, default None): window step per spatial axis; None: 1.
+        dilation (tuple of int, default None): spacing of the filter taps; None: 1.
+        group (int, default 1): channel groups.
+        quantize_zero_to (float, default 1.0): the value a zero weight binarizes to.
+        w_init (initializer or numpy array, default None): W's initial values; None: Glorot
+            uniform.
+        wb_init (initializer or numpy array, default None): Wb's initial values.
+        b_init (initializer or numpy array, default None): b's initial values; None: zeros.
+        base_axis (int, default 1): the channel axis.
+        fix_parameters (bool, default False): the parameters are not trained.
+        rng (numpy.random.RandomState, default None): what the default initializers draw from.
+        with_bias (bool, default True): create and add the bias b.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: (N..., outmaps, *out).
+    """
     w, wb = _binary_conv_params(inp, outmaps, kernel, group, w_init, wb_init, base_axis,
                                 fix_parameters, rng)
     alpha = _buffer("alpha", (outmaps,), ConstantInitializer(0))
@@ -454,15 +680,42 @@ def binary_weight_convolution(inp, outmaps, kernel, pad=None, stride=None, dilat
 
 
 @parametric_function_api("inq_conv", [
-    ("W", "Filter weights in float", "(outmaps, inmaps // group, *kernel)", True),
-    ("I", "Binary indicator matrix of fixed weights", "(outmaps, inmaps // group, *kernel)", False),
-    ("b", "Bias vector", "(outmaps,)", True),
+    ("W", "the filters, trained in float", "(outmaps, inmaps // group, *kernel)", True),
+    ("I", "1 where a weight is fixed", "(outmaps, inmaps // group, *kernel)", False),
+    ("b", "the bias", "(outmaps,)", True),
 ])
 def inq_convolution(inp, outmaps, kernel, pad=None, stride=None, dilation=None, group=1,
                     num_bits=4, inq_iterations=(), selection_algorithm="random", seed=-1,
                     w_init=None, i_init=None, b_init=None, base_axis=1, fix_parameters=False,
                     rng=None, with_bias=True):
-    """Incremental network quantization convolution (see ``inq_affine``)."""
+    """Convolution with Incremental Network Quantization of its filters (see :func:`inq_affine`).
+
+    Args:
+        inp (Variable): input (N..., C, *spatial).
+        outmaps (int): number of output channels.
+        kernel (tuple of int): the filter's spatial size.
+        pad (tuple of int, default None): zero padding per spatial axis; None: 0.
+        stride (tuple of int, default None): window step per spatial axis; None: 1.
+        dilation (tuple of int, default None): spacing of the filter taps; None: 1.
+        group (int, default 1): channel groups.
+        num_bits (int, default 4): bits of the power-of-two grid.
+        inq_iterations (tuple of int, default ()): the forward counts at which more weights are
+            fixed.
+        selection_algorithm (str, default 'random'): 'largest_abs' or 'random'.
+        seed (int, default -1): seed of the random selection; -1: the global generator.
+        w_init (initializer or numpy array, default None): W's initial values; None: Glorot
+            uniform.
+        i_init (initializer or numpy array, default None): I's initial values; None: zeros.
+        b_init (initializer or numpy array, default None): b's initial values; None: zeros.
+        base_axis (int, default 1): the channel axis.
+        fix_parameters (bool, default False): the parameters are not trained.
+        rng (numpy.random.RandomState, default None): what the default initializers draw from.
+        with_bias (bool, default True): create and add the bias b.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: (N..., outmaps, *out).
+    """
     channels, filter_shape = _conv_filter_shape(inp, base_axis, group, kernel, False)
     if w_init is None:
         w_init = _glorot_uniform(channels, outmaps, tuple(kernel), rng=rng)
@@ -474,13 +727,33 @@ def inq_convolution(inp, outmaps, kernel, pad=None, stride=None, dilation=None, 
 
 
 @parametric_function_api("depthwise_conv", [
-    ("W", "Filter weights", "(inmaps * multiplier, *kernel)", True),
-    ("b", "Bias vector", "(inmaps * multiplier,)", True),
+    ("W", "the filters", "(inmaps * multiplier, *kernel)", True),
+    ("b", "the bias", "(inmaps * multiplier,)", True),
 ])
 def depthwise_convolution(inp, kernel, pad=None, stride=None, dilation=None, multiplier=1,
                           w_init=None, b_init=None, base_axis=1, fix_parameters=False, rng=None,
                           with_bias=True):
-    """Depthwise convolution: ``multiplier`` filters per input map, no mixing across maps."""
+    """Depthwise convolution layer: multiplier filters per input channel, no mixing across channels.
+
+    Args:
+        inp (Variable): input (N..., C, *spatial).
+        kernel (tuple of int): the filter's spatial size.
+        pad (tuple of int, default None): zero padding per spatial axis; None: 0.
+        stride (tuple of int, default None): window step per spatial axis; None: 1.
+        dilation (tuple of int, default None): spacing of the filter taps; None: 1.
+        multiplier (int, default 1): filters (output channels) per input channel.
+        w_init (initializer or numpy array, default None): W's initial values; None: Glorot
+            uniform.
+        b_init (initializer or numpy array, default None): b's initial values; None: zeros.
+        base_axis (int, default 1): the channel axis.
+        fix_parameters (bool, default False): the parameters are not trained.
+        rng (numpy.random.RandomState, default None): what the default initializers draw from.
+        with_bias (bool, default True): create and add the bias b.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: (N..., C * multiplier, *out).
+    """
     channels = inp.shape[base_axis]
     if w_init is None:
         w_init = _glorot_uniform(channels * multiplier, channels, tuple(kernel), rng=rng)
@@ -490,14 +763,43 @@ def depthwise_convolution(inp, kernel, pad=None, stride=None, dilation=None, mul
 
 
 @parametric_function_api("deconv", [
-    ("W", "Filter weights", "(inmaps, outmaps // group, *kernel)", True),
-    ("b", "Bias vector", "(outmaps,)", True),
+    ("W", "the filters", "(inmaps, outmaps // group, *kernel)", True),
+    ("b", "the bias", "(outmaps,)", True),
 ])
 def deconvolution(inp, outmaps, kernel, pad=None, stride=None, dilation=None, group=1,
                   channel_last=False, output_padding=None, w_init=None, b_init=None, base_axis=1,
                   fix_parameters=False, rng=None, with_bias=True, apply_w=None, apply_b=None):
-    """Transposed convolution. ``W`` is (channels, outmaps // group, *kernel) (channel-last:
-    (channels, *kernel, outmaps // group)) and starts Glorot-uniform over (outmaps, channels)."""
+    """Transposed convolution layer with its own filters W (C, outmaps / group, *kernel) and bias b.
+
+    Args:
+        inp (Variable): input (N..., C, *spatial), or channel-last.
+        outmaps (int): number of output channels.
+        kernel (tuple of int): the filter's spatial size.
+        pad (tuple of int, default None): padding removed from the output; None: 0.
+        stride (tuple of int, default None): upsampling step per spatial axis; None: 1.
+        dilation (tuple of int, default None): spacing of the filter taps; None: 1.
+        group (int, default 1): channel groups.
+        channel_last (bool, default False): channel-last input, output and W.
+        output_padding (tuple of int, default None): added to the end of each output spatial axis;
+            None: 0.
+        w_init (initializer or numpy array, default None): W's initial values; None: Glorot
+            uniform.
+        b_init (initializer or numpy array, default None): b's initial values; None: zeros.
+        base_axis (int, default 1): the channel axis.
+        fix_parameters (bool, default False): the parameters are not trained.
+        rng (numpy.random.RandomState, default None): what the default initializers draw from.
+        with_bias (bool, default True): create and add the bias b.
+        apply_w (callable, default None): applied to W before use.
+        apply_b (callable, default None): applied to b before use.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: (N..., outmaps, *out), out as in F.deconvolution.
+
+    Example:
+        >>> x = nn.Variable((8, 16, 8, 8))
+        >>> y = PF.deconvolution(x, 3, (4, 4), pad=(1, 1), stride=(2, 2))  # y.shape == (8, 3, 16, 16)
+    """
     if channel_last:
         channels = inp.shape[-1]
         w_shape = (channels,) + tuple(kernel) + (outmaps // group,)
@@ -515,13 +817,34 @@ def deconvolution(inp, outmaps, kernel, pad=None, stride=None, dilation=None, gr
 
 
 @parametric_function_api("depthwise_deconv", [
-    ("W", "Filter weights", "(inmaps,) + kernel", True),
-    ("b", "Bias vector", "(inmaps / divisor,)", True),
+    ("W", "the filters", "(inmaps,) + kernel", True),
+    ("b", "the bias", "(inmaps / divisor,)", True),
 ])
 def depthwise_deconvolution(inp, kernel, pad=None, stride=None, dilation=None, divisor=1,
                             w_init=None, b_init=None, base_axis=1, fix_parameters=False, rng=None,
                             with_bias=True):
-    """Transposed depthwise convolution; ``divisor`` input maps are summed into each output."""
+    """Transposed depthwise convolution layer: divisor input channels are summed into each output
+    channel.
+
+    Args:
+        inp (Variable): input (N..., C, *spatial); C divisible by divisor.
+        kernel (tuple of int): the filter's spatial size.
+        pad (tuple of int, default None): padding removed from the output; None: 0.
+        stride (tuple of int, default None): upsampling step per spatial axis; None: 1.
+        dilation (tuple of int, default None): spacing of the filter taps; None: 1.
+        divisor (int, default 1): input channels per output channel.
+        w_init (initializer or numpy array, default None): W's initial values; None: Glorot
+            uniform.
+        b_init (initializer or numpy array, default None): b's initial values; None: zeros.
+        base_axis (int, default 1): the channel axis.
+        fix_parameters (bool, default False): the parameters are not trained.
+        rng (numpy.random.RandomState, default None): what the default initializers draw from.
+        with_bias (bool, default True): create and add the bias b.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: (N..., C / divisor, *out).
+    """
     channels = inp.shape[base_axis]
     if w_init is None:
         w_init = _glorot_uniform(channels, channels, tuple(kernel), rng=rng)
@@ -532,10 +855,10 @@ def depthwise_deconvolution(inp, kernel, pad=None, stride=None, dilation=None, d
 
 # ============================================================================ normalization
 _BN_PARAMS = [
-    ("beta", "Trainable bias :math:`\\beta`", "<see above>", True),
-    ("gamma", "Trainable scaling factor :math:`\\gamma`", "<see above>", True),
-    ("mean", "Moving average of batch mean", "<see above>", False),
-    ("var", "Moving average of batch variance", "<see above>", False),
+    ("beta", "the shift", "the statistics' shape", True),
+    ("gamma", "the scale", "the statistics' shape", True),
+    ("mean", "the running mean", "the statistics' shape", False),
+    ("var", "the running variance", "the statistics' shape", False),
 ]
 
 
@@ -552,10 +875,31 @@ def _bn_params(inp, axes, fix_parameters, param_init, no_scale, no_bias):
 @parametric_function_api("bn", _BN_PARAMS)
 def batch_normalization(inp, axes=[1], decay_rate=0.9, eps=1e-5, batch_stat=True, output_stat=False,
                         fix_parameters=False, param_init=None, no_scale=False, no_bias=False):
-    """Batch normalization over all axes but ``axes``. ``batch_stat`` normalizes with the
-    batch statistics and updates the running ``mean``/``var`` by ``decay_rate``; otherwise the
-    running ones are used. ``param_init`` maps 'beta', 'gamma', 'mean', 'var' to initializers
-    or arrays."""
+    """Batch normalization layer with its own beta, gamma and running mean and variance (scope
+    'bn').
+
+    Args:
+        inp (Variable): input, e.g. (N, C, H, W).
+        axes (list of int, default [1]): the axes that keep their statistics (the channels).
+        decay_rate (float, default 0.9): the running statistics' momentum.
+        eps (float, default 1e-05): added to the variance before its square root.
+        batch_stat (bool, default True): normalize with the batch's statistics and update the
+            running ones (training); False: use the running ones (inference).
+        output_stat (bool, default False): also return the batch mean and variance.
+        fix_parameters (bool, default False): beta and gamma are not trained.
+        param_init (dict, default None): initializers or arrays for 'beta', 'gamma', 'mean' and
+            'var'; the defaults are 0, 1, 0 and 1.
+        no_scale (bool, default False): no gamma.
+        no_bias (bool, default False): no beta.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: shape of inp; with output_stat also the batch mean and variance.
+
+    Example:
+        >>> x = nn.Variable((8, 16, 4, 4))
+        >>> y = PF.batch_normalization(x, batch_stat=True)  # y.shape == (8, 16, 4, 4)
+    """
     beta, gamma, mean, var = _bn_params(inp, axes, fix_parameters, param_init, no_scale, no_bias)
     return F.batch_normalization(inp, beta, gamma, mean, var, axes, decay_rate, eps, batch_stat,
                                  output_stat)
@@ -565,7 +909,27 @@ def batch_normalization(inp, axes=[1], decay_rate=0.9, eps=1e-5, batch_stat=True
 def fused_batch_normalization(inp, z=None, axes=[1], decay_rate=0.9, eps=1e-5, batch_stat=True,
                               nonlinearity="relu", output_stat=False, fix_parameters=False,
                               param_init=None, no_scale=False, no_bias=False):
-    """Batch normalization, then adding the residual ``z`` (if given), then ``nonlinearity``."""
+    """Batch normalization layer, then + z, then relu, in one function (parameters as
+    :func:`batch_normalization`'s).
+
+    Args:
+        inp (Variable): input, e.g. (N, C, H, W).
+        z (Variable, default None): added before the nonlinearity (a residual); None: nothing.
+        axes (list of int, default [1]): the axes that keep their statistics.
+        decay_rate (float, default 0.9): the running statistics' momentum.
+        eps (float, default 1e-05): added to the variance before its square root.
+        batch_stat (bool, default True): use the batch's statistics and update the running ones.
+        nonlinearity (str, default 'relu'): the activation (only 'relu').
+        output_stat (bool, default False): also return the batch mean and variance.
+        fix_parameters (bool, default False): beta and gamma are not trained.
+        param_init (dict, default None): initializers or arrays for 'beta', 'gamma', 'mean', 'var'.
+        no_scale (bool, default False): no gamma.
+        no_bias (bool, default False): no beta.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: shape of inp.
+    """
     beta, gamma, mean, var = _bn_params(inp, axes, fix_parameters, param_init, no_scale, no_bias)
     return F.fused_batch_normalization(inp, beta, gamma, mean, var, z, axes=axes,
                                        decay_rate=decay_rate, eps=eps, batch_stat=batch_stat,
@@ -576,7 +940,27 @@ def fused_batch_normalization(inp, z=None, axes=[1], decay_rate=0.9, eps=1e-5, b
 def sync_batch_normalization(inp, comm, group="world", axes=[1], decay_rate=0.9, eps=1e-5,
                              batch_stat=True, output_stat=False, fix_parameters=False,
                              param_init=None, no_scale=False, no_bias=False):
-    """Batch normalization with the batch statistics reduced over the processes of ``comm``."""
+    """Batch normalization layer whose batch statistics are merged over the processes of a
+    communicator (data-parallel training).
+
+    Args:
+        inp (Variable): input, e.g. (N, C, H, W).
+        comm (Communicator): whose processes share the statistics.
+        group (str, default 'world'): the communicator's group.
+        axes (list of int, default [1]): the axes that keep their statistics.
+        decay_rate (float, default 0.9): the running statistics' momentum.
+        eps (float, default 1e-05): added to the variance before its square root.
+        batch_stat (bool, default True): use the merged batch statistics.
+        output_stat (bool, default False): also return the batch mean and variance.
+        fix_parameters (bool, default False): beta and gamma are not trained.
+        param_init (dict, default None): initializers or arrays for 'beta', 'gamma', 'mean', 'var'.
+        no_scale (bool, default False): no gamma.
+        no_bias (bool, default False): no beta.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: shape of inp.
+    """
     beta, gamma, mean, var = _bn_params(inp, axes, fix_parameters, param_init, no_scale, no_bias)
     return F.sync_batch_normalization(inp, beta, gamma, mean, var, comm, group=group, axes=axes,
                                       decay_rate=decay_rate, eps=eps, batch_stat=batch_stat,
@@ -584,12 +968,22 @@ def sync_batch_normalization(inp, comm, group="world", axes=[1], decay_rate=0.9,
 
 
 @parametric_function_api("mean_subtraction", [
-    ("mean", "Moving average", "inp.shape[base_axis:]", False),
-    ("t", "Minibatch counter used in forward pass", "(1,)", False),
+    ("mean", "the running mean", "inp.shape[base_axis:]", False),
+    ("t", "the number of batches seen", "(1,)", False),
 ])
 def mean_subtraction(inp, base_axis=1, update_running_mean=True, fix_parameters=False):
-    """Subtract the running mean of the samples (updated unless ``update_running_mean`` is
-    False). ``fix_parameters`` has no effect (nnabla keeps it for uniformity)."""
+    """Subtracts the running mean of all inputs seen so far (kept in the parameters mean and t).
+
+    Args:
+        inp (Variable): input (N..., *features).
+        base_axis (int, default 1): the first feature axis.
+        update_running_mean (bool, default True): fold this batch into the running mean.
+        fix_parameters (bool, default False): accepted for nnabla's signature (no effect).
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: shape of inp.
+    """
     if len(inp.shape) < base_axis:
         raise ValueError("mean_subtraction: base_axis={} exceeds the {} dimensions of input shape {}"
                          .format(base_axis, len(inp.shape), inp.shape))
@@ -600,13 +994,33 @@ def mean_subtraction(inp, base_axis=1, update_running_mean=True, fix_parameters=
 
 
 @parametric_function_api("layer_normalization", [
-    ("beta", "Trainable bias :math:`\\beta`", "<see above>", True),
-    ("gamma", "Trainable scaling factor :math:`\\gamma`", "<see above>", True),
+    ("beta", "the shift", "the statistics' shape", True),
+    ("gamma", "the scale", "the statistics' shape", True),
 ])
 def layer_normalization(inp, batch_axis=0, eps=1e-05, output_stat=False, fix_parameters=False,
                         param_init=None, no_scale=False, no_bias=False):
-    """Layer normalization: each sample normalized over all but ``batch_axis``, with
-    per-element ``beta``/``gamma`` (shaped like the input with 1 on the batch axes)."""
+    """Layer normalization layer: each sample normalized over all its axes, with elementwise beta and
+    gamma (the input's shape with 1 on the batch axes).
+
+    Args:
+        inp (Variable): input (N, ...).
+        batch_axis (int or list of int, default 0): the axes whose every index is normalized on
+            its own.
+        eps (float, default 1e-05): added to the variance before its square root.
+        output_stat (bool, default False): also return the mean and variance.
+        fix_parameters (bool, default False): beta and gamma are not trained.
+        param_init (dict, default None): initializers or arrays for 'beta' and 'gamma'.
+        no_scale (bool, default False): no gamma.
+        no_bias (bool, default False): no beta.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: shape of inp.
+
+    Example:
+        >>> x = nn.Variable((8, 10, 32))
+        >>> y = PF.layer_normalization(x, batch_axis=(0, 1))  # y.shape == (8, 10, 32)
+    """
     batch_axis = _force_list(batch_axis)
     shape = list(inp.shape)
     for a in batch_axis:
@@ -617,13 +1031,30 @@ def layer_normalization(inp, batch_axis=0, eps=1e-05, output_stat=False, fix_par
 
 
 @parametric_function_api("instance_normalization", [
-    ("beta", "Trainable bias :math:`\\beta`", "<see above>", True),
-    ("gamma", "Trainable scaling factor :math:`\\gamma`", "<see above>", True),
+    ("beta", "the shift", "the statistics' shape", True),
+    ("gamma", "the scale", "the statistics' shape", True),
 ])
 def instance_normalization(inp, channel_axis=1, batch_axis=0, eps=1e-05, output_stat=False,
                            fix_parameters=False, param_init=None, no_scale=False, no_bias=False):
-    """Instance normalization: each sample and channel normalized over the remaining axes,
-    with per-channel ``beta``/``gamma``."""
+    """Instance normalization layer: each sample's channel normalized over the remaining axes, with
+    per-channel beta and gamma.
+
+    Args:
+        inp (Variable): input (N, C, ...).
+        channel_axis (int, default 1): the channel axis.
+        batch_axis (int or list of int, default 0): the axes whose every index is normalized on
+            its own.
+        eps (float, default 1e-05): added to the variance before its square root.
+        output_stat (bool, default False): also return the mean and variance.
+        fix_parameters (bool, default False): beta and gamma are not trained.
+        param_init (dict, default None): initializers or arrays for 'beta' and 'gamma'.
+        no_scale (bool, default False): no gamma.
+        no_bias (bool, default False): no beta.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: shape of inp.
+    """
     beta, gamma = _beta_gamma(_stat_shape(inp, [channel_axis]), fix_parameters, param_init,
                               no_bias, no_scale)
     return F.instance_normalization(inp, beta, gamma, channel_axis=channel_axis,
@@ -631,13 +1062,31 @@ def instance_normalization(inp, channel_axis=1, batch_axis=0, eps=1e-05, output_
 
 
 @parametric_function_api("group_normalization", [
-    ("beta", "Trainable bias :math:`\\beta`", "<see above>", True),
-    ("gamma", "Trainable scaling factor :math:`\\gamma`", "<see above>", True),
+    ("beta", "the shift", "the statistics' shape", True),
+    ("gamma", "the scale", "the statistics' shape", True),
 ])
 def group_normalization(inp, num_groups, channel_axis=1, batch_axis=0, eps=1e-05, output_stat=False,
                         fix_parameters=False, param_init=None, no_scale=False, no_bias=False):
-    """Group normalization: each sample normalized over groups of channels (``num_groups``
-    groups), with per-channel ``beta``/``gamma``."""
+    """Group normalization layer: each sample normalized over groups of channels, with per-channel
+    beta and gamma.
+
+    Args:
+        inp (Variable): input (N, C, ...).
+        num_groups (int): number of channel groups; divides C.
+        channel_axis (int, default 1): the channel axis.
+        batch_axis (int or list of int, default 0): the axes whose every index is normalized on
+            its own.
+        eps (float, default 1e-05): added to the variance before its square root.
+        output_stat (bool, default False): also return the mean and variance.
+        fix_parameters (bool, default False): beta and gamma are not trained.
+        param_init (dict, default None): initializers or arrays for 'beta' and 'gamma'.
+        no_scale (bool, default False): no gamma.
+        no_bias (bool, default False): no beta.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: shape of inp.
+    """
     beta, gamma = _beta_gamma(_stat_shape(inp, [channel_axis]), fix_parameters, param_init,
                               no_bias, no_scale)
     return F.group_normalization(inp, beta, gamma, num_groups=num_groups, channel_axis=channel_axis,
@@ -646,12 +1095,25 @@ def group_normalization(inp, num_groups, channel_axis=1, batch_axis=0, eps=1e-05
 
 
 @parametric_function_api("spectral-norm", [
-    ("u", "singular vector", "(w.shape[dim], )", False),
+    ("u", "the power iteration's vector", "(w.shape[dim], )", False),
 ])
 def spectral_norm(w, dim=0, itr=1, eps=1e-12, test=False, u_init=None, fix_parameters=True):
-    """W / sigma(W), sigma the largest singular value estimated by ``itr`` power iterations
-    from the persistent vector ``u`` (dimension ``dim`` is the output one). Typically used as
-    ``apply_w=lambda w: PF.spectral_norm(w, dim=0)``."""
+    """Spectral normalization of a weight, with the power iteration's vector u kept as a parameter;
+    typically ``apply_w=lambda w: PF.spectral_norm(w, dim=0)``.
+
+    Args:
+        w (Variable): the weight.
+        dim (int, default 0): the output axis (the rows of the matrix).
+        itr (int, default 1): power iterations per forward.
+        eps (float, default 1e-12): keeps the vectors' normalization away from 0 / 0.
+        test (bool, default False): leave u unchanged (inference).
+        u_init (initializer or numpy array, default None): u's initial values; None: normal.
+        fix_parameters (bool, default True): accepted for nnabla's signature (u is never trained).
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: w / sigma, shape of w.
+    """
     if not 0 <= dim < len(w.shape):
         raise ValueError("spectral_norm: dim={} is not an axis of the weight of shape {}"
                          .format(dim, w.shape))
@@ -661,8 +1123,8 @@ def spectral_norm(w, dim=0, itr=1, eps=1e-12, test=False, u_init=None, fix_param
 
 
 @parametric_function_api("spectral-norm", [
-    ("W_sn", "Spectral Normalized Weight matrix", "w.shape", False),
-    ("u", "singular vector", "(w.shape[dim], )", False),
+    ("W_sn", "the normalized weight, written by the forward", "w.shape", False),
+    ("u", "the power iteration's vector", "(w.shape[dim], )", False),
 ])
 def _spectral_norm_v1(w, dim=0, itr=1, eps=1e-12, test=False, u_init=None, fix_parameters=True):
     """nnabla's earlier spectral norm (its graph of F ops, here the SpectralNorm function): the
@@ -680,11 +1142,24 @@ def _spectral_norm_v1(w, dim=0, itr=1, eps=1e-12, test=False, u_init=None, fix_p
 
 
 @parametric_function_api("wn", [
-    ("g", "Weight Normalization adaptive scale scalar.", "w.shape[dim]", True),
+    ("g", "the learned norms", "w.shape[dim]", True),
 ])
 def weight_normalization(w, dim=0, eps=1e-12, g_init=None, fix_parameters=False):
-    """g W / ||W||, the norm taken per index of ``dim``; ``g`` starts at the norms of ``w``
-    (so the layer starts unchanged). Typically ``apply_w=PF.weight_normalization``."""
+    """Weight normalization with the scale g as a parameter: g W / norm(W), the norm per index of
+    dim; typically ``apply_w=PF.weight_normalization``.
+
+    Args:
+        w (Variable): the weight.
+        dim (int, default 0): the axis that keeps its own norm (the output units).
+        eps (float, default 1e-12): added to the squared norm.
+        g_init (initializer or numpy array, default None): g's initial values; None: W's norms (the
+            layer starts unchanged).
+        fix_parameters (bool, default False): g is not trained.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: shape of w.
+    """
     if g_init is None:
         g_init = WeightNormalizationScaleInitializer(w, dim, eps)
     g = get_parameter_or_create("g", (w.shape[dim],), initializer=g_init, need_grad=True,
@@ -694,11 +1169,28 @@ def weight_normalization(w, dim=0, eps=1e-12, g_init=None, fix_parameters=False)
 
 # ============================================================================ embed, prelu
 @parametric_function_api("embed", [
-    ("W", "Embedding matrix", "(n_inputs, n_features)", True),
+    ("W", "the table", "(n_inputs, n_features)", True),
 ])
 def embed(inp, n_inputs, n_features, initializer=None, fix_parameters=False, apply_w=None):
-    """Look-up table: row ``inp[...]`` of ``W`` (n_inputs, n_features), which starts
-    U(-sqrt(3), sqrt(3))."""
+    """Embedding layer: a look-up table W (n_inputs, n_features); y[...] = W[inp[...]].
+
+    Args:
+        inp (Variable): integer indices in [0, n_inputs), any shape.
+        n_inputs (int): number of rows (distinct indices).
+        n_features (int): the length of each row.
+        initializer (initializer or numpy array, default None): W's initial values; None: uniform
+            in [-sqrt(3), sqrt(3)].
+        fix_parameters (bool, default False): W is not trained.
+        apply_w (callable, default None): applied to W before use.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: shape ``inp.shape + (n_features,)``.
+
+    Example:
+        >>> idx = nn.Variable.from_numpy_array(np.array([[1, 4, 2]]))
+        >>> y = PF.embed(idx, 10, 8)  # y.shape == (1, 3, 8)
+    """
     if initializer is None:
         initializer = UniformInitializer((-np.sqrt(3.), np.sqrt(3)))
     w = _trainable("W", [n_inputs, n_features], initializer, fix_parameters)
@@ -708,11 +1200,24 @@ def embed(inp, n_inputs, n_features, initializer=None, fix_parameters=False, app
 
 
 @parametric_function_api("prelu", [
-    ("slope", "Negative slope", "tuple() if shared else (inp.shape[base_axis],)", True),
+    ("slope", "the slope of negative inputs", "tuple() if shared else (inp.shape[base_axis],)", True),
 ])
 def prelu(inp, base_axis=1, shared=True, fix_parameters=False, slope_init=None):
-    """Parametric ReLU: max(0, x) + slope min(0, x), one slope (``shared``) or one per channel
-    of axis ``base_axis``; slopes start at 0.25."""
+    """Parametric ReLU layer: x for x > 0, slope * x otherwise, with one learned slope or one per
+    channel (starting at 0.25).
+
+    Args:
+        inp (Variable): input, any shape.
+        base_axis (int, default 1): the channel axis of per-channel slopes.
+        shared (bool, default True): one slope for all elements (True) or one per channel.
+        fix_parameters (bool, default False): the slope is not trained.
+        slope_init (initializer or numpy array, default None): the slopes' initial values; None:
+            0.25.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: shape of inp.
+    """
     shape = tuple() if shared else (inp.shape[base_axis],)
     slope = _trainable("slope", shape, _default(slope_init, 0.25),
                        fix_parameters)
@@ -772,10 +1277,10 @@ def _pruned(rate):
 
 
 _QUANTIZED_PARAMS = [
-    ("W", "Weight in float", "(inmaps, outmaps) or (outmaps, inmaps // group, *kernel)", True),
-    ("b", "Bias vector in float", "(outmaps,)", True),
-    ("W_q", "Quantized weights", "like W", False),
-    ("b_q", "Quantized biases", "(outmaps,)", False),
+    ("W", "the weights, trained in float", "(inmaps, outmaps) or (outmaps, inmaps // group, *kernel)", True),
+    ("b", "the bias, trained in float", "(outmaps,)", True),
+    ("W_q", "the quantized weights, written by the forward", "like W", False),
+    ("b_q", "the quantized bias, written by the forward", "(outmaps,)", False),
 ]
 
 
@@ -785,7 +1290,35 @@ def fixed_point_quantized_affine(inp, n_outmaps, base_axis=1, w_init=None, b_ini
                                  sign_w=True, n_w=8, delta_w=2**-4, ste_fine_grained_w=True,
                                  quantize_b=True, sign_b=True, n_b=8, delta_b=2**-4,
                                  ste_fine_grained_b=True):
-    """Affine with fixed-point quantized weights and bias (``n`` bits, step ``delta``)."""
+    """Affine layer whose weights and bias are fixed-point quantized in the forward (W_q, b_q hold
+    the quantized values); the float W and b are trained.
+
+    Args:
+        inp (Variable): input (N..., D...), flattened at base_axis.
+        n_outmaps (int or tuple of int): output units.
+        base_axis (int, default 1): the first flattened axis.
+        w_init (initializer or numpy array, default None): W's initial values; None: Glorot
+            uniform.
+        b_init (initializer or numpy array, default None): b's initial values; None: zeros.
+        fix_parameters (bool, default False): the parameters are not trained.
+        rng (numpy.random.RandomState, default None): what the default initializers draw from.
+        with_bias (bool, default True): create and add the bias.
+        quantize_w (bool, default True): quantize the weights.
+        sign_w (bool, default True): signed weight range.
+        n_w (int, default 8): bits of the weights.
+        delta_w (float, default 2 ** -4): step of the weights' levels.
+        ste_fine_grained_w (bool, default True): the weights' gradient passes only inside the
+            range.
+        quantize_b (bool, default True): quantize the bias.
+        sign_b (bool, default True): signed bias range.
+        n_b (int, default 8): bits of the bias.
+        delta_b (float, default 2 ** -4): step of the bias's levels.
+        ste_fine_grained_b (bool, default True): the bias's gradient passes only inside the range.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: shape ``inp.shape[:base_axis] + n_outmaps``.
+    """
     w_shape, b_shape, w_init, b_init = _affine_shapes(inp, n_outmaps, base_axis, w_init, b_init,
                                                       with_bias, rng)
     w, b = _quantized_weight_and_bias(w_shape, b_shape, w_init, b_init, fix_parameters, with_bias,
@@ -802,7 +1335,41 @@ def fixed_point_quantized_convolution(inp, outmaps, kernel, pad=None, stride=Non
                                       quantize_w=True, sign_w=True, n_w=8, delta_w=2**-4,
                                       ste_fine_grained_w=True, quantize_b=True, sign_b=True, n_b=8,
                                       delta_b=2**-4, ste_fine_grained_b=True):
-    """Convolution with fixed-point quantized weights and bias."""
+    """Convolution layer whose filters and bias are fixed-point quantized in the forward; the float
+    W and b are trained.
+
+    Args:
+        inp (Variable): input (N..., C, *spatial).
+        outmaps (int): number of output channels.
+        kernel (tuple of int): the filter's spatial size.
+        pad (tuple of int, default None): zero padding per spatial axis; None: 0.
+        stride (tuple of int, default None): window step per spatial axis; None: 1.
+        dilation (tuple of int, default None): spacing of the filter taps; None: 1.
+        group (int, default 1): channel groups.
+        channel_last (bool, default False): channel-last input and output.
+        w_init (initializer or numpy array, default None): W's initial values; None: Glorot
+            uniform.
+        b_init (initializer or numpy array, default None): b's initial values; None: zeros.
+        base_axis (int, default 1): the channel axis.
+        fix_parameters (bool, default False): the parameters are not trained.
+        rng (numpy.random.RandomState, default None): what the default initializers draw from.
+        with_bias (bool, default True): create and add the bias.
+        quantize_w (bool, default True): quantize the filters.
+        sign_w (bool, default True): signed filter range.
+        n_w (int, default 8): bits of the filters.
+        delta_w (float, default 2 ** -4): step of the filters' levels.
+        ste_fine_grained_w (bool, default True): the filters' gradient passes only inside the
+            range.
+        quantize_b (bool, default True): quantize the bias.
+        sign_b (bool, default True): signed bias range.
+        n_b (int, default 8): bits of the bias.
+        delta_b (float, default 2 ** -4): step of the bias's levels.
+        ste_fine_grained_b (bool, default True): the bias's gradient passes only inside the range.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: (N..., outmaps, *out).
+    """
     w_shape, b_shape, w_init, b_init = _conv_shapes(inp, outmaps, kernel, group, channel_last,
                                                     base_axis, w_init, b_init, with_bias, rng)
     w, b = _quantized_weight_and_bias(w_shape, b_shape, w_init, b_init, fix_parameters, with_bias,
@@ -818,7 +1385,37 @@ def pow2_quantized_affine(inp, n_outmaps, base_axis=1, w_init=None, b_init=None,
                           sign_w=True, with_zero_w=False, n_w=8, m_w=2, ste_fine_grained_w=True,
                           quantize_b=True, sign_b=True, with_zero_b=False, n_b=8, m_b=2,
                           ste_fine_grained_b=True):
-    """Affine with power-of-two quantized weights and bias (``n`` bits, magnitudes up to 2^m)."""
+    """Affine layer whose weights and bias are power-of-two quantized in the forward; the float W
+    and b are trained.
+
+    Args:
+        inp (Variable): input (N..., D...), flattened at base_axis.
+        n_outmaps (int or tuple of int): output units.
+        base_axis (int, default 1): the first flattened axis.
+        w_init (initializer or numpy array, default None): W's initial values; None: Glorot
+            uniform.
+        b_init (initializer or numpy array, default None): b's initial values; None: zeros.
+        fix_parameters (bool, default False): the parameters are not trained.
+        rng (numpy.random.RandomState, default None): what the default initializers draw from.
+        with_bias (bool, default True): create and add the bias.
+        quantize_w (bool, default True): quantize the weights.
+        sign_w (bool, default True): keep the weights' sign.
+        with_zero_w (bool, default False): allow 0 as a weight value.
+        n_w (int, default 8): bits of the weights.
+        m_w (int, default 2): the largest weight magnitude is 2 ** m_w.
+        ste_fine_grained_w (bool, default True): the weights' gradient passes only inside the
+            range.
+        quantize_b (bool, default True): quantize the bias.
+        sign_b (bool, default True): keep the bias's sign.
+        with_zero_b (bool, default False): allow 0 as a bias value.
+        n_b (int, default 8): bits of the bias.
+        m_b (int, default 2): the largest bias magnitude is 2 ** m_b.
+        ste_fine_grained_b (bool, default True): the bias's gradient passes only inside the range.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: shape ``inp.shape[:base_axis] + n_outmaps``.
+    """
     w_shape, b_shape, w_init, b_init = _affine_shapes(inp, n_outmaps, base_axis, w_init, b_init,
                                                       with_bias, rng)
     w, b = _quantized_weight_and_bias(w_shape, b_shape, w_init, b_init, fix_parameters, with_bias,
@@ -835,7 +1432,42 @@ def pow2_quantized_convolution(inp, outmaps, kernel, pad=None, stride=None, dila
                                sign_w=True, n_w=8, m_w=2, ste_fine_grained_w=True, quantize_b=True,
                                with_zero_b=False, sign_b=True, n_b=8, m_b=2,
                                ste_fine_grained_b=True):
-    """Convolution with power-of-two quantized weights and bias."""
+    """Convolution layer whose filters and bias are power-of-two quantized in the forward; the float
+    W and b are trained.
+
+    Args:
+        inp (Variable): input (N..., C, *spatial).
+        outmaps (int): number of output channels.
+        kernel (tuple of int): the filter's spatial size.
+        pad (tuple of int, default None): zero padding per spatial axis; None: 0.
+        stride (tuple of int, default None): window step per spatial axis; None: 1.
+        dilation (tuple of int, default None): spacing of the filter taps; None: 1.
+        group (int, default 1): channel groups.
+        w_init (initializer or numpy array, default None): W's initial values; None: Glorot
+            uniform.
+        b_init (initializer or numpy array, default None): b's initial values; None: zeros.
+        base_axis (int, default 1): the channel axis.
+        fix_parameters (bool, default False): the parameters are not trained.
+        rng (numpy.random.RandomState, default None): what the default initializers draw from.
+        with_bias (bool, default True): create and add the bias.
+        quantize_w (bool, default True): quantize the filters.
+        with_zero_w (bool, default False): allow 0 as a filter value.
+        sign_w (bool, default True): keep the filters' sign.
+        n_w (int, default 8): bits of the filters.
+        m_w (int, default 2): the largest filter magnitude is 2 ** m_w.
+        ste_fine_grained_w (bool, default True): the filters' gradient passes only inside the
+            range.
+        quantize_b (bool, default True): quantize the bias.
+        with_zero_b (bool, default False): allow 0 as a bias value.
+        sign_b (bool, default True): keep the bias's sign.
+        n_b (int, default 8): bits of the bias.
+        m_b (int, default 2): the largest bias magnitude is 2 ** m_b.
+        ste_fine_grained_b (bool, default True): the bias's gradient passes only inside the range.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: (N..., outmaps, *out).
+    """
     w_shape, b_shape, w_init, b_init = _conv_shapes(inp, outmaps, kernel, group, False, base_axis,
                                                     w_init, b_init, with_bias, rng)
     w, b = _quantized_weight_and_bias(w_shape, b_shape, w_init, b_init, fix_parameters, with_bias,
@@ -848,7 +1480,28 @@ def pow2_quantized_convolution(inp, outmaps, kernel, pad=None, stride=None, dila
 @parametric_function_api("pruned_affine", _QUANTIZED_PARAMS)
 def pruned_affine(inp, n_outmaps, base_axis=1, w_init=None, b_init=None, fix_parameters=False,
                   rng=None, with_bias=True, prune_w=True, rate_w=0.9, prune_b=True, rate_b=0.9):
-    """Affine whose smallest-magnitude weights (fraction ``rate``) are zeroed."""
+    """Affine layer whose smallest-magnitude weights (a fraction rate) are zeroed in the forward;
+    the full W and b are trained.
+
+    Args:
+        inp (Variable): input (N..., D...), flattened at base_axis.
+        n_outmaps (int or tuple of int): output units.
+        base_axis (int, default 1): the first flattened axis.
+        w_init (initializer or numpy array, default None): W's initial values; None: Glorot
+            uniform.
+        b_init (initializer or numpy array, default None): b's initial values; None: zeros.
+        fix_parameters (bool, default False): the parameters are not trained.
+        rng (numpy.random.RandomState, default None): what the default initializers draw from.
+        with_bias (bool, default True): create and add the bias.
+        prune_w (bool, default True): prune the weights.
+        rate_w (float, default 0.9): the fraction of weights zeroed.
+        prune_b (bool, default True): prune the bias.
+        rate_b (float, default 0.9): the fraction of bias entries zeroed.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: shape ``inp.shape[:base_axis] + n_outmaps``.
+    """
     w_shape, b_shape, w_init, b_init = _affine_shapes(inp, n_outmaps, base_axis, w_init, b_init,
                                                       with_bias, rng)
     w, b = _quantized_weight_and_bias(w_shape, b_shape, w_init, b_init, fix_parameters, with_bias,
@@ -861,7 +1514,34 @@ def pruned_convolution(inp, outmaps, kernel, pad=None, stride=None, dilation=Non
                        channel_last=False, w_init=None, b_init=None, base_axis=1,
                        fix_parameters=False, rng=None, with_bias=True, prune_w=True, rate_w=0.9,
                        prune_b=True, rate_b=0.9):
-    """Convolution whose smallest-magnitude weights (fraction ``rate``) are zeroed."""
+    """Convolution layer whose smallest-magnitude filter weights (a fraction rate) are zeroed in the
+    forward; the full W and b are trained.
+
+    Args:
+        inp (Variable): input (N..., C, *spatial).
+        outmaps (int): number of output channels.
+        kernel (tuple of int): the filter's spatial size.
+        pad (tuple of int, default None): zero padding per spatial axis; None: 0.
+        stride (tuple of int, default None): window step per spatial axis; None: 1.
+        dilation (tuple of int, default None): spacing of the filter taps; None: 1.
+        group (int, default 1): channel groups.
+        channel_last (bool, default False): channel-last input and output.
+        w_init (initializer or numpy array, default None): W's initial values; None: Glorot
+            uniform.
+        b_init (initializer or numpy array, default None): b's initial values; None: zeros.
+        base_axis (int, default 1): the channel axis.
+        fix_parameters (bool, default False): the parameters are not trained.
+        rng (numpy.random.RandomState, default None): what the default initializers draw from.
+        with_bias (bool, default True): create and add the bias.
+        prune_w (bool, default True): prune the filters.
+        rate_w (float, default 0.9): the fraction of filter weights zeroed.
+        prune_b (bool, default True): prune the bias.
+        rate_b (float, default 0.9): the fraction of bias entries zeroed.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: (N..., outmaps, *out).
+    """
     w_shape, b_shape, w_init, b_init = _conv_shapes(inp, outmaps, kernel, group, channel_last,
                                                     base_axis, w_init, b_init, with_bias, rng)
     w, b = _quantized_weight_and_bias(w_shape, b_shape, w_init, b_init, fix_parameters, with_bias,
@@ -870,15 +1550,33 @@ def pruned_convolution(inp, outmaps, kernel, pad=None, stride=None, dilation=Non
 
 
 @parametric_function_api("min_max_quantize", [
-    ("qr_min", "Minimum quantization range (running minimum of the inputs if ema)", "ql_min.shape", False),
-    ("qr_max", "Maximum quantization range (running maximum of the inputs if ema)", "ql_max.shape", False),
+    ("qr_min", "the range's minimum (a moving minimum of x with ema)", "ql_min.shape", False),
+    ("qr_max", "the range's maximum (a moving maximum of x with ema)", "ql_max.shape", False),
 ])
 def min_max_quantize(x, ql_min=0, ql_max=255, decay=0.999, x_min_max=False, ema=False,
                      ste_fine_grained=True, eps=0.01, qr_min_init=None, qr_max_init=None,
                      fix_parameters=False, outputs=None):
-    """Min-max quantization of ``x`` to the levels [ql_min, ql_max] over the range
-    [qr_min, qr_max]: trained, or the (moving, with ``ema``) min and max of ``x``
-    (``x_min_max``). Number levels become parameters ``ql_min``/``ql_max``."""
+    """Min-max quantization of x with its range [qr_min, qr_max] as parameters: trained, or set from
+    x's minimum and maximum (x_min_max, optionally as moving averages).
+
+    Args:
+        x (Variable): input, any shape.
+        ql_min (float or Variable, default 0): the lowest level.
+        ql_max (float or Variable, default 255): the highest level.
+        decay (float, default 0.999): the moving-average factor of ema.
+        x_min_max (bool, default False): take the range from x's minimum and maximum.
+        ema (bool, default False): with x_min_max, as exponential moving averages.
+        ste_fine_grained (bool, default True): the gradient passes only inside the range.
+        eps (float, default 0.01): the smallest width kept between qr_min and qr_max.
+        qr_min_init (initializer or numpy array, default None): qr_min's initial value; None: -6.
+        qr_max_init (initializer or numpy array, default None): qr_max's initial value; None: 6.
+        fix_parameters (bool, default False): the range is not trained.
+        outputs (list of Variable, default None): Variables to write the result into.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: shape of x.
+    """
     level_shape = [1] * len(x.shape)
     if isinstance(ql_min, (int, float)):
         ql_min = get_parameter_or_create("ql_min", level_shape,
@@ -906,8 +1604,8 @@ def _min_max(ql_min, ql_max, w_min_max, qr_min_init, qr_max_init, ste_fine_grain
 
 
 _MIN_MAX_PARAMS = _QUANTIZED_PARAMS + [
-    ("qr_min", "Minimum quantization range", "ql_min.shape", False),
-    ("qr_max", "Maximum quantization range", "ql_max.shape", False),
+    ("qr_min", "the range's minimum", "ql_min.shape", False),
+    ("qr_max", "the range's maximum", "ql_max.shape", False),
 ]
 
 
@@ -918,8 +1616,40 @@ def min_max_quantized_affine(inp, n_outmaps, base_axis=1, w_init=None, b_init=No
                              qr_max_w_init=None, ste_fine_grained_w=True, quantize_b=True,
                              ql_min_b=0, ql_max_b=255, b_min_max=False, qr_min_b_init=None,
                              qr_max_b_init=None, ste_fine_grained_b=True, eps=0.01):
-    """Affine with min-max quantized weights and bias; their quantizers live in the scopes
-    ``min_max_quantize_w`` / ``min_max_quantize_b`` (ranges start at (-2, 2) and (-6, 6))."""
+    """Affine layer whose weights and bias are min-max quantized in the forward (each quantizer with
+    its own range parameters); the float W and b are trained.
+
+    Args:
+        inp (Variable): input (N..., D...), flattened at base_axis.
+        n_outmaps (int or tuple of int): output units.
+        base_axis (int, default 1): the first flattened axis.
+        w_init (initializer or numpy array, default None): W's initial values; None: Glorot
+            uniform.
+        b_init (initializer or numpy array, default None): b's initial values; None: zeros.
+        fix_parameters (bool, default False): the parameters are not trained.
+        rng (numpy.random.RandomState, default None): what the default initializers draw from.
+        with_bias (bool, default True): create and add the bias.
+        quantize_w (bool, default True): quantize the weights.
+        ql_min_w (float, default 0): the weights' lowest level.
+        ql_max_w (float, default 255): the weights' highest level.
+        w_min_max (bool, default False): take the weights' range from their minimum and maximum.
+        qr_min_w_init (initializer, default None): the weights' range minimum; None: -2.
+        qr_max_w_init (initializer, default None): the weights' range maximum; None: 2.
+        ste_fine_grained_w (bool, default True): the weights' gradient passes only inside the
+            range.
+        quantize_b (bool, default True): quantize the bias.
+        ql_min_b (float, default 0): the bias's lowest level.
+        ql_max_b (float, default 255): the bias's highest level.
+        b_min_max (bool, default False): take the bias's range from its minimum and maximum.
+        qr_min_b_init (initializer, default None): the bias's range minimum; None: -6.
+        qr_max_b_init (initializer, default None): the bias's range maximum; None: 6.
+        ste_fine_grained_b (bool, default True): the bias's gradient passes only inside the range.
+        eps (float, default 0.01): the smallest width of a range.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: shape ``inp.shape[:base_axis] + n_outmaps``.
+    """
     w_shape, b_shape, w_init, b_init = _affine_shapes(inp, n_outmaps, base_axis, w_init, b_init,
                                                       with_bias, rng)
     w, b = _quantized_weight_and_bias(
@@ -942,7 +1672,46 @@ def min_max_quantized_convolution(inp, outmaps, kernel, pad=None, stride=None, d
                                   quantize_b=True, ql_min_b=0, ql_max_b=255, b_min_max=False,
                                   qr_min_b_init=None, qr_max_b_init=None, ste_fine_grained_b=True,
                                   eps=0.01):
-    """Convolution with min-max quantized weights and bias (see ``min_max_quantized_affine``)."""
+    """Convolution layer whose filters and bias are min-max quantized in the forward (see
+    :func:`min_max_quantized_affine`); the float W and b are trained.
+
+    Args:
+        inp (Variable): input (N..., C, *spatial).
+        outmaps (int): number of output channels.
+        kernel (tuple of int): the filter's spatial size.
+        pad (tuple of int, default None): zero padding per spatial axis; None: 0.
+        stride (tuple of int, default None): window step per spatial axis; None: 1.
+        dilation (tuple of int, default None): spacing of the filter taps; None: 1.
+        group (int, default 1): channel groups.
+        channel_last (bool, default False): channel-last input and output.
+        w_init (initializer or numpy array, default None): W's initial values; None: Glorot
+            uniform.
+        b_init (initializer or numpy array, default None): b's initial values; None: zeros.
+        base_axis (int, default 1): the channel axis.
+        fix_parameters (bool, default False): the parameters are not trained.
+        rng (numpy.random.RandomState, default None): what the default initializers draw from.
+        with_bias (bool, default True): create and add the bias.
+        quantize_w (bool, default True): quantize the filters.
+        ql_min_w (float, default 0): the filters' lowest level.
+        ql_max_w (float, default 255): the filters' highest level.
+        w_min_max (bool, default False): take the filters' range from their minimum and maximum.
+        qr_min_w_init (initializer, default None): the filters' range minimum; None: -2.
+        qr_max_w_init (initializer, default None): the filters' range maximum; None: 2.
+        ste_fine_grained_w (bool, default True): the filters' gradient passes only inside the
+            range.
+        quantize_b (bool, default True): quantize the bias.
+        ql_min_b (float, default 0): the bias's lowest level.
+        ql_max_b (float, default 255): the bias's highest level.
+        b_min_max (bool, default False): take the bias's range from its minimum and maximum.
+        qr_min_b_init (initializer, default None): the bias's range minimum; None: -6.
+        qr_max_b_init (initializer, default None): the bias's range maximum; None: 6.
+        ste_fine_grained_b (bool, default True): the bias's gradient passes only inside the range.
+        eps (float, default 0.01): the smallest width of a range.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: (N..., outmaps, *out).
+    """
     w_shape, b_shape, w_init, b_init = _conv_shapes(inp, outmaps, kernel, group, channel_last,
                                                     base_axis, w_init, b_init, with_bias, rng)
     w, b = _quantized_weight_and_bias(
@@ -1004,14 +1773,36 @@ def _recurrent_params(x, h, n_gates, n_bias_gates, w0_init, w_init, b_init, bidi
 
 
 @parametric_function_api("rnn", [
-    ("weight_l0", "Filter weights at 0-th layer", "(D, H, I + H)", True),
-    ("weight", "Filter weights at 1-st layer and above", "(L-1, D, H, DH + H)", True),
-    ("bias", "Biases", "(L, D, H)", True),
+    ("weight_l0", "the first layer's weights", "(D, H, I + H)", True),
+    ("weight", "the other layers' weights", "(L-1, D, H, DH + H)", True),
+    ("bias", "the biases", "(L, D, H)", True),
 ])
 def rnn(x, h, w0_init=None, w_init=None, b_init=None, num_layers=1, nonlinearity="tanh", dropout=0.0,
         bidirectional=False, training=True, rng=None, with_bias=True, fix_parameters=False):
-    """Elman RNN over x (T, B, I) from h (L, D, B, H); returns y (T, B, D*H) and h_n. As in
-    nnabla, the number of layers is taken from h (``num_layers`` is kept for the signature)."""
+    """Elman recurrent network layer with its own weights (see F.rnn); the number of layers is taken
+    from h.
+
+    Args:
+        x (Variable): input sequence (T, B, I).
+        h (Variable): initial hidden states (L, D, B, H); L layers, D = 2 if bidirectional else 1.
+        w0_init (initializer or numpy array, default None): first-layer weights' initial values;
+            None: Glorot uniform.
+        w_init (initializer or numpy array, default None): the other layers' weights; None:
+            Glorot uniform.
+        b_init (initializer or numpy array, default None): the biases; None: zeros.
+        num_layers (int, default 1): accepted for nnabla's signature (h decides).
+        nonlinearity (str, default 'tanh'): 'tanh' or 'relu'.
+        dropout (float, default 0.0): dropout between layers while training.
+        bidirectional (bool, default False): also run backwards in time.
+        training (bool, default True): apply dropout.
+        rng (numpy.random.RandomState, default None): what the default initializers draw from.
+        with_bias (bool, default True): create and add the biases.
+        fix_parameters (bool, default False): the parameters are not trained.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        tuple of Variable: y (T, B, D * H) and h_n (L, D, B, H).
+    """
     w0, w, b = _recurrent_params(x, h, 1, 1, w0_init, w_init, b_init, bidirectional, rng,
                                  with_bias, fix_parameters)
     return F.rnn(x, h, w0, w, b, num_layers=h.shape[0], nonlinearity=nonlinearity,
@@ -1019,14 +1810,39 @@ def rnn(x, h, w0_init=None, w_init=None, b_init=None, num_layers=1, nonlinearity
 
 
 @parametric_function_api("lstm", [
-    ("weight_l0", "Filter weights at 0-th layer", "(D, 4, H, I + H)", True),
-    ("weight", "Filter weights at 1-st layer and above", "(L-1, D, 4, H, DH + H)", True),
-    ("bias", "Biases", "(L, D, 4, H)", True),
+    ("weight_l0", "the first layer's weights", "(D, 4, H, I + H)", True),
+    ("weight", "the other layers' weights", "(L-1, D, 4, H, DH + H)", True),
+    ("bias", "the biases", "(L, D, 4, H)", True),
 ])
 def lstm(x, h, c, w0_init=None, w_init=None, b_init=None, num_layers=1, dropout=0.0,
          bidirectional=False, training=True, rng=None, with_bias=True, fix_parameters=False):
-    """LSTM over x (T, B, I) from h and c (L, D, B, H); returns y (T, B, D*H), h_n and c_n.
-    The number of layers is taken from h, as in nnabla."""
+    """LSTM network layer with its own weights (see F.lstm); the number of layers is taken from h.
+
+    Args:
+        x (Variable): input sequence (T, B, I).
+        h (Variable): initial hidden states (L, D, B, H); L layers, D = 2 if bidirectional else 1.
+        c (Variable): initial cell states, shape of h.
+        w0_init (initializer or numpy array, default None): first-layer weights' initial values;
+            None: Glorot uniform.
+        w_init (initializer or numpy array, default None): the other layers' weights; None:
+            Glorot uniform.
+        b_init (initializer or numpy array, default None): the biases; None: zeros.
+        num_layers (int, default 1): accepted for nnabla's signature (h decides).
+        dropout (float, default 0.0): dropout between layers while training.
+        bidirectional (bool, default False): also run backwards in time.
+        training (bool, default True): apply dropout.
+        rng (numpy.random.RandomState, default None): what the default initializers draw from.
+        with_bias (bool, default True): create and add the biases.
+        fix_parameters (bool, default False): the parameters are not trained.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        tuple of Variable: y (T, B, D * H), h_n and c_n (L, D, B, H).
+
+    Example:
+        >>> x, h, c = nn.Variable((5, 2, 3)), nn.Variable((1, 1, 2, 4)), nn.Variable((1, 1, 2, 4))
+        >>> y, h_n, c_n = PF.lstm(x, h, c)  # y.shape == (5, 2, 4)
+    """
     w0, w, b = _recurrent_params(x, h, 4, 4, w0_init, w_init, b_init, bidirectional, rng,
                                  with_bias, fix_parameters)
     return F.lstm(x, h, c, w0, w, b, num_layers=h.shape[0], dropout=dropout,
@@ -1034,14 +1850,34 @@ def lstm(x, h, c, w0_init=None, w_init=None, b_init=None, num_layers=1, dropout=
 
 
 @parametric_function_api("gru", [
-    ("weight_l0", "Filter weights at 0-th layer", "(D, 3, H, I + H)", True),
-    ("weight", "Filter weights at 1-st layer and above", "(L-1, D, 3, H, DH + H)", True),
-    ("bias", "Biases", "(L, D, 4, H)", True),
+    ("weight_l0", "the first layer's weights", "(D, 3, H, I + H)", True),
+    ("weight", "the other layers' weights", "(L-1, D, 3, H, DH + H)", True),
+    ("bias", "the biases", "(L, D, 4, H)", True),
 ])
 def gru(x, h, w0_init=None, w_init=None, b_init=None, num_layers=1, dropout=0.0,
         bidirectional=False, training=True, rng=None, with_bias=True, fix_parameters=False):
-    """GRU over x (T, B, I) from h (L, D, B, H); returns y (T, B, D*H) and h_n. The number of
-    layers is taken from h, as in nnabla."""
+    """GRU network layer with its own weights (see F.gru); the number of layers is taken from h.
+
+    Args:
+        x (Variable): input sequence (T, B, I).
+        h (Variable): initial hidden states (L, D, B, H); L layers, D = 2 if bidirectional else 1.
+        w0_init (initializer or numpy array, default None): first-layer weights' initial values;
+            None: Glorot uniform.
+        w_init (initializer or numpy array, default None): the other layers' weights; None:
+            Glorot uniform.
+        b_init (initializer or numpy array, default None): the biases; None: zeros.
+        num_layers (int, default 1): accepted for nnabla's signature (h decides).
+        dropout (float, default 0.0): dropout between layers while training.
+        bidirectional (bool, default False): also run backwards in time.
+        training (bool, default True): apply dropout.
+        rng (numpy.random.RandomState, default None): what the default initializers draw from.
+        with_bias (bool, default True): create and add the biases.
+        fix_parameters (bool, default False): the parameters are not trained.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        tuple of Variable: y (T, B, D * H) and h_n (L, D, B, H).
+    """
     w0, w, b = _recurrent_params(x, h, 3, 4, w0_init, w_init, b_init, bidirectional, rng,
                                  with_bias, fix_parameters)
     return F.gru(x, h, w0, w, b, num_layers=h.shape[0], dropout=dropout,
@@ -1049,13 +1885,26 @@ def gru(x, h, w0_init=None, w_init=None, b_init=None, num_layers=1, dropout=0.0,
 
 
 @parametric_function_api("lstm", [
-    ("affine/W", "Stacked weight matrixes of LSTM block", "(inmaps, 4, state_size)", True),
-    ("affine/b", "Stacked bias vectors of LSTM block", "(4, state_size,)", True),
+    ("affine/W", "the four gates' weights", "(inmaps, 4, state_size)", True),
+    ("affine/b", "the four gates' biases", "(4, state_size,)", True),
 ])
 def lstm_cell(x, h, c, state_size, w_init=None, b_init=None, fix_parameters=False):
-    """One LSTM step on x (B, I) and states h, c (B, state_size); returns (h_t, c_t). The
-    affine's four blocks are, in nnabla's order, the input, output and forget gates and the
-    cell candidate."""
+    """One LSTM step with its own affine over [x, h]: the gates come from ``affine(concat(x, h))``.
+
+    Args:
+        x (Variable): input (B, I).
+        h (Variable): hidden state (B, state_size).
+        c (Variable): cell state (B, state_size).
+        state_size (int): the states' width.
+        w_init (initializer or numpy array, default None): the affine's weights; None: Glorot
+            uniform.
+        b_init (initializer or numpy array, default None): the affine's bias; None: zeros.
+        fix_parameters (bool, default False): the parameters are not trained.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        tuple of Variable: the new h and c, (B, state_size) each.
+    """
     gates = affine(F.concatenate(x, h, axis=1), (4, state_size), w_init=w_init, b_init=b_init,
                    fix_parameters=fix_parameters)
     i_t, o_t, f_t, candidate = F.split(gates, axis=1)
@@ -1073,7 +1922,7 @@ class LSTMCell:
         self.c = c if c is not None else self._zeros()
 
     def _zeros(self):
-        v = Variable((self.batch_size, self.state_size))
+        v = Variable(_dims((self.batch_size, self.state_size)))
         v.data.zero()
         return v
 
@@ -1090,25 +1939,49 @@ class LSTMCell:
 
 # ============================================================================ attention
 @parametric_function_api("multi_head_attention", [
-    ("q_weight", "weights for query", "(E, E)", True),
-    ("k_weight", "weights for key", "(E_k, E)", True),
-    ("v_weight", "weights for value", "(E_v, E)", True),
-    ("out_weight", "weigths for out projection", "(E, E)", True),
-    ("q_bias", "bias for query", "(E, )", True),
-    ("k_bias", "bias for key", "(E, )", True),
-    ("v_bias", "bais for value", "(E, )", True),
-    ("out_bias", "bias for out projection", "(E, )", True),
-    ("attn_bias_k", "attnetion bias for k", "(1, 1, E)", True),
-    ("attn_bias_v", "attnetion bias for v", "(1, 1, E)", True),
+    ("q_weight", "the query projection", "(E, E)", True),
+    ("k_weight", "the key projection", "(E_k, E)", True),
+    ("v_weight", "the value projection", "(E_v, E)", True),
+    ("out_weight", "the output projection", "(E, E)", True),
+    ("q_bias", "the query projection's bias", "(E, )", True),
+    ("k_bias", "the key projection's bias", "(E, )", True),
+    ("v_bias", "the value projection's bias", "(E, )", True),
+    ("out_bias", "the output projection's bias", "(E, )", True),
+    ("attn_bias_k", "the appended key step", "(1, 1, E)", True),
+    ("attn_bias_v", "the appended value step", "(1, 1, E)", True),
 ])
 def multi_head_attention(query, key, value, num_heads=12, dropout=0.0, k_embed_dim=None,
                          v_embed_dim=None, out_dim=None, rng=None, with_bias=True,
                          add_attn_bias=False, additive_mask=None, key_padding_mask=None,
                          fix_parameters=False, param_init=None):
     """Multi-head attention with its projections as parameters (see F.multi_head_attention).
-    Query and key are embedded in ``k_embed_dim`` (default: the query's feature size), value in
-    ``v_embed_dim`` (default: its feature size), the output in ``out_dim`` (default
-    ``v_embed_dim``). Returns the output (L_T, B, out_dim) and the attention weights."""
+
+    Args:
+        query (Variable): (L_T, B, D_q).
+        key (Variable): (L_S, B, D_k).
+        value (Variable): (L_S, B, D_v).
+        num_heads (int, default 12): number of heads; divides the embedding sizes.
+        dropout (float, default 0.0): dropout of the attention weights.
+        k_embed_dim (int, default None): the query and key embedding size; None: D_q.
+        v_embed_dim (int, default None): the value embedding size; None: D_v.
+        out_dim (int, default None): the output size; None: v_embed_dim.
+        rng (numpy.random.RandomState, default None): what the default initializers draw from.
+        with_bias (bool, default True): create and add the projections' biases.
+        add_attn_bias (bool, default False): add one learned key and value step.
+        additive_mask (Variable, default None): (L_T, L_S), added to the attention logits.
+        key_padding_mask (Variable, default None): (B, L_S), 1 marks padding keys.
+        fix_parameters (bool, default False): the parameters are not trained.
+        param_init (dict, default None): initializers or arrays by parameter name ('q_weight', ...).
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        tuple of Variable: the output (L_T, B, out_dim) and the attention weights
+        (B * num_heads, L_T, L_S).
+
+    Example:
+        >>> q = nn.Variable((5, 2, 16))
+        >>> y, w = PF.multi_head_attention(q, q, q, num_heads=4)  # y.shape == (5, 2, 16)
+    """
     embed = query.shape[2] if k_embed_dim is None else k_embed_dim
     v_embed = value.shape[2] if v_embed_dim is None else v_embed_dim
     out_dim = v_embed if out_dim is None else out_dim
@@ -1167,20 +2040,38 @@ def _feed_forward(x, embed_dim, dim_feedforward, dropout, activation, rng, fix_p
 
 
 @parametric_function_api("transformer_encode", [
-    ("src_self_attn", "self-attention parameters for source sequence",
-     "Refer to multi_head_attention for details", True),
-    ("enc_affine1", "first affine used in encoder", "Refer to affine for details", True),
-    ("enc_affine2", "second affine used in encoder", "Refer to affine for details", True),
-    ("enc_layer_norm1", "fist layer normalization used in encoder",
-     "Refer to layer_normalization for details", True),
-    ("enc_layer_norm2", "second layer normalization used in encoder",
-     "Refer to layer_normalization for details", True),
+    ("src_self_attn", "the source's self-attention",
+     "see PF.multi_head_attention", True),
+    ("enc_affine1", "the feed-forward network's first affine", "see PF.affine", True),
+    ("enc_affine2", "the feed-forward network's second affine", "see PF.affine", True),
+    ("enc_layer_norm1", "the normalization after the attention",
+     "see PF.layer_normalization", True),
+    ("enc_layer_norm2", "the normalization after the feed-forward network",
+     "see PF.layer_normalization", True),
 ])
 def transformer_encode(src, embed_dim, num_heads, dim_feedforward=2048, dropout=0.1, activation=None,
                        src_additive_mask=None, src_key_padding_mask=None, rng=None,
                        add_attn_bias=False, fix_parameters=False):
-    """One post-norm Transformer encoder layer on src (L_S, B, E): self-attention, then a
-    ReLU (or ``activation``) feed-forward, each with dropout, a residual and a layer norm."""
+    """One Transformer encoder layer (post-norm): self-attention, then a feed-forward network, each
+    with dropout, a residual connection and layer normalization.
+
+    Args:
+        src (Variable): the source sequence (L_S, B, E).
+        embed_dim (int): E, the feature size.
+        num_heads (int): attention heads; divides E.
+        dim_feedforward (int, default 2048): the feed-forward network's hidden size.
+        dropout (float, default 0.1): dropout probability.
+        activation (callable, default None): the feed-forward activation; None: F.relu.
+        src_additive_mask (Variable, default None): (L_S, L_S), added to the attention logits.
+        src_key_padding_mask (Variable, default None): (B, L_S), 1 marks padding.
+        rng (numpy.random.RandomState, default None): what the default initializers draw from.
+        add_attn_bias (bool, default False): add one learned key and value step to the attention.
+        fix_parameters (bool, default False): the parameters are not trained.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: (L_S, B, E).
+    """
     activation = F.relu if activation is None else activation
     src = _attention_sublayer(src, src, num_heads, rng, add_attn_bias, src_additive_mask,
                               src_key_padding_mask, dropout, fix_parameters, "src_self_attn",
@@ -1190,25 +2081,48 @@ def transformer_encode(src, embed_dim, num_heads, dim_feedforward=2048, dropout=
 
 
 @parametric_function_api("transformer_decode", [
-    ("tgt_self_attn", "self-attention parameters for target sequence",
-     "Refer to multi_head_attention for details", True),
-    ("tgt_memory_attn", "attention parameters for target sequence with output from encoder as key",
-     "Refer to multi_head_attention for details", True),
-    ("dec_affine1", "first affine used in decoder", "Refer to affine for details", True),
-    ("dec_affine2", "second affine used in decoder", "Refer to affine for details", True),
-    ("dec_layer_norm1", "fist layer normalization used in decoder",
-     "Refer to layer_normalization for details", True),
-    ("dec_layer_norm2", "second layer normalization used in decoder",
-     "Refer to layer_normalization for details", True),
-    ("dec_layer_norm3", "third layer normalization used in decoder",
-     "Refer to layer_normalization for details", True),
+    ("tgt_self_attn", "the target's self-attention",
+     "see PF.multi_head_attention", True),
+    ("tgt_memory_attn", "the attention of the target to the encoder's output",
+     "see PF.multi_head_attention", True),
+    ("dec_affine1", "the feed-forward network's first affine", "see PF.affine", True),
+    ("dec_affine2", "the feed-forward network's second affine", "see PF.affine", True),
+    ("dec_layer_norm1", "the normalization after the self-attention",
+     "see PF.layer_normalization", True),
+    ("dec_layer_norm2", "the normalization after the memory attention",
+     "see PF.layer_normalization", True),
+    ("dec_layer_norm3", "the normalization after the feed-forward network",
+     "see PF.layer_normalization", True),
 ])
 def transformer_decode(tgt, memory, embed_dim, num_heads, dim_feedforward=2048, dropout=0.1,
                        activation=None, tgt_additive_mask=None, memory_additive_mask=None,
                        tgt_key_padding_mask=None, memory_key_padding_mask=None, rng=None,
                        add_attn_bias=False, fix_parameters=False):
-    """One post-norm Transformer decoder layer on tgt (L_T, B, E) attending to the encoder's
-    memory (L_S, B, E): self-attention, memory attention, feed-forward."""
+    """One Transformer decoder layer (post-norm): self-attention, attention to the encoder's memory,
+    then a feed-forward network, each with dropout, a residual connection and layer normalization.
+
+    Args:
+        tgt (Variable): the target sequence (L_T, B, E).
+        memory (Variable): the encoder's output (L_S, B, E).
+        embed_dim (int): E, the feature size.
+        num_heads (int): attention heads; divides E.
+        dim_feedforward (int, default 2048): the feed-forward network's hidden size.
+        dropout (float, default 0.1): dropout probability.
+        activation (callable, default None): the feed-forward activation; None: F.relu.
+        tgt_additive_mask (Variable, default None): (L_T, L_T), added to the self-attention logits
+            (e.g. a causal mask).
+        memory_additive_mask (Variable, default None): (L_T, L_S), added to the memory attention
+            logits.
+        tgt_key_padding_mask (Variable, default None): (B, L_T), 1 marks padding.
+        memory_key_padding_mask (Variable, default None): (B, L_S), 1 marks padding.
+        rng (numpy.random.RandomState, default None): what the default initializers draw from.
+        add_attn_bias (bool, default False): add one learned key and value step to the attentions.
+        fix_parameters (bool, default False): the parameters are not trained.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: (L_T, B, E).
+    """
     activation = F.relu if activation is None else activation
     tgt = _attention_sublayer(tgt, tgt, num_heads, rng, add_attn_bias, tgt_additive_mask,
                               tgt_key_padding_mask, dropout, fix_parameters, "tgt_self_attn",
@@ -1221,19 +2135,46 @@ def transformer_decode(tgt, memory, embed_dim, num_heads, dim_feedforward=2048, 
 
 
 @parametric_function_api("transformer", [
-    ("encoder{layer#}", "parameters for the n'th encoder layer",
-     "Refer to transformer_encode for details", True),
-    ("decoder{layer#}", "parameters for the n'th decoder layer",
-     "Refer to transformer_decode for details", True),
+    ("encoder{layer#}", "encoder layer n (00, 01, ...)",
+     "see PF.transformer_encode", True),
+    ("decoder{layer#}", "decoder layer n (00, 01, ...)",
+     "see PF.transformer_decode", True),
 ])
 def transformer(src, tgt, embed_dim=512, num_heads=8, num_encoder_layers=6, num_decoder_layers=6,
                 dim_feedforward=2048, dropout=0.1, activation=None, src_additive_mask=None,
                 tgt_additive_mask=None, memory_additive_mask=None, src_key_padding_mask=None,
                 tgt_key_padding_mask=None, memory_key_padding_mask=None, rng=None,
                 add_attn_bias=False, fix_parameters=False):
-    """Encoder-decoder Transformer: src (L_S, B, E) through ``num_encoder_layers`` encoder
-    layers (``encoder00``, ...), tgt (L_T, B, E) through the decoder layers (``decoder00``, ...)
-    attending to the encoder output. Returns (L_T, B, E)."""
+    """Encoder-decoder Transformer: src through num_encoder_layers encoder layers, tgt through
+    num_decoder_layers decoder layers attending to the encoder's output.
+
+    Args:
+        src (Variable): the source sequence (L_S, B, embed_dim).
+        tgt (Variable): the target sequence (L_T, B, embed_dim).
+        embed_dim (int, default 512): the feature size.
+        num_heads (int, default 8): attention heads.
+        num_encoder_layers (int, default 6): encoder layers (scopes encoder00, ...).
+        num_decoder_layers (int, default 6): decoder layers (scopes decoder00, ...).
+        dim_feedforward (int, default 2048): the feed-forward networks' hidden size.
+        dropout (float, default 0.1): dropout probability.
+        activation (callable, default None): the feed-forward activation; None: F.relu.
+        src_additive_mask (Variable, default None): (L_S, L_S), added to the encoder's attention
+            logits.
+        tgt_additive_mask (Variable, default None): (L_T, L_T), added to the decoder's
+            self-attention logits.
+        memory_additive_mask (Variable, default None): (L_T, L_S), added to the memory attention
+            logits.
+        src_key_padding_mask (Variable, default None): (B, L_S), 1 marks padding.
+        tgt_key_padding_mask (Variable, default None): (B, L_T), 1 marks padding.
+        memory_key_padding_mask (Variable, default None): (B, L_S), 1 marks padding.
+        rng (numpy.random.RandomState, default None): what the default initializers draw from.
+        add_attn_bias (bool, default False): add one learned key and value step to the attentions.
+        fix_parameters (bool, default False): the parameters are not trained.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: (L_T, B, embed_dim).
+    """
     if src.shape[1] != tgt.shape[1] or src.shape[2] != embed_dim or tgt.shape[2] != embed_dim:
         raise ValueError("transformer: src {} and tgt {} must share the batch size and have "
                          "embed_dim={} features".format(src.shape, tgt.shape, embed_dim))
@@ -1261,15 +2202,41 @@ _append_api("rnn", "lstm", "gru", "lstm_cell", "LSTMCell", "multi_head_attention
 
 # ============================================================================ deformable convolution
 @parametric_function_api("deformable_conv", [
-    ("W", "Filter weights", "(outmaps, inmaps // group, *kernel)", True),
-    ("b", "Bias vector", "(outmaps,)", True),
+    ("W", "the filters", "(outmaps, inmaps // group, *kernel)", True),
+    ("b", "the bias", "(outmaps,)", True),
 ])
 def deformable_convolution(inp, outmaps, kernel, offset, mask=None, pad=None, stride=None, dilation=None, group=1,
                            deformable_group=1, channel_last=False, w_init=None, b_init=None, base_axis=1,
                            fix_parameters=False, rng=None, with_bias=True, apply_w=None, apply_b=None):
-    """2-D deformable convolution with a bias (v2, modulated, when ``mask`` is given). ``offset``
-    and ``mask`` are computed outside, e.g. by a convolution of ``inp``. ``W`` starts
-    Glorot-uniform, ``b`` at zero."""
+    """2-d deformable convolution layer with its own filters and bias (DCNv2 when mask is given);
+    offset and mask come from outside, e.g. a convolution of inp.
+
+    Args:
+        inp (Variable): input (N, C, H, W).
+        outmaps (int): number of output channels.
+        kernel (tuple of int): the filter's spatial size.
+        offset (Variable): (N, 2 * K * deformable_group, Ho, Wo), K = kernel elements.
+        mask (Variable, default None): (N, K * deformable_group, Ho, Wo); None: no modulation.
+        pad (tuple of int, default None): zero padding per spatial axis; None: 0.
+        stride (tuple of int, default None): window step per spatial axis; None: 1.
+        dilation (tuple of int, default None): spacing of the filter taps; None: 1.
+        group (int, default 1): channel groups of the filters.
+        deformable_group (int, default 1): channel groups sharing one set of offsets.
+        channel_last (bool, default False): must be False.
+        w_init (initializer or numpy array, default None): W's initial values; None: Glorot
+            uniform.
+        b_init (initializer or numpy array, default None): b's initial values; None: zeros.
+        base_axis (int, default 1): the channel axis.
+        fix_parameters (bool, default False): the parameters are not trained.
+        rng (numpy.random.RandomState, default None): what the default initializers draw from.
+        with_bias (bool, default True): create and add the bias.
+        apply_w (callable, default None): applied to W before use.
+        apply_b (callable, default None): applied to b before use.
+        name (str, default None): a parameter scope to put the layer's scope under.
+
+    Returns:
+        Variable: (N, outmaps, Ho, Wo).
+    """
     channels, filter_shape = _conv_filter_shape(inp, base_axis, group, kernel, channel_last)
     if w_init is None:
         w_init = _glorot_uniform(channels, outmaps, tuple(kernel), rng=rng)

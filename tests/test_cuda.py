@@ -80,3 +80,63 @@ def test_every_op_without_cuda_kernels_is_named_in_docs_with_its_reason():
         doc = f.read()
     host_only = [name for name in REGISTRY if name not in CUDA_OPS]
     assert [name for name in host_only if not re.search(r"\b%s\b" % name, doc)] == []
+
+
+def test_a_kernel_the_cache_cannot_hold_compiles_without_it():
+    """NNABLA_JIT_CUDA_CACHE: numba's cache failing to save or load (e.g. a kernel it cannot
+    pickle) warns and carries on, as compiling without the cache does."""
+    from nnabla_jit.cuda_ops import registry
+
+    class Cache:
+        def save_overload(self, sig, data):
+            raise RuntimeError("Cannot pickle CUDACodeLibrary")
+
+        def load_overload(self, sig, target_context):
+            raise EOFError("truncated index")
+
+    class Dispatcher:
+        _cache = Cache()
+
+        def py_func(self):
+            pass
+
+    dispatcher = Dispatcher()
+    registry.guard_cache(dispatcher)
+    with pytest.warns(RuntimeWarning, match="could not be saved"):
+        dispatcher._cache.save_overload("sig", "kernel")
+    with pytest.warns(RuntimeWarning, match="could not be loaded"):
+        assert dispatcher._cache.load_overload("sig", "ctx") is None
+
+
+def test_the_matmul_route_follows_the_environment(monkeypatch):
+    from nnabla_jit.cuda_ops import blas
+    monkeypatch.setattr(blas.config, "ENABLE_CUDASIM", False)
+    monkeypatch.setattr(blas.importlib.util, "find_spec",
+                        lambda name: object() if name == "cupy" else None)
+    monkeypatch.delenv(blas.ENV_VAR, raising=False)
+    assert blas._initial_backend() == "cublas"
+    monkeypatch.setenv(blas.ENV_VAR, "numba")
+    assert blas._initial_backend() == "numba"
+    monkeypatch.setenv(blas.ENV_VAR, "mkl")
+    with pytest.raises(ValueError, match="NNABLA_JIT_CUDA_BLAS"):
+        blas._initial_backend()
+    monkeypatch.setenv(blas.ENV_VAR, "cublas")
+    monkeypatch.setattr(blas.importlib.util, "find_spec", lambda name: None)
+    assert blas._initial_backend() == "numba"   # no CuPy: the tiled kernel
+    with pytest.raises(ValueError, match="use_backend"):
+        blas.use_backend("mkl")
+
+
+def test_numpy_row_stack_alias_restored_for_numba_cuda(monkeypatch):
+    """NumPy 2.5 removed np.row_stack, which numba-cuda 0.30 still overloads when its typing
+    tables load: device.load gives the alias back (np.vstack) where it is missing, and leaves
+    an existing one alone."""
+    from nnabla_jit.cuda_ops import device
+    if hasattr(np, "row_stack"):
+        existing = np.row_stack
+        assert device.restore_numpy_aliases_for_numba_cuda() == []
+        assert np.row_stack is existing
+        monkeypatch.delattr(np, "row_stack")
+    assert not hasattr(np, "row_stack")
+    assert device.restore_numpy_aliases_for_numba_cuda() == ["row_stack"]
+    assert np.row_stack is np.vstack

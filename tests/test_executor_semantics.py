@@ -78,7 +78,7 @@ def test_a_data_dependent_shape_change_flows_downstream_in_the_same_pass():
 @pytest.fixture
 def zero_reads(monkeypatch):
     from nnabla_jit.ops import common
-    monkeypatch.setattr(common, "STRICT_READS", False)   # NNABLA_JIT_UNCOMPUTED_READS=zeros
+    monkeypatch.setattr(common, "UNCOMPUTED_READS", "zeros")   # NNABLA_JIT_UNCOMPUTED_READS=zeros
 
 
 def test_backward_before_forward_reads_zeros_when_asked(zero_reads):
@@ -125,6 +125,65 @@ def test_backward_after_forward_cleared_what_it_needs_is_an_error():
     loss.backward(clear_buffer=True)
     s = 1 / (1 + np.exp(-0.5))
     np.testing.assert_allclose(z.g, np.exp(0.5) * s + np.exp(0.5) * s * (1 - s), rtol=1e-5)
+
+
+@pytest.fixture
+def as_nnabla(monkeypatch):
+    """nnabla_jit running as nnabla (what install_as_nnabla does to sys.modules), the policy
+    left to its default, and the once-per-process warning not yet given."""
+    from nnabla_jit.ops import common
+    monkeypatch.setitem(sys.modules, "nnabla", nn)
+    monkeypatch.setattr(common, "UNCOMPUTED_READS", None)
+    monkeypatch.setattr(common, "_warned", [])
+    return common
+
+
+def _uncomputed_warnings(caught):
+    from nnabla_jit.ops.common import UncomputedReadWarning
+    return [w for w in caught if issubclass(w.category, UncomputedReadWarning)]
+
+
+def test_as_nnabla_a_backward_before_forward_reads_zeros_and_warns_once(as_nnabla):
+    import warnings
+    z = nn.Variable.from_numpy_array(np.ones((2, 3), np.float32), need_grad=True)
+    loss = F.sum(F.tanh(z))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loss.backward()        # tanh's output never computed: nnabla's fresh buffer, zeros
+        z.grad.zero()
+        loss.backward()
+        F.sum(F.exp(z) * F.sigmoid(z)).backward(clear_buffer=True)   # the fused backward too
+    # 1 from tanh over zeros, then nothing from exp * sigmoid over zeros (accumulated into z)
+    np.testing.assert_array_equal(z.g, 1)
+    found = _uncomputed_warnings(caught)
+    assert len(found) == 1 and "read as zeros" in str(found[0].message)
+    assert "NNABLA_JIT_UNCOMPUTED_READS" in str(found[0].message)
+
+
+def test_as_nnabla_softmax_cross_entropy_before_forward_warns(as_nnabla):
+    import warnings
+    x = nn.Variable((2, 3), need_grad=True)
+    t = nn.Variable.from_numpy_array(np.array([[1], [2]]))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        F.mean(F.softmax_cross_entropy(x, t)).backward()
+    np.testing.assert_allclose(x.g, [[0, -0.5, 0], [0, 0, -0.5]])
+    assert len(_uncomputed_warnings(caught)) == 1
+
+
+def test_as_nnabla_an_explicit_error_policy_still_raises(as_nnabla, monkeypatch):
+    monkeypatch.setattr(as_nnabla, "UNCOMPUTED_READS", "error")
+    z = nn.Variable.from_numpy_array(np.ones((2, 3), np.float32), need_grad=True)
+    with pytest.raises(InputNotComputed, match="Tanh"):
+        F.sum(F.tanh(z)).backward()
+
+
+def test_an_unknown_uncomputed_reads_policy_is_named(monkeypatch):
+    from nnabla_jit.ops import common
+    monkeypatch.setattr(common, "UNCOMPUTED_READS", "garbage")
+    z = nn.Variable.from_numpy_array(np.ones((2, 3), np.float32), need_grad=True)
+    with pytest.raises(ValueError, match="NNABLA_JIT_UNCOMPUTED_READS='garbage'.*error, warn, zeros"):
+        F.sum(F.sin(z) * 2).backward()
 
 
 def test_backward_of_ops_that_need_no_data_runs_without_forward():

@@ -23,7 +23,7 @@ def test_every_registered_table_function_is_plain_source():
         expected = [i.name for i in spec.inputs] + [a.name for a in spec.args]
         assert params[:len(expected)] == expected, spec.name
         assert params[len(expected):] == ["n_outputs", "outputs"]
-        assert fn.__doc__.startswith("{} (".format(spec.name))
+        assert "nnabla's function {} ({})".format(spec.name, spec.category) in fn.__doc__
 
 
 def test_signature_shows_nnabla_parameters_and_literal_defaults():

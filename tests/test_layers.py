@@ -41,6 +41,77 @@ def test_layers_contract_catches_an_upward_import(tmp_path):
     assert "nnabla_jit.backward_function is not allowed to import nnabla_jit.ops" in out
 
 
+def _contract_layers(config_path):
+    """The module names the layers contract of ``config_path`` puts in a layer."""
+    try:
+        import tomllib
+    except ImportError:   # Python < 3.11
+        tomllib = pytest.importorskip("tomli")
+    with open(config_path, "rb") as f:
+        config = tomllib.load(f)
+    names = []
+    for contract in config["tool"]["importlinter"]["contracts"]:
+        if contract["type"] == "layers":
+            for layer in contract["layers"]:
+                names += [n.strip() for n in re.split(r"[:|]", layer) if n.strip()]
+    return names
+
+
+def _package_modules(folder, package):
+    """Dotted names of every module and subpackage under ``folder`` (the package itself
+    excluded), read from the files: nothing is imported."""
+    found = []
+    for dirpath, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if os.path.exists(os.path.join(dirpath, d, "__init__.py")))
+        relative = os.path.relpath(dirpath, folder)
+        here = package if relative == "." else package + "." + relative.replace(os.sep, ".")
+        if here != package:
+            found.append(here)
+        found += [here + "." + name[:-3] for name in sorted(files)
+                  if name.endswith(".py") and name != "__init__.py"]
+    return found
+
+
+def _modules_in_no_layer(modules, layers):
+    return [m for m in modules if not any(m == n or m.startswith(n + ".") for n in layers)]
+
+
+def test_every_module_is_in_a_layer():
+    # A new module must be placed in the contract: one in no layer is checked by nothing.
+    layers = _contract_layers(os.path.join(ROOT, "pyproject.toml"))
+    modules = _package_modules(PACKAGE, "nnabla_jit")
+    assert "nnabla_jit.cuda_ops.device" in modules and "nnabla_jit.runners" in modules
+    assert len(modules) > 300
+    assert not _modules_in_no_layer(modules, layers)
+
+
+def test_a_module_in_no_layer_is_found(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "sub" / "inner").mkdir(parents=True)
+    for path in ("__init__.py", "a.py", "b.py", "sub/__init__.py", "sub/c.py",
+                 "sub/inner/__init__.py", "sub/inner/d.py"):
+        (pkg / path).write_text("")
+    (pkg / "data").mkdir()            # not a package: no __init__.py
+    (pkg / "data" / "script.py").write_text("")
+    modules = _package_modules(str(pkg), "pkg")
+    assert sorted(modules) == ["pkg.a", "pkg.b", "pkg.sub", "pkg.sub.c", "pkg.sub.inner",
+                               "pkg.sub.inner.d"]
+    assert _modules_in_no_layer(modules, ["pkg.a", "pkg.sub"]) == ["pkg.b"]
+    assert _modules_in_no_layer(modules, ["pkg.a", "pkg.sub.inner", "pkg.b"]) == ["pkg.sub",
+                                                                                   "pkg.sub.c"]
+
+
+def test_graph_and_cuda_ops_do_not_import_each_other():
+    # The executor reaches the CUDA device through runners.py's table only; cuda_ops builds on
+    # the runner table and the buffer resolver, not on the executor.
+    for path, banned in (("graph.py", r"cuda_ops"), ("fusion.py", r"cuda_ops"),
+                         ("cuda_ops/__init__.py", r"\bgraph\b|\bfusion\b|\bfunction\b")):
+        with open(os.path.join(PACKAGE, path)) as f:
+            tree = ast.parse(f.read())
+        imported = [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+        assert not [i for i in imported if re.search(banned, i)], (path, imported)
+
+
 def _function_local_imports(folder):
     """(path, line, text) of every import statement inside a function or class body."""
     found = []

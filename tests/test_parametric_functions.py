@@ -475,3 +475,71 @@ def test_bad_arguments():
         PF.svd_affine(variable(X2), 3, 0)
     with pytest.raises(ValueError, match="base_axis"):
         PF.mean_subtraction(variable((2,)), base_axis=3)
+
+
+# ------------------------------------------------------------------ float sizes, as nnabla takes them
+def _float_size_cases():
+    import json
+    import os
+    import sys
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+    sys.path.insert(0, here)
+    try:
+        from float_sizes_cases import CASES, run_case
+    finally:
+        sys.path.remove(here)
+    with open(os.path.join(here, "float_sizes_oracle.json")) as f:
+        oracle = json.load(f)   # nnabla 1.39's records: tests/fixtures/make_float_sizes_fixtures.py
+    return CASES, run_case, oracle
+
+
+_FS_CASES, _FS_RUN, _FS_ORACLE = _float_size_cases()
+
+
+def _same_outcome(got, want, where):
+    if "error" in want:
+        assert "error" in got, "{}: nnabla raises {}, nnabla_jit gives {}".format(where, want["error"], got)
+        return
+    assert "error" not in got, "{}: nnabla gives {}, nnabla_jit raises {}".format(where, want, got["error"])
+    assert got["outputs"] == want["outputs"], where
+    want_params = want.get("params", {})
+    assert {k: p["shape"] for k, p in got.get("params", {}).items()} == {
+        k: p["shape"] for k, p in want_params.items()}, where
+    for k, p in want_params.items():   # initial values drawn with nnabla's bounds
+        for stat in ("sum", "abs"):
+            assert got["params"][k][stat] == pytest.approx(p[stat], rel=1e-4, abs=1e-4), (where, k, stat)
+
+
+def test_float_size_fixture_covers_the_stops():
+    assert _FS_ORACLE["PF.convolution/outmaps=4.7"]["build"]["outputs"] == [[2, 4, 4, 4]]
+    assert "PF.deconvolution/maps*0.5" in _FS_ORACLE and len(_FS_CASES) == len(_FS_ORACLE)
+
+
+@pytest.mark.parametrize("cid,builder", _FS_CASES, ids=[c for c, _ in _FS_CASES])
+def test_float_sizes_as_nnabla(cid, builder):
+    want = _FS_ORACLE[cid]
+    got = {}
+    try:
+        got = _FS_RUN(nn, F, PF, builder, cid)
+    finally:
+        nn.clear_parameters()
+    _same_outcome(got["build"], want["build"], cid + " (build)")
+    if "error" in want["build"]:
+        # the error is of nnabla's kind, a clear one rather than something deep inside
+        # (a TypeError where nnabla's is one: a float where only an int is taken)
+        kind = TypeError if want["build"]["error"] == "TypeError" else Exception
+        assert issubclass(_raised_type(builder), kind), cid
+        return
+    _same_outcome(got["forward"], want["forward"], cid + " (forward)")
+
+
+def _raised_type(builder):
+    nn.clear_parameters()
+    try:
+        with nn.parameter_scope("case"):
+            builder(nn, F, PF)
+    except Exception as e:
+        return type(e)
+    finally:
+        nn.clear_parameters()
+    return type(None)

@@ -14,6 +14,7 @@ of range into host memory mapped into the device, and then raises the CPU's erro
 import numpy as np
 
 from ..ops.array import Broadcast, BroadcastTo
+from ..ops.common import integer_indices
 from . import device, reduction
 from .device import contiguous_strides
 from .registry import backward, forward, kernel
@@ -232,7 +233,7 @@ def _is_broadcast(op):
 
 @forward("Broadcast", "BroadcastTo", "Tile", "Flip", "Pad", "Shift")
 def gather_forward(op, inputs, outputs):
-    x, y = inputs[0], outputs[0]
+    x, y = inputs[op.gathered_input], outputs[0]
     table, starts = _tables(op)
     move(x, y, y.shape, contiguous_strides(_gather_shape(op, x.shape)),
          contiguous_strides(y.shape), table=table, table_start=starts, fill=op.fill)
@@ -240,14 +241,15 @@ def gather_forward(op, inputs, outputs):
 
 @backward("Broadcast", "BroadcastTo", "Tile", "Flip", "Pad", "Shift")
 def gather_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
-    if not propagate_down[0]:
+    k = op.gathered_input
+    if not propagate_down[k]:
         return
-    dy, dx = output_grads[0], input_grads[0]
+    dy, dx = output_grads[0], input_grads[k]
     shape = _gather_shape(op, dx.shape)
     if _is_broadcast(op):   # a sum over the broadcast axes
-        reduction.sum_to_shape(dy, dx.reshape(shape), accum[0])
+        reduction.sum_to_shape(dy, dx.reshape(shape), accum[k])
         return
-    if not accum[0]:
+    if not accum[k]:
         device.fill(dx, 0)
     table, starts = _tables(op)
     n = dy.size
@@ -329,9 +331,10 @@ def one_hot_kernel(index, shape, strides, y, bad):
         valid = True
         for k in range(index.shape[1]):
             v = index[n, k]
-            if v < 0 or v >= shape[k]:
+            if v > -1 and v < shape[k]:   # checked before the cast: NaN is invalid
+                flat += int(v) * strides[k]
+            else:
                 valid = False
-            flat += v * strides[k]
         if valid:
             y[n, flat] = 1.0
         else:
@@ -348,4 +351,5 @@ def one_hot_forward(op, inputs, outputs):
     device.launch(one_hot_kernel, index.shape[0], index, tuple(int(s) for s in op.shape),
                   tuple(int(s) for s in op.strides), y, bad)
     if device.read_counter(bad):
+        integer_indices(op, device.copy_down(index))   # a NaN or infinite index: the CPU's error
         op.fail("index out of range for shape {}", tuple(op.shape))

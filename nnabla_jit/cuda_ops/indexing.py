@@ -25,6 +25,7 @@ necessarily the last one as the CPU does (the threads of one launch run in no or
 """
 import numpy as np
 
+from ..ops.common import integer_indices
 from ..ops.indexing import insertion_index as cpu_insertion_index
 from ..ops.registry import NoGradient
 from . import device
@@ -54,7 +55,9 @@ def block_move_kernel(src, dst, indices, index_shape, wrap, pre, k, n, block, n_
         valid = True
         for d in range(len(index_shape)):
             size = index_shape[d]
-            v = int(indices[d * columns + column])
+            f = indices[d * columns + column]
+            # the range is checked before the cast: the GPU casts NaN to 0 (the simulator raises)
+            v = int(f) if f > -size - 1 and f < size else -2 * size
             if wrap and v < 0:
                 v += size
             if v < 0 or v >= size:
@@ -82,7 +85,8 @@ def scatter_add_kernel(x1, indices, src, dst_base, axis_size, axis_stride, y, to
     dst(q) = dst_base[q] + indices[q] axis_stride."""
     q = cuda.grid(1)
     if q < src.size:
-        v = int(indices[q])
+        f = indices[q]
+        v = int(f) if f > -1 and f < axis_size else -1   # checked before the cast: NaN is invalid
         if v < 0 or v >= axis_size:
             cuda.atomic.add(bad, 0, 1)
             return
@@ -142,8 +146,10 @@ def _host_check(op):
         return op.src_starts
     if op.name == "ScatterNd":
         return op.dst_starts
-    return lambda index: op.fail("index out of range [0, {}): min {} max {}", op.rows_of_w,
-                                 index.min(), index.max())
+    def embed_check(index):
+        index = integer_indices(op, index)
+        op.fail("index out of range [0, {}): min {} max {}", op.rows_of_w, index.min(), index.max())
+    return embed_check
 
 
 # ------------------------------------------------------------------------------ gathers

@@ -256,7 +256,11 @@ def batch_inv_backward(op, inputs, outputs, output_grads, input_grads, propagate
     t2 = device.empty(y.shape, y.dtype)
     blas.matmul(y, dy, t1, trans_b=True, a_batch=_same(y), b_batch=_same(y))
     blas.matmul(t1, y, t2, a_batch=_same(y), b_batch=_same(y))
-    device.launch(scaled_transpose_kernel, y.size, t2, dy, y, INVERSE, input_grads[0], accum[0])
+    # dy and y are not read for INVERSE, but must type as per-matrix vectors: the kernel is
+    # compiled for every branch (3-d ones made dy[b] * y[b] an array and failed on a GPU)
+    flat = t1.reshape(t1.size)
+    device.launch(scaled_transpose_kernel, y.size, t2, flat, flat, INVERSE, input_grads[0],
+                  accum[0])
     device.release(t1)
     device.release(t2)
 

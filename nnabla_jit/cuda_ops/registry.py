@@ -12,8 +12,14 @@ launch :func:`bind_kernels` imports numba.cuda, binds ``cuda`` in each such modu
 every marked function by its ``cuda.jit`` dispatcher, so the kernels read as ordinary numba.cuda
 code (``cuda.grid(1)``, ``cuda.shared.array``) and refer to each other by name. ``cuda`` has to
 be a module global: numba's simulator swaps module globals to run the kernels.
+
+``NNABLA_JIT_CUDA_CACHE=1`` compiles them with ``cache=True``: numba writes each kernel's
+machine code next to its source (or under ``NUMBA_CACHE_DIR``), and a later process with the same
+sources loads it instead of compiling (off by default: not yet measured on enough GPUs).
 """
+import os
 import sys
+import warnings
 
 __all__ = ["FORWARD", "BACKWARD", "WHEN", "UPDATES", "handles", "forward", "backward", "kernel", "device_function",
            "bind_kernels"]
@@ -24,6 +30,7 @@ WHEN = {}       # op name -> predicate on the set-up op: whether its launchers h
 UPDATES = {}    # op name -> fn(op): the indices of the inputs its forward writes in place
 
 _bound = [False]
+CACHE = os.environ.get("NNABLA_JIT_CUDA_CACHE", "0") == "1"   # cache=True on every kernel
 
 
 def forward(*names, when=None, updates=None):
@@ -90,5 +97,38 @@ def bind_kernels(cuda):
         if marked:
             namespace["cuda"] = cuda
         for name, value in marked:
-            namespace[name] = cuda.jit(device=value.device)(value.fn)
+            namespace[name] = cuda.jit(device=value.device, cache=CACHE)(value.fn)
+            if CACHE:
+                guard_cache(namespace[name])
     _bound[0] = True
+
+
+def guard_cache(dispatcher):
+    """A kernel whose machine code numba cannot save or load (a pickling limit, a damaged
+    file) compiles as it would without the cache, with one warning, instead of failing."""
+    cache = getattr(dispatcher, "_cache", None)
+    if cache is None or not hasattr(cache, "save_overload"):
+        return
+    save, load = cache.save_overload, cache.load_overload
+
+    def save_overload(sig, data):
+        try:
+            save(sig, data)
+        except Exception as e:
+            _cache_warning(dispatcher, "saved", e)
+
+    def load_overload(sig, target_context):
+        try:
+            return load(sig, target_context)
+        except Exception as e:
+            _cache_warning(dispatcher, "loaded", e)
+            return None
+
+    cache.save_overload, cache.load_overload = save_overload, load_overload
+
+
+def _cache_warning(dispatcher, verb, error):
+    name = getattr(getattr(dispatcher, "py_func", None), "__qualname__", "?")
+    warnings.warn("NNABLA_JIT_CUDA_CACHE: kernel {} could not be {} ({}: {}); it is compiled "
+                  "without the cache".format(name, verb, type(error).__name__, error),
+                  RuntimeWarning)

@@ -291,8 +291,10 @@ def _overlap_add(op, frames, x):
 def run_analysis(op, x, yr, yi, accum=(False, False)):
     """(yr, yi) (+)= the DFT of the frames of x."""
     frames = _frames(op, x.shape[0], x.dtype)
-    device.launch(gather_frames_kernel, frames.size, x, device.kept(op, "index", op.index), x, False,
-                  frames)
+    # scale is not read unscaled, but must type as a vector: the kernel is compiled for both
+    # branches (x itself, 2-d, made the unscaled branch fail to compile on a GPU)
+    device.launch(gather_frames_kernel, frames.size, x, device.kept(op, "index", op.index),
+                  x.reshape(x.size), False, frames)
     z = _spectrum(op, x.shape[0], x.dtype)
     blas.matmul(_rows(frames), _matrix(op, "analysis", x.dtype), _rows(z))
     _split(z, yr, yi, accum)

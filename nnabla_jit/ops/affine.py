@@ -3,7 +3,7 @@ import numpy as np
 from numba import njit, prange
 
 from .blas import add_row_vector, gemm, sum_rows
-from .common import normalize_axis
+from .common import integer_indices, normalize_axis
 from .kernels import parallel_kernel
 from .registry import Op, register
 
@@ -80,6 +80,7 @@ class Embed(Op):
     """Look up rows of the weight: y = w[x0]."""
     keep_input_dtypes = (0,)
     no_grad_inputs = (0,)
+    refused_grad_inputs = (0,)
 
     def setup(self, x, w):
         if len(w) < 1:
@@ -88,7 +89,7 @@ class Embed(Op):
 
     def forward(self, inputs, outputs):
         index, w = inputs
-        index = index.reshape(-1).astype(np.int64)
+        index = integer_indices(self, index.reshape(-1))
         if index.size and (index.min() < 0 or index.max() >= w.shape[0]):
             self.fail("index out of range [0, {}): min {} max {}", w.shape[0], index.min(), index.max())
         row = w[0].size

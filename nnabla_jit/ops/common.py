@@ -3,16 +3,53 @@
 They sit below every family module so that no family imports another for a helper.
 """
 import os
+import sys
+import warnings
 
 import numpy as np
 from numba import njit
 
-# A backward kernel that needs values no forward computed (backward before any forward, or after
-# a clearing forward/backward freed them) raises naming the op: nnabla reads its fresh or freed
-# buffers there and returns gradients computed from garbage. NNABLA_JIT_UNCOMPUTED_READS=zeros
-# reads zeros instead (nnabla's result with a zeroed pool), for programs that rely on it
-# (truncated BPTT written as backward() with no forward). Read when a plan is made.
-STRICT_READS = os.environ.get("NNABLA_JIT_UNCOMPUTED_READS", "error") != "zeros"
+# Values no forward computed: what a backward kernel needs before any forward, data a clearing
+# forward/backward freed, ``h.d`` of an intermediate that clear_buffer freed. nnabla reads its
+# buffers there anyway: zeros for one never written, whatever its memory pool left in one freed
+# (a result that changes from run to run). NNABLA_JIT_UNCOMPUTED_READS says what happens here:
+#   error  raise, naming the op (or the variable) and the value;
+#   warn   read zeros (nnabla's never-written buffer) and warn once per process;
+#   zeros  read zeros silently (for programs that rely on it, e.g. truncated BPTT written as
+#          backward() with no forward).
+# Unset, it is "error" when nnabla_jit is imported as itself, and "warn" when it runs as nnabla
+# (install_as_nnabla, python -m nnabla_jit.as_nnabla, any other alias): programs written for
+# nnabla then run as there, with a word. Read when a plan is made and at each read of freed data.
+UNCOMPUTED_READS = os.environ.get("NNABLA_JIT_UNCOMPUTED_READS") or None
+_READ_MODES = ("error", "warn", "zeros")
+_warned = []
+
+
+class UncomputedReadWarning(RuntimeWarning):
+    """Zeros were read for values no forward computed (or clearing freed), as nnabla would."""
+
+
+def uncomputed_reads():
+    """The policy for values no forward computed: 'error', 'warn' or 'zeros' (see above)."""
+    mode = UNCOMPUTED_READS
+    if mode is None:
+        running_as_nnabla = sys.modules.get("nnabla") is sys.modules.get("nnabla_jit") is not None
+        return "warn" if running_as_nnabla else "error"
+    if mode not in _READ_MODES:
+        raise ValueError("NNABLA_JIT_UNCOMPUTED_READS={!r}: use one of {}".format(mode, ", ".join(_READ_MODES)))
+    return mode
+
+
+def warn_uncomputed_read(what):
+    """The once-per-process warning of the 'warn' policy; ``what`` says which values."""
+    if _warned:
+        return
+    _warned.append(what)
+    warnings.warn("{} were read as zeros: no forward() computed them, or clear_buffer / "
+                  "clear_no_need_grad freed them. nnabla reads its buffer there too (zeros if "
+                  "never written, else whatever its memory pool left); importing nnabla_jit "
+                  "directly makes this an error (NNABLA_JIT_UNCOMPUTED_READS=error|warn|zeros; "
+                  "this warning is given once)".format(what), UncomputedReadWarning, stacklevel=3)
 
 
 def normalize_axis(op, axis, ndim, arg="axis"):
@@ -45,11 +82,23 @@ def sum_to_shape(g, dst, accum):
 @njit(cache=True)
 def label_of(t3, o, i, n_classes):
     """The class index at (o, i), a float label truncated toward zero as nnabla's C++ cast does
-    (2.001 is class 2, -0.5 class 0): -1 to ignore (negative), -2 if NaN or not below n_classes."""
+    (2.001 is class 2, -0.5 class 0): -1 to ignore (negative, -inf included), -2 if NaN, +inf
+    or not below n_classes. The range is checked on the value before the cast: casting inf or
+    1e30 to an integer gives INT64_MIN on x86, which read as an ignored label (loss 0)."""
     v = t3[o, 0, i]
-    if v != v:
+    if not v < n_classes:
         return -2
-    k = int(v)
-    if k >= n_classes:
-        return -2
-    return k if k >= 0 else -1
+    if v <= -1:
+        return -1
+    return int(v)
+
+
+def integer_indices(op, a, arg="index"):
+    """Index values as int64, floats truncated toward zero; a NaN, infinite or huge float is
+    refused naming ``arg`` (cast, it would become an arbitrary integer: INT64_MIN on x86)."""
+    if a.dtype.kind == "f" and a.size:
+        flat = a.reshape(-1)
+        bad = ~(np.abs(flat) < 2.0 ** 62)
+        if bad.any():
+            op.fail("{} {} is not an integer index", arg, flat[bad][0].item())
+    return a.astype(np.int64)

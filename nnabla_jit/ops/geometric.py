@@ -179,9 +179,9 @@ def corner(coords, sizes, strides, b, o, k, nd, nearest):
     for d in range(nd):
         u = coords[b, o, d]
         if nearest:
-            i = math.floor(u + 0.5)
+            i = int(math.floor(u + 0.5))   # numba-cuda's floor keeps the float type
         else:
-            i0 = math.floor(u)
+            i0 = int(math.floor(u))
             f = u - i0
             bit = (k >> d) & 1
             i = i0 + bit

@@ -22,7 +22,7 @@ shapes seen at build time, so those graphs are rebuilt when the number of elemen
 import numpy as np
 from numba import njit, prange
 
-from .common import normalize_axis
+from .common import integer_indices, normalize_axis
 from .elementwise import ElementwiseOp, elementwise
 from .kernels import parallel_kernel
 from .registry import NoGradient, Op, accumulate, register
@@ -163,7 +163,7 @@ def add_blocks(src, src_starts, dst, dst_starts, block):
 def as_index(op, a, low, high):
     """Index values as int64 (floats truncate toward zero, as in nnabla), checked against
     [low, high)."""
-    idx = a.astype(np.int64).reshape(-1)
+    idx = integer_indices(op, a).reshape(-1)
     if idx.size and (idx.min() < low or idx.max() >= high):
         op.fail("index out of range [{}, {}): got values from {} to {}", low, high, idx.min(), idx.max())
     return idx
@@ -251,7 +251,7 @@ def nd_starts(op, indices, index_shape, block):
     """Flat start offsets of the blocks addressed by (M, ...) index tuples into an array whose
     first M dimensions are ``index_shape`` (negative indices wrap once)."""
     m = len(index_shape)
-    idx = indices.reshape(m, -1).astype(np.int64)
+    idx = integer_indices(op, indices.reshape(m, -1))
     flat = np.zeros(idx.shape[1], np.int64)
     for d, size in enumerate(index_shape):
         row = idx[d]

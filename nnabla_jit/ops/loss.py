@@ -3,8 +3,8 @@
 The elementwise losses are table lines (see ``elementwise.py``). The class-label losses see their
 input as (O, C, I) around the class ``axis`` and their labels as (O, 1, I); labels may be stored
 as integers or as floats holding integers. A negative label marks a sample to ignore (its loss and
-gradient are 0, as in nnabla); a label that is not an integer or not below the number of classes
-is an error.
+gradient are 0, as in nnabla); a label that is NaN, +inf or not below the number of classes is an
+error (nnabla 1.39 gives a loss of 0 for NaN and +inf and reads past the row for a label too large).
 """
 import numpy as np
 from numba import njit, prange
@@ -62,10 +62,13 @@ def softmax_cross_entropy_backward(op, inputs, outputs, output_grads, input_grad
     if propagate_down[0]:
         t3 = inputs[1].reshape(op.shape3[0], 1, op.shape3[2])
         if op.saved_prob is None:   # backward before any forward
-            if common.STRICT_READS:
+            mode = common.uncomputed_reads()
+            if mode == "error":
                 raise RuntimeError("backward: SoftmaxCrossEntropy needs the softmax its forward "
                                    "computes, and no forward() has run; call forward() first "
                                    "(NNABLA_JIT_UNCOMPUTED_READS=zeros reads zeros as nnabla does)")
+            if mode == "warn":
+                common.warn_uncomputed_read("The softmax SoftmaxCrossEntropy's backward needs")
             op.saved_prob = np.zeros(op.shape3, input_grads[0].dtype)
         kernel = softmax_cross_entropy_backward_rows if op.shape3[2] == 1 else softmax_cross_entropy_backward_kernel
         kernel.for_size(t3.size * op.shape3[1])(
@@ -128,10 +131,11 @@ def kl_multinomial_backward(op, inputs, outputs, output_grads, input_grads, prop
 _TINY = float(np.finfo(np.float32).tiny)   # nnabla clamps log arguments at the float minimum
 
 # nnabla documents 0/1 targets (and truncates others to integers); soft targets work here.
-elementwise("SigmoidCrossEntropy", "softplus(x0) - x0 * x1", dx0="dy * (sigmoid(x0) - x1)")
+elementwise("SigmoidCrossEntropy", "softplus(x0) - x0 * x1", dx0="dy * (sigmoid(x0) - x1)",
+            refused_grad_inputs=(1,), broadcasts=False)
 elementwise("BinaryCrossEntropy",
             "-(x1 * log(maximum(x0, {0})) + (1 - x1) * log(maximum(1 - x0, {0})))".format(_TINY),
-            dx0="dy * (x0 - x1) / (x0 * (1 - x0))", dx1="dy * (log(1 - x0) - log(x0))")
+            dx0="dy * (x0 - x1) / (x0 * (1 - x0))", dx1="dy * (log(1 - x0) - log(x0))", broadcasts=False)
 elementwise("SquaredError", "(x0 - x1) ** 2", dx0="2 * dy * (x0 - x1)", dx1="-2 * dy * (x0 - x1)")
 elementwise("AbsoluteError", "abs(x0 - x1)", dx0="where(x0 > x1, dy, where(x0 < x1, -dy, 0.0))",
             dx1="where(x0 > x1, -dy, where(x0 < x1, dy, 0.0))")
@@ -217,6 +221,7 @@ class LabelOp(Op):
     (the label losses here, TopNError and ConfusionMatrix in ``validation.py``)."""
     keep_input_dtypes = (1,)
     no_grad_inputs = (1,)
+    refused_grad_inputs = (1,)   # the losses refuse a label with need_grad; the metrics pass
 
     def setup(self, x, t):
         self.axis = normalize_axis(self, self.axis, len(x))

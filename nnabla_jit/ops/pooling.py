@@ -18,6 +18,7 @@ import weakref
 import numpy as np
 from numba import njit, prange, uint64
 
+from .common import integer_indices
 from .kernels import parallel_kernel
 from .registry import Op, register
 
@@ -623,9 +624,9 @@ class RoiAlign(Op):
         return [(boxes[0], OH, OW, self.C) if self.channel_last else (boxes[0], self.C, OH, OW)]
 
     def check_boxes(self, boxes):
-        index = boxes[:, 0]
+        index = integer_indices(self, boxes[:, 0], "box batch index")
         if index.size and (index.min() < 0 or index.max() >= self.N):
-            self.fail("box batch indices {} must lie in [0, {})", index.astype(np.int64), self.N)
+            self.fail("box batch indices {} must lie in [0, {})", index, self.N)
 
     def kernel_args(self):
         return (self.H, self.W, self.C, self.output_size[0], self.output_size[1], self.spatial_scale[0],

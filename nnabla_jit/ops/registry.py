@@ -1,8 +1,9 @@
 """The op registry: one entry per nnabla function, the source of truth for everything else.
 
 nnabla describes its functions in one table (``tables/functions.tsv``: category, name, inputs,
-arguments with types and defaults, outputs). An op here is a subclass of :class:`Op` registered
-under a table name with :func:`register`; it supplies the behaviour the table cannot:
+arguments with types and defaults, outputs; the project adds a description, the source of
+``F``'s docstrings). An op here is a subclass of :class:`Op` registered under a table name
+with :func:`register`; it supplies the behaviour the table cannot:
 
 - ``setup(*input_shapes)`` -> output shapes, raising :class:`ValueError` (via :meth:`Op.fail`)
   that names the op, the argument and the shapes when the inputs do not fit;
@@ -100,6 +101,9 @@ class FunctionSpec:
         self.inputs = [InputSpec(t) for t in row["inputs"].split(",") if t.strip()]
         self.args = [ArgSpec(t) for t in _split_args(row["arguments"])]
         self.outputs = [t.strip() for t in row["outputs"].split(",") if t.strip()]
+        # what the function computes, per argument, what it returns, an example: the source
+        # of F's docstrings (function_bases_source.py reads it)
+        self.description = (row.get("description") or "").strip()
 
     @property
     def variadic_outputs(self):
@@ -147,11 +151,8 @@ def _coerce(op_name, spec, value):
         if t in ("float", "double"):
             return float(value)
         if t == "int64":
-            if value is None:
-                return None
-            if isinstance(value, (float, np.floating)) and not float(value).is_integer():
-                raise ValueError("not an integer")
-            return int(value)
+            # a float is truncated toward zero, as nnabla's int64 arguments take it (2.7 -> 2)
+            return None if value is None else int(value)
         if t == "bool":
             return bool(value)
         if t == "string":
@@ -206,6 +207,9 @@ class Op:
     keep_input_dtypes = ()  # inputs passed to kernels as stored (int labels, indices, masks)
     output_dtype = None    # None: the context's compute type; else a numpy dtype for all outputs
     no_grad_inputs = ()    # inputs that never receive a gradient (labels, indices, shapes)
+    refused_grad_inputs = ()  # those of them that backward refuses to propagate to (raises), as
+                              # nnabla does (cross-entropy labels, quantization scales); the
+                              # others get a zero gradient where backward overwrites
     python_level = False   # True for PythonFunction adapters: forward/backward take Variables
     data_dependent = False  # True if output shapes/dtypes follow input values (output_specs)
     n_outputs = -1         # the output count the caller asked for (-1: the op's own); see build
@@ -262,7 +266,16 @@ class Op:
 
     # Metrics whose backward nnabla passes over, giving their inputs no gradient, so that
     # F.sink(loss, error).backward() trains; other ops without a gradient raise, as there.
-    PASSES_NO_GRADIENT = frozenset(("TopNError", "BinaryError", "ConfusionMatrix"))
+    PASSES_NO_GRADIENT = frozenset(("TopNError", "BinaryError", "ConfusionMatrix",
+                                    "ONNXNonMaxSuppression"))
+
+    @classmethod
+    def refuses_grad(cls, i):
+        """Whether back-propagating to input ``i`` raises, as in nnabla: every input of an op
+        without backward (but the metrics nnabla passes over), and the refused inputs."""
+        if not cls.has_backward() and not cls.python_level:
+            return cls.name not in cls.PASSES_NO_GRADIENT
+        return i in cls.refused_grad_inputs
 
     def forget_forward(self):
         """Drop what the last forward kept for the next backward (Convolution's col), before a
@@ -314,18 +327,22 @@ def _checked_setup(setup):
     checks: an IndexError, ZeroDivisionError, ... from a combination no check foresaw, or a
     numpy error that names nothing, becomes one line with the op, the input shapes and the
     arguments, and an output shape with a negative dimension is refused here, not when a buffer
-    is allocated."""
+    is allocated. A ValueError becomes an OpValueError (a RuntimeError too, as nnabla's)."""
     @functools.wraps(setup)
     def checked(self, *shapes):
         try:
             out = setup(self, *shapes)
+        except OpValueError:
+            raise
         except (ValueError, TypeError) as e:
-            if self.name and self.name.lower() in str(e).lower():
+            named = bool(self.name) and self.name.lower() in str(e).lower()
+            if named and isinstance(e, TypeError):
                 raise
-            raise type(e)("{}: {} (inputs of shapes {}, arguments {})".format(
-                self.name, e, ", ".join(str(tuple(x)) for x in shapes), self.args)) from e
+            raise (OpValueError if isinstance(e, ValueError) else type(e))(
+                str(e) if named else "{}: {} (inputs of shapes {}, arguments {})".format(
+                    self.name, e, ", ".join(str(tuple(x)) for x in shapes), self.args)) from e
         except (IndexError, KeyError, ZeroDivisionError, OverflowError, AttributeError) as e:
-            raise ValueError("{}: inputs of shapes {} and arguments {} do not fit together ({}: "
+            raise OpValueError("{}: inputs of shapes {} and arguments {} do not fit together ({}: "
                              "{})".format(self.name, ", ".join(str(tuple(x)) for x in shapes),
                                           self.args, type(e).__name__, e)) from e
         for shape in out or ():

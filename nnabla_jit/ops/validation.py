@@ -1,7 +1,8 @@
 """Validation ops: TopNError, BinaryError, ConfusionMatrix. None has a gradient.
 
 Labels follow the class-label losses (``ops/loss.py``): integers or floats holding integers,
-negative ones ignored, anything else an error.
+negative ones (-inf too) ignored, anything else (NaN, +inf, not below the number of classes) an
+error.
 """
 import numpy as np
 from numba import njit, prange
@@ -13,7 +14,8 @@ from .loss import LabelOp
 from .registry import register
 
 # no grad rule at all (as in nnabla): nn.grad through it raises
-BinaryError = elementwise("BinaryError", "where((x0 >= 0.5) != (x1 >= 0.5), 1.0, 0.0)", grad_rule=False)
+BinaryError = elementwise("BinaryError", "where((x0 >= 0.5) != (x1 >= 0.5), 1.0, 0.0)", grad_rule=False,
+                          broadcasts=False)
 
 
 @parallel_kernel

@@ -86,7 +86,11 @@ class CsvDataSource(DataSource):
         self._filereader = FileReader(self._filename)
         try:
             with self._filereader.open(textmode=True) as f:
-                lines = list(_numbered_rows(csv.reader(f)))
+                reader = csv.reader(f)
+                try:
+                    lines = list(_numbered_rows(reader))
+                except csv.Error as e:
+                    raise ValueError(_not_csv(self._filename, reader, e)) from None
         except FileNotFoundError:
             raise FileNotFoundError("CsvDataSource: no dataset file {}".format(self._filename)) from None
         except UnicodeDecodeError as e:
@@ -170,6 +174,25 @@ def _not_utf8(filename, error):
     return ("{}, line {}: byte 0x{:02x} at column {} is not UTF-8 (encoding tried: utf-8-sig); "
             "save the dataset file as UTF-8".format(filename, line,
                                                      error.object[error.start], column + 1))
+
+
+def read_csv_rows(filename):
+    """The rows of a CSV text file (UTF-8, a byte-order mark allowed). Text that is not UTF-8, or
+    that the csv module cannot split (a field over its size limit), is a ValueError naming the
+    file and the line."""
+    try:
+        with open(filename, newline="", encoding="utf-8-sig") as f:
+            reader = csv.reader(f)
+            try:
+                return list(reader)
+            except csv.Error as e:
+                raise ValueError(_not_csv(filename, reader, e)) from None
+    except UnicodeDecodeError as e:
+        raise ValueError(_not_utf8(filename, e)) from None
+
+
+def _not_csv(filename, reader, error):
+    return "{}, line {}: not CSV text ({})".format(filename, reader.line_num, error)
 
 
 def _numbered_rows(reader):

@@ -28,14 +28,20 @@ def configure_progress(file_name, cb=None):
     progress(None)
 
 
+# nnabla retries a failed write 100 times, 0.1 s apart: on Windows the reader of the file
+# (Neural Network Console) can hold it locked for a moment. Elsewhere no reader blocks a write,
+# so a failure (a read-only folder, a full disk) is final and reported at once, not after 10 s.
+_WRITE_ATTEMPTS = 100 if os.name == "nt" else 1
+
+
 def _write_state(text):
-    for attempt in range(100):
+    for attempt in range(_WRITE_ATTEMPTS):
         try:
             with open(state_file_name, "w") as f:
                 f.write(text)
             return
         except OSError:
-            if attempt == 99:
+            if attempt == _WRITE_ATTEMPTS - 1:
                 logger.critical("Failed to write to {}.".format(state_file_name))
                 raise
             time.sleep(0.1)

@@ -47,6 +47,8 @@ def _losses(ctx, example, images, labels, steps):
 
 @pytest.mark.slow
 def test_the_digits_cnn_trains_to_the_cpu_losses():
+    pytest.importorskip("sklearn", reason="the digits come with scikit-learn (a GPU image may "
+                        "lack it: benchmarks/gpu_check.py's digits section uses synthetic ones)")
     example = _example()
     (images, labels), _ = example.load_split()
     cpu = _losses(nn.Context(), example, images, labels, 2)

@@ -64,3 +64,18 @@ def test_scatter_nd_updates_out_on_the_device():
 def test_out_of_range_indices_raise_the_cpu_error(build, arrays):
     with pytest.raises(ValueError, match="out of range"):
         run(cuda_context(), build, arrays, no_grad=(0, 1), backward=False)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("build, arrays", [
+    (lambda x, i: F.gather(x, i, axis=0), lambda b: [signed(3, 2), np.array([0, b], np.float32)]),
+    (lambda x, i: F.gather_nd(x, i), lambda b: [signed(3, 2), np.array([[0, b]], np.float32)]),
+    (lambda i, w: F.embed(i, w), lambda b: [np.array([b], np.float32), signed(4, 2)]),
+    (lambda x0, i, x1: F.scatter_add(x0, i, x1, axis=0),
+     lambda b: [signed(3, 2), np.array([[0, b]], np.float32), signed(1, 2)]),
+    (lambda i: F.one_hot(i, (3,)), lambda b: [np.array([[0], [b]], np.float32)]),
+], ids=["gather", "gather_nd", "embed", "scatter_add", "one_hot"])
+def test_nan_and_infinite_indices_raise(build, arrays, bad):
+    """The GPU casts NaN to index 0: the kernels check the float before the cast."""
+    with pytest.raises(ValueError, match="not an integer index"):
+        run(cuda_context(), build, arrays(bad), no_grad=tuple(range(3)), backward=False)

@@ -26,3 +26,19 @@ def test_a_label_out_of_range_raises():
                           nn.Variable.from_numpy_array(np.full((4, 1, 2), 3, np.float32)), axis=1)
     with pytest.raises(ValueError, match="label 3.0"):
         y.forward()
+
+
+@pytest.mark.parametrize("label", [np.inf, np.nan, 1e30])
+@pytest.mark.parametrize("build", [
+    lambda x, t: F.top_n_error(x, t, axis=1),
+    lambda x, t: F.confusion_matrix(x, t, axis=1),
+    lambda x, t: F.softmax_cross_entropy(x, t, axis=1),
+    lambda x, t: F.categorical_cross_entropy(F.softmax(x, axis=1), t, axis=1),
+], ids=["top_n_error", "confusion_matrix", "softmax_cross_entropy", "categorical_cross_entropy"])
+def test_an_infinite_or_nan_label_raises(build, label):
+    labels = LABELS.copy()
+    labels[1, 0, 0] = label
+    with nn.context_scope(cuda_context()):
+        y = build(nn.Variable.from_numpy_array(SCORES), nn.Variable.from_numpy_array(labels))
+    with pytest.raises(ValueError, match="is not a class index"):
+        y.forward()

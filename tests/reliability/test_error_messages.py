@@ -46,7 +46,7 @@ def test_split_axis_out_of_range(axis):
     (lambda x: PF.affine(x, -1), r"PF.affine: n_outmaps must be a positive integer or a tuple "
                                  r"of them, got -1"),
     (lambda x: PF.affine(x, (2, 0)), r"PF.affine: n_outmaps .* got \(2, 0\)"),
-    (lambda x: PF.affine(x, 2.5), r"PF.affine: n_outmaps .* got 2.5"),
+    (lambda x: PF.affine(x, 0.5), r"PF.affine: n_outmaps .* got 0.5"),   # truncates to 0
     (lambda x: PF.affine(x, 3, base_axis=4), r"PF.affine: base_axis 4 is out of range for an "
                                              r"input of shape \(2, 3, 4, 4\)"),
     (lambda x: PF.embed(x, 0, 3), r"PF.embed: n_inputs must be a positive integer, got 0"),

@@ -22,12 +22,17 @@
     nnabla_jit version
 
 ``-m/--mpi`` before the command runs it in every process of an MPI launch (``mpirun -np 2
-nnabla_jit -m train ...``): a data-parallel communicator is made first. The ``nnabla_cli`` console
-script is the same command. Every subcommand has ``--help``. A failing command prints what went wrong and exits with 1.
+nnabla_jit -m train ...``): a data-parallel communicator is made first, and a rank whose command
+fails aborts the whole job, so the other ranks do not wait for it forever. The ``nnabla_cli``
+console script is the same command. Every subcommand has ``--help``. A failing command prints one
+line saying what went wrong, naming the file, and exits with 1 (a traceback only for a bug).
 """
 import argparse
+import csv
+import errno
 import os
 import sys
+import zipfile
 
 __all__ = ["main", "run_parsed", "version_string", "batch_size_argument"]
 
@@ -119,19 +124,80 @@ def main(argv=None):
     return run_parsed(parser, parser.parse_args(argv))
 
 
+# What a user's mistake or the machine's state raises (a missing, unreadable or malformed file, a
+# full disk, too little memory, an input nested too deeply): one line, never a traceback. Any
+# other exception is a bug of nnabla_jit and keeps its traceback.
+_USER_ERRORS = (CommandError, OSError, ValueError, KeyError, NotImplementedError, MemoryError,
+                RecursionError, csv.Error, EOFError, zipfile.BadZipFile)
+
+# Argument names (argparse dests) whose values are files or folders the command reads or writes:
+# named by errors that cannot name a file themselves (MemoryError, RecursionError, a write that
+# fails with ENOSPC or EFBIG).
+_INPUT_ARGUMENTS = ("config", "config2", "param", "dataset", "files", "input", "inputs", "input_file",
+                    "infile", "indir", "source", "sourcedir", "filename")
+_OUTPUT_ARGUMENTS = ("outdir", "output", "output_file", "outfile", "output_dir", "destination",
+                     "result_outdir")
+
+
+def _files_named(args, dests):
+    names = []
+    for dest in dests:
+        value = getattr(args, dest, None)
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, str) and v and v not in names:
+                names.append(v)
+    return ", ".join(names) if names else "its arguments"
+
+
+def describe_error(error, args):
+    """The one line that tells a user what went wrong."""
+    inputs = _files_named(args, _INPUT_ARGUMENTS)
+    if isinstance(error, OSError) and error.filename is not None and error.strerror:
+        names = error.filename if error.filename2 is None else "{} -> {}".format(
+            error.filename, error.filename2)
+        return "{}: {}".format(names, error.strerror)
+    if isinstance(error, OSError) and error.strerror:
+        if error.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT) and "cannot write" not in error.strerror:
+            return "{} (writing {})".format(error.strerror, _files_named(args, _OUTPUT_ARGUMENTS))
+        return error.strerror
+    if isinstance(error, MemoryError):
+        return "not enough memory to run {} on {}{}".format(
+            args.command, inputs, " ({})".format(error) if str(error) else "")
+    if isinstance(error, RecursionError):
+        return "{} is nested too deeply for {} to follow ({})".format(inputs, args.command, error)
+    if isinstance(error, UnicodeDecodeError):
+        return "{} holds text that is not UTF-8 ({})".format(inputs, error)
+    if isinstance(error, csv.Error):
+        return "{} is not a well-formed CSV file ({})".format(inputs, error)
+    if isinstance(error, KeyError) and error.args:
+        return str(error.args[0])
+    return str(error) or "{} failed on {} ({})".format(args.command, inputs, type(error).__name__)
+
+
+def _abort_other_ranks():
+    """Under -m, a failing rank ends the MPI job: the other ranks would wait for it in their
+    next collective forever (nnabla's CLI kills itself there)."""
+    from ..communicator_util import current_communicator
+    comm = current_communicator()
+    if comm is not None and comm.size > 1:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        comm.abort()
+
+
 def run_parsed(parser, args):
     """Run the subcommand of ``args`` (parsed by ``parser``); returns the exit status."""
     if "func" not in args:
         parser.print_help(sys.stderr)
         return 2
-    from ...serialization.files import FileFormatError
     try:
         if args.mpi:
             _start_communicator()
-        ok = args.func(args)
-    except (CommandError, FileFormatError, FileNotFoundError, NotImplementedError, ValueError,
-            KeyError) as e:
-        message = e.args[0] if isinstance(e, KeyError) and e.args else e
-        print("{} {}: error: {}".format(parser.prog, args.command, message), file=sys.stderr)
-        return 1
-    return 0 if ok else 1
+        status = 0 if args.func(args) else 1
+    except _USER_ERRORS as e:
+        print("{} {}: error: {}".format(parser.prog, args.command, describe_error(e, args)),
+              file=sys.stderr)
+        status = 1
+    if status and args.mpi:
+        _abort_other_ranks()
+    return status

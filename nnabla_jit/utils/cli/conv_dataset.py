@@ -6,6 +6,7 @@ A CSV source goes through :class:`~nnabla_jit.utils.create_cache.CreateCache`; a
 is re-written through :class:`~nnabla_jit.utils.data_source.DataSourceWithFileCache` (with a
 progress bar), e.g. to shuffle it. The destination must be a directory (named ``*.cache``).
 """
+import argparse
 import os
 import shutil
 
@@ -36,18 +37,27 @@ def _copy_into_cache(args, source):
                 bar.update(1)
 
 
-def _prepare_destination(args):
+def _check_destination(args):
     if not os.path.exists(args.destination):
-        os.mkdir(args.destination)
         return
     if not args.force:
         raise CommandError("'{}' exists; use -F/--force to overwrite it".format(args.destination))
     if not os.path.isdir(args.destination):
         raise CommandError("cannot overwrite file '{}' (the destination is a cache directory); "
                            "delete it first".format(args.destination))
-    print("Overwrite destination [{}].".format(args.destination))
-    shutil.rmtree(args.destination, ignore_errors=True)
-    os.mkdir(args.destination)
+
+
+def _fill(args, ext, folder):
+    if ext == ".csv":
+        cache = CreateCache(args.source, shuffle=args.shuffle, num_of_threads=args.num_of_threads)
+        print("Number of Data: {}".format(cache._size))
+        print("Shuffle:        {}".format(args.shuffle))
+        print("Normalize:      {}".format(args.normalize))
+        cache.create(folder, normalize=args.normalize)
+    else:
+        with CacheDataSource(args.source, shuffle=args.shuffle, normalize=args.normalize) as source:
+            args_into = argparse.Namespace(**dict(vars(args), destination=folder))
+            _copy_into_cache(args_into, source)
 
 
 def conv_dataset_command(args):
@@ -63,16 +73,29 @@ def conv_dataset_command(args):
                            .format(args.destination))
     if not os.path.exists(args.source):
         raise CommandError("source '{}' does not exist".format(args.source))
-    _prepare_destination(args)
-    if ext == ".csv":
-        cache = CreateCache(args.source, shuffle=args.shuffle, num_of_threads=args.num_of_threads)
-        print("Number of Data: {}".format(cache._size))
-        print("Shuffle:        {}".format(args.shuffle))
-        print("Normalize:      {}".format(args.normalize))
-        cache.create(args.destination, normalize=args.normalize)
-    else:
-        with CacheDataSource(args.source, shuffle=args.shuffle, normalize=args.normalize) as source:
-            _copy_into_cache(args, source)
+    if ext == ".csv" and not os.path.isfile(args.source):
+        raise CommandError("source '{}' is a directory, not a CSV file".format(args.source))
+    if ext == ".cache" and not os.path.isdir(args.source):
+        raise CommandError("source '{}' is a file, not a cache directory".format(args.source))
+    _check_destination(args)
+    # The cache is built in a folder beside the destination and renamed into place once complete:
+    # a failure (a bad row, a full disk) leaves no partial cache, and -F keeps the old one until
+    # the new one is whole.
+    parent = os.path.dirname(os.path.abspath(args.destination))
+    if not os.path.isdir(parent):
+        raise CommandError("the folder of the destination '{}' does not exist".format(args.destination))
+    folder = os.path.join(parent, ".{}.{}.partial".format(os.path.basename(args.destination), os.getpid()))
+    shutil.rmtree(folder, ignore_errors=True)   # left by a killed run that had this process id
+    os.mkdir(folder)
+    try:
+        _fill(args, ext, folder)
+        if os.path.exists(args.destination):
+            print("Overwrite destination [{}].".format(args.destination))
+            shutil.rmtree(args.destination)
+        os.rename(folder, args.destination)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
     return True
 
 

@@ -25,12 +25,13 @@ def convert_image(args):
     dest = os.path.join(dest_dir, os.path.splitext(file_name)[0] + ".png")
     try:
         im, _ = shape_image(imread(source), width, height, mode, ch)
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
-        imsave(dest, im)
-        return True
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError) as e:   # an unreadable image is left out, as nnabla does
         logger.warning("Failed to convert %s: %s" % (source, e))
         return False
+    # a failed write (a read-only or full disk) ends the command
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    imsave(dest, im)
+    return True
 
 
 def create_image_classification_dataset_command(args):
@@ -54,6 +55,9 @@ def create_image_classification_dataset_command(args):
     written = run_parallel(convert_image, [(r[0], args.sourcedir, args.outdir, width, height,
                                             args.mode, ch) for r in rows], "images")
     rows = [[os.path.splitext(r[0])[0] + ".png", r[1]] for r, ok in zip(rows, written) if ok]
+    if not rows:
+        raise CommandError("no image in the class subdirectories of '{}' could be read (see the "
+                           "warnings)".format(args.sourcedir))
     logger.log(99, "Creating CSV files...")
     write_csv_split(rows, ["x:image", "y:label"], args, args.shuffle == "true")
     logger.log(99, "Dataset was successfully created.")

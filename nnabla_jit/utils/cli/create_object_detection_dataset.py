@@ -91,7 +91,7 @@ def load_label(file_name):
         logger.warning("Label txt file is not found %s." % file_name)
         return []
     labels = []
-    with open(file_name) as f:
+    with open(file_name, encoding="utf-8", errors="replace") as f:   # bad bytes fail as a bad line
         for number, line in enumerate(f, 1):
             if not line.strip():
                 continue
@@ -113,8 +113,9 @@ def get_anchors(source_dir, file_list, num_anchor):
         sizes += [label[3:5] for label in labels]
     sizes = np.array(sizes, dtype=float).reshape(-1, 2)
     if len(sizes) < num_anchor:
-        raise CommandError("{} labelled objects found; -a/--num_anchor {} needs at least as many"
-                           .format(len(sizes), num_anchor))
+        raise CommandError("{} labelled objects found in the .txt files beside the images under "
+                           "'{}'; -a/--num_anchor {} needs at least as many".format(
+                               len(sizes), source_dir, num_anchor))
     logger.log(99, "{} labels are found in {} images ({:.2f} labels/image on average).".format(
         len(sizes), len(file_list), len(sizes) / len(file_list)))
     rng = np.random.RandomState(0)
@@ -158,11 +159,12 @@ def convert_image(args):
         im = imread(source)
         input_size = (im.shape[1], im.shape[0])
         im, kind = shape_image(im, width, height, mode, ch)
-        os.makedirs(os.path.dirname(out), exist_ok=True)
-        imsave(out + ".png", im)
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError) as e:   # an unreadable image is left out, as nnabla does
         logger.warning("Failed to convert %s: %s" % (source, e))
         return False
+    # a failed write (a read-only or full disk) ends the command
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    imsave(out + ".png", im)
     if kind is not None:
         labels = [_warp(label, kind, input_size, (width, height)) for label in labels]
     grid_w, grid_h = width // grid_size, height // grid_size
@@ -223,7 +225,7 @@ def create_object_detection_dataset_command(args):
             stem = os.path.join(".", "data", os.path.splitext(f)[0])
             rows.append([stem + ".png", stem + "_label.csv", stem + "_region.csv"])
     if not rows:
-        raise CommandError("no image and label file was converted")
+        raise CommandError("no image under '{}' could be read (see the warnings)".format(args.sourcedir))
     logger.log(99, "Creating CSV files...")
     write_csv_split(rows, ["x:image", "y:label", "r:region"], args, args.shuffle == "true")
     logger.log(99, "Dataset was successfully created.")

@@ -93,7 +93,8 @@ def check_common_arguments(args):
     if os.path.abspath(args.sourcedir) == os.path.abspath(args.outdir):
         raise CommandError("the input directory and the output directory are the same")
     if not os.path.isdir(args.sourcedir):
-        raise CommandError("input directory '{}' does not exist".format(args.sourcedir))
+        raise CommandError("input directory '{}' {}".format(
+            args.sourcedir, "is a file" if os.path.exists(args.sourcedir) else "does not exist"))
     if args.mode not in ("trimming", "padding"):
         raise CommandError("-m/--mode must be trimming or padding, got '{}'".format(args.mode))
     if args.shuffle not in ("true", "false"):

@@ -39,10 +39,16 @@ def _parse_shape(line, filepath):
 
 def load_param_in_txt(name, filepath):
     """Read a parameter file written by :func:`save_param_in_txt` into parameter ``name``."""
-    with open(filepath, "r") as f:
-        first, _, rest = f.read().partition("\n")
+    try:
+        with open(filepath, "r", encoding="utf-8") as f:
+            first, _, rest = f.read().partition("\n")
+    except UnicodeDecodeError:
+        raise CommandError("{}: not a parameter text file (it is not UTF-8 text)".format(filepath)) from None
     shape = _parse_shape(first, filepath)
-    values = np.array(rest.split(), dtype=np.float32)
+    try:
+        values = np.array(rest.split(), dtype=np.float32)
+    except ValueError as e:
+        raise CommandError("{}: the values after the shape line must be numbers ({})".format(filepath, e)) from None
     if values.size != int(np.prod(shape)):
         raise CommandError("{}: shape {} needs {} values, the file has {}".format(
             filepath, shape, int(np.prod(shape)), values.size))
@@ -72,12 +78,15 @@ def encode_param_command(args, **kwargs):
     if not args.param:
         raise CommandError("give the parameter file to write with -p/--param")
     if not os.path.isdir(args.indir):
-        raise CommandError("input directory '{}' does not exist".format(args.indir))
+        raise CommandError("input directory '{}' {}".format(
+            args.indir, "is a file" if os.path.exists(args.indir) else "does not exist"))
     logger.log(99, "Loading parameters...")
-    for file_name in sorted(os.listdir(args.indir)):
+    names = [n for n in sorted(os.listdir(args.indir)) if os.path.isfile(os.path.join(args.indir, n))]
+    if not names:
+        raise CommandError("input directory '{}' holds no parameter files (decode_param writes them)"
+                           .format(args.indir))
+    for file_name in names:
         path = os.path.join(args.indir, file_name)
-        if not os.path.isfile(path):
-            continue
         key = urllib.parse.unquote(os.path.splitext(file_name)[0].replace("~", "/"))
         logger.log(99, key)
         load_param_in_txt(key, path)

@@ -12,6 +12,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..data_source import write_csv_rows
+from ..data_source_implements import read_csv_rows
 from ..load import load
 from . import CommandError, batch_size_argument
 
@@ -140,8 +141,7 @@ def forward_command(args):
     for d in info.datasets.values():
         if d.uri == args.dataset or d.cache_dir == args.dataset:
             normalize = normalize and d.normalize
-    with open(args.dataset, newline="", encoding="utf-8-sig") as f:
-        rows = [row for row in csv.reader(f) if row]
+    rows = [row for row in read_csv_rows(args.dataset) if row]
     if not rows:
         raise CommandError("{} is empty".format(args.dataset))
     header, rows = rows[0], rows[1:]
@@ -197,18 +197,22 @@ def infer_command(args):
     executors = list(info.executors.values())
     if not executors:
         raise CommandError("{} has no executor to run".format(args.config))
-    needed = [d for e in executors for d in e.dataset_assign.values()]
+    needed = [(pv, d) for e in executors for pv, d in e.dataset_assign.items()]
     if len(args.inputs) != len(needed):
         raise CommandError("the executors need {} inputs ({}), {} files given".format(
-            len(needed), ", ".join(needed), len(args.inputs)))
+            len(needed), ", ".join(d for _, d in needed), len(args.inputs)))
     data = {}
-    for name, path in zip(needed, args.inputs):
+    for (pv, name), path in zip(needed, args.inputs):
         dtype = _DATA_TYPES[args.data_type]
         if args.data_type == "float32":     # nnabla's rule: the file name can tell the type
             dtype = np.int32 if "int32" in path else np.uint8 if "uint8" in path else np.float32
         if not os.path.exists(path):
             raise FileNotFoundError("{}: no such file".format(path))
         data[name] = np.fromfile(path, dtype)
+        if data[name].size != pv.variable_instance.size:
+            raise CommandError("{}: {} bytes are {} {} values, input '{}' of shape {} needs {}".format(
+                path, os.path.getsize(path), data[name].size, np.dtype(dtype).name, name,
+                tuple(pv.variable_instance.shape), pv.variable_instance.size))
     results = run_executors(executors, data)
     for i, (name, value) in enumerate(results):
         if args.output is not None:

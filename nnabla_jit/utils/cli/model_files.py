@@ -5,12 +5,14 @@ unrolled unless ``--nnp-no-expand-network``), ONNX through ``nnabla_jit.serializ
 (``nnp_from_onnx(path) -> NnpContents``, ``export_nnp(contents, path, opset=None)``).
 TensorFlow and TFLite formats are refused with the reason (they need TensorFlow).
 """
+import errno
 import os
 
 from ..converter.nnabla import NnpImporter
 from . import CommandError
 
-__all__ = ["add_import_arguments", "import_nnp", "onnx_module", "read_model", "resolve_file_format"]
+__all__ = ["add_import_arguments", "check_model_files", "import_nnp", "onnx_module", "read_model",
+           "resolve_file_format"]
 
 _NNP_EXTENSIONS = (".nnp", ".nntxt", ".prototxt", ".protobuf", ".h5")
 _IMPORT_FORMATS = ("NNP", "ONNX")
@@ -63,9 +65,21 @@ def onnx_module(what):
     return onnx_io
 
 
+def check_model_files(files, import_format=None):
+    """Refuse, naming it, an input that is missing, a folder, or of no model format: the
+    importer would leave it out without a word."""
+    for f in files:
+        if os.path.isdir(f):
+            raise CommandError("'{}' is a directory, not a model file".format(f))
+        if not os.path.exists(f):
+            raise FileNotFoundError(errno.ENOENT, "no such model file", f)
+        _format_of(f, import_format, "import")
+
+
 def import_nnp(files, args=None, expand_network="if-repeated"):
     """The NNP files as nnabla's converter imports them (:class:`NnpImporter`), with the
     import options of ``args`` (-E, --nnp-no-expand-network)."""
+    check_model_files(files, getattr(args, "import_format", None))
     if getattr(args, "nnp_no_expand_network", False):
         expand_network = False
     return NnpImporter(*files, expand_network=expand_network,
@@ -75,6 +89,7 @@ def import_nnp(files, args=None, expand_network="if-repeated"):
 def read_model(files, import_format=None, args=None, progress=False):
     """NnpContents of the input files (NNP files merged; or one ONNX file, with a tqdm bar over
     its nodes when ``progress``)."""
+    check_model_files(files, import_format)
     formats = {_format_of(f, import_format, "import") for f in files}
     if formats == {"NNP"}:
         return import_nnp(files, args).contents

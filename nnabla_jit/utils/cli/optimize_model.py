@@ -15,6 +15,7 @@ from collections import OrderedDict
 
 from ...core import graph_def
 from ...serialization.proto import nnabla_pb2
+from . import CommandError
 
 __all__ = ["optimization_command", "optimize_nnp_model_command", "optimize_pb_model_command", "optimize_nnp",
            "add_optimize_command"]
@@ -114,14 +115,18 @@ def optimize_pb_model_command(input_pb_file, output_pb_file):
 def optimization_command(args):
     input_file, output_file = args.input_file[0], args.output_file[0]
     ext = os.path.splitext(input_file)[1]
+    if os.path.isdir(input_file):
+        raise CommandError("'{}' is a directory, not a model file".format(input_file))
     if ext == ".nnp":
         if os.path.splitext(output_file)[1] != ".nnp":
-            raise ValueError("Input or output file format error.")
+            raise CommandError("output file '{}': optimize writes an .nnp file".format(output_file))
         optimize_nnp_model_command(input_file, output_file)
     elif ext == ".pb":
         optimize_pb_model_command(input_file, output_file)
     else:
-        raise ValueError("{} is unsupported file format.".format(ext))
+        raise CommandError("input file '{}': optimize reads an .nnp file (or a TensorFlow .pb), "
+                           "not {}".format(input_file, "'{}'".format(ext) if ext else "a file with no "
+                                                                                   "extension"))
     return True
 
 

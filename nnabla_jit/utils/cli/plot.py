@@ -4,6 +4,8 @@
 (MonitorTimeElapsed) has ``<iteration> <elapsed> <iterations> <total elapsed>``. Without
 ``-o`` the plot is shown on screen.
 """
+import os
+import warnings
 from argparse import RawTextHelpFormatter
 
 import numpy as np
@@ -18,8 +20,12 @@ _UNITS = {"s": ("seconds", 1.0), "m": ("minutes", 60.0), "h": ("hours", 3600.0),
 
 def read_monitor_file(path, column, min_columns):
     """(iterations, values) from column ``column`` of a monitor file."""
+    if os.path.isdir(path):
+        raise CommandError("{}: is a directory, not a monitor file".format(path))
     try:
-        data = np.loadtxt(path, ndmin=2)
+        with warnings.catch_warnings():   # an empty file: the error below says so
+            warnings.simplefilter("ignore", UserWarning)
+            data = np.loadtxt(path, ndmin=2)
     except OSError:
         raise FileNotFoundError("{}: no such file".format(path)) from None
     except ValueError as e:

@@ -45,7 +45,8 @@ an empty cache a parallel kernel is not compiled by the process that first calls
 
 :func:`_main` is the worker (``python -c``, with the package on its path): it reads one JSON
 line per kernel on stdin (id, module, name, pickled signature; id 0 a prefetch, -1 "requests
-first") and answers ``<id> ok`` or ``<id> error <why>`` on stdout.
+first") and answers ``<id> ok`` or ``<id> error <why>`` on stdout; when stdin ends it
+finishes the requests (not the prefetches) and exits.
 """
 import atexit
 import base64

@@ -1,0 +1,221 @@
+"""Winograd F(2x2, 3x3): 3x3 stride-1 convolutions with 16 multiplies per 2x2 output tile
+instead of 36 (Lavin & Gray, 2015).
+
+The image is cut into overlapping 4x4 tiles (stride 2); each tile ``d`` becomes ``B^T d B``, each
+3x3 filter ``g`` becomes ``G g G^T``, and a 2x2 output tile is ``A^T [(G g G^T) * (B^T d B)] A``
+summed over input channels. The sum over channels of the element-wise products is, for each of
+the 16 tile positions, one matrix product
+
+    Mt[xi] (M, tiles) = U[xi] (M, C) @ V[xi] (C, tiles)
+
+which goes through BLAS like im2col's. The transforms are short loops over tiles.
+
+The data gradient of a 3x3 stride-1 convolution with padding p is the same convolution of dy
+with the filter flipped in space and transposed (M <-> C) and padding 2 - p, so it runs through
+the same plan. Filter transforms are kept with a copy of the filter they came from and redone
+only when the filter's values changed (each step in training, never in inference).
+
+Used by Convolution (ops/convolution.py) where :func:`wins` says it beats im2col + GEMM.
+"""
+import os
+
+import numpy as np
+from numba import njit, prange, uint64
+
+from .blas import gemm
+from .kernels import parallel_kernel
+
+TILE, OUT_TILE = 4, 2
+POSITIONS = TILE * TILE
+INIT_ADD, INIT_ZERO, INIT_BIAS = 0, 1, 2   # as ops/convolution.py's (which imports this module)
+
+
+def mode():
+    """NNABLA_JIT_WINOGRAD (read at each op's setup): "0" turns the Winograd route off, "force"
+    takes it for every convolution it applies to (to measure and test it), anything else where
+    :func:`wins`."""
+    return os.environ.get("NNABLA_JIT_WINOGRAD", "1")
+
+
+def applies(kernel, stride, dilation, pad, group, channel_last):
+    """Whether the convolution is one this module computes: 2-d, 3x3, stride 1, dilation 1,
+    one group, channel-first, padding at most 2 (the data gradient's padding is 2 - pad)."""
+    return (tuple(kernel) == (3, 3) and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1)
+            and group == 1 and not channel_last and all(0 <= p <= 2 for p in pad))
+
+
+def wins(in_channels, out_channels):
+    """The shape rule: where the Winograd route measured faster than im2col + GEMM (see
+    benchmarks/README.md, "Winograd F(2x2,3x3)"). With few channels the 16 GEMMs are too thin
+    (an inner dimension of 3 for an RGB image) and the transforms dominate."""
+    return in_channels >= 16 and out_channels >= 16
+
+
+# ------------------------------------------------------------------------------ kernels
+@njit(cache=True)
+def same_values(a, b):
+    """Whether flat arrays a and b hold the same values (NaN differs from everything)."""
+    for i in range(a.size):
+        if a[uint64(i)] != b[uint64(i)]:
+            return False
+    return True
+
+
+@parallel_kernel
+def filter_tiles(w, U, flip):
+    """U[xi, m, c] = (G g G^T)[xi] for the 3x3 filter g = w[m, c] (w is (M, C, 3, 3)); with
+    ``flip``, U[xi, c, m] from g = w[m, c] turned by 180 degrees (the data gradient's filter)."""
+    M, C = w.shape[0], w.shape[1]
+    for task in prange(M * C):
+        m = task // C
+        c = task - m * C
+        g = w[m, c]
+        t = np.empty((4, 3), w.dtype)   # G g
+        for j in range(3):
+            jj = 2 - j if flip else j
+            g0 = g[2, jj] if flip else g[0, jj]
+            g1 = g[1, jj]
+            g2 = g[0, jj] if flip else g[2, jj]
+            t[0, j] = g0
+            t[1, j] = 0.5 * (g0 + g1 + g2)
+            t[2, j] = 0.5 * (g0 - g1 + g2)
+            t[3, j] = g2
+        for i in range(4):
+            u0, u1, u2 = t[i, 0], t[i, 1], t[i, 2]
+            r, s = (c, m) if flip else (m, c)
+            U[i * 4 + 0, r, s] = u0
+            U[i * 4 + 1, r, s] = 0.5 * (u0 + u1 + u2)
+            U[i * 4 + 2, r, s] = 0.5 * (u0 - u1 + u2)
+            U[i * 4 + 3, r, s] = u2
+
+
+@parallel_kernel
+def image_tiles(img, V, H, W, pad_h, pad_w, tiles_h, tiles_w):
+    """V[xi, c, b * T + t] = (B^T d B)[xi] for the 4x4 image tile d of tile t (T = tiles_h *
+    tiles_w, tile (ty, tx) starting at image row 2 ty - pad_h, column 2 tx - pad_w; 0 outside).
+    img is (nb, C * H * W)."""
+    nb = img.shape[0]
+    C = V.shape[1]
+    T = tiles_h * tiles_w
+    for task in prange(C * nb):
+        c = task // nb
+        b = task - c * nb
+        sample = img[b]
+        base = c * H * W
+        d = np.zeros((4, 4), img.dtype)
+        t = np.empty((4, 4), img.dtype)
+        for ty in range(tiles_h):
+            y0 = 2 * ty - pad_h
+            for tx in range(tiles_w):
+                x0 = 2 * tx - pad_w
+                for i in range(4):
+                    y = y0 + i
+                    for j in range(4):
+                        x = x0 + j
+                        if 0 <= y < H and 0 <= x < W:
+                            d[i, j] = sample[uint64(base + y * W + x)]
+                        else:
+                            d[i, j] = 0.0
+                for i in range(4):   # d B
+                    t[i, 0] = d[i, 0] - d[i, 2]
+                    t[i, 1] = d[i, 1] + d[i, 2]
+                    t[i, 2] = d[i, 2] - d[i, 1]
+                    t[i, 3] = d[i, 1] - d[i, 3]
+                col = uint64(b * T + ty * tiles_w + tx)
+                for j in range(4):   # B^T (d B)
+                    V[0 + j, c, col] = t[0, j] - t[2, j]
+                    V[4 + j, c, col] = t[1, j] + t[2, j]
+                    V[8 + j, c, col] = t[2, j] - t[1, j]
+                    V[12 + j, c, col] = t[1, j] - t[3, j]
+
+
+@parallel_kernel
+def map_tiles(Mt, out, bias, init, OH, OW, tiles_h, tiles_w):
+    """out[b, m, 2 ty + i, 2 tx + j] (+)= (A^T Mt[:, m, b * T + t] A)[i, j] (+ bias[m]) for the
+    positions inside the map; out is (nb, M * OH * OW)."""
+    nb = out.shape[0]
+    M = Mt.shape[1]
+    T = tiles_h * tiles_w
+    for task in prange(nb * M):
+        b = task // M
+        m = task - b * M
+        dst = out[b]
+        base = m * OH * OW
+        v0 = bias[m] if init == INIT_BIAS else 0.0
+        s = np.empty((2, 4), Mt.dtype)
+        for ty in range(tiles_h):
+            for tx in range(tiles_w):
+                col = uint64(b * T + ty * tiles_w + tx)
+                for j in range(4):   # A^T Mt
+                    a0 = Mt[0 + j, m, col]
+                    a1 = Mt[4 + j, m, col]
+                    a2 = Mt[8 + j, m, col]
+                    a3 = Mt[12 + j, m, col]
+                    s[0, j] = a0 + a1 + a2
+                    s[1, j] = a1 - a2 - a3
+                for i in range(2):   # (A^T Mt) A
+                    y = 2 * ty + i
+                    if y >= OH:
+                        continue
+                    r0 = s[i, 0] + s[i, 1] + s[i, 2] + v0
+                    r1 = s[i, 1] - s[i, 2] - s[i, 3] + v0
+                    x = 2 * tx
+                    at = uint64(base + y * OW + x)
+                    dst[at] = dst[at] + r0 if init == INIT_ADD else r0
+                    if x + 1 < OW:
+                        dst[at + 1] = dst[at + 1] + r1 if init == INIT_ADD else r1
+
+
+# ------------------------------------------------------------------------------ plans
+class FilterTiles:
+    """U of one filter, redone only when the filter's values change (a copy tells)."""
+
+    def __init__(self, flip):
+        self.flip = flip
+        self.seen = None
+        self.U = None
+
+    def of(self, w):
+        M, C = w.shape[0], w.shape[1]
+        flat = w.reshape(-1)
+        if (self.seen is None or self.seen.dtype != w.dtype
+                or not same_values(flat, self.seen)):
+            rows, cols = (C, M) if self.flip else (M, C)
+            if self.U is None or self.U.dtype != w.dtype:
+                self.U = np.empty((POSITIONS, rows, cols), w.dtype)
+            filter_tiles.for_size(w.size * 8)(w.reshape(M, C, 3, 3), self.U, self.flip)
+            self.seen = flat.copy()
+        return self.U
+
+
+class WinogradPlan:
+    """A 3x3 stride-1 convolution from an image (nb, C, H, W) to a map (nb, M, OH, OW) with
+    padding ``pad``, in batch chunks whose work arrays stay under ``max_elements``."""
+
+    def __init__(self, C, M, in_sp, out_sp, pad, batch, max_elements):
+        self.C, self.M = C, M
+        self.H, self.W = in_sp
+        self.OH, self.OW = out_sp
+        self.pad_h, self.pad_w = pad
+        self.tiles_h, self.tiles_w = (self.OH + 1) // 2, (self.OW + 1) // 2
+        self.T = self.tiles_h * self.tiles_w
+        self.batch = batch
+        self.chunk = max(1, min(batch, max_elements // max(1, POSITIONS * max(C, M) * self.T)))
+
+    def run(self, img2, U, out2, bias, init, buffer):
+        """out2 = conv(img2) with filter tiles U (16, M, C); ``buffer(name, size, dtype)`` gives
+        flat work arrays."""
+        dtype = img2.dtype
+        for b0 in range(0, self.batch, self.chunk):
+            b1 = min(self.batch, b0 + self.chunk)
+            cols = (b1 - b0) * self.T
+            V = buffer("winograd_v", POSITIONS * self.C * cols, dtype)[:POSITIONS * self.C * cols]
+            V = V.reshape(POSITIONS, self.C, cols)
+            Mt = buffer("winograd_m", POSITIONS * self.M * cols, dtype)[:POSITIONS * self.M * cols]
+            Mt = Mt.reshape(POSITIONS, self.M, cols)
+            image_tiles.for_size(V.size)(img2[b0:b1], V, self.H, self.W, self.pad_h, self.pad_w,
+                                         self.tiles_h, self.tiles_w)
+            for xi in range(POSITIONS):
+                gemm(U[xi], V[xi], Mt[xi])
+            map_tiles.for_size(Mt.size)(Mt, out2[b0:b1], bias, init, self.OH, self.OW,
+                                        self.tiles_h, self.tiles_w)

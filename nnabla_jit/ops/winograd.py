@@ -93,46 +93,66 @@ def filter_tiles(w, U, flip):
 def image_tiles(img, V, H, W, pad_h, pad_w, tiles_h, tiles_w):
     """V[xi, c, b * T + t] = (B^T d B)[xi] for the 4x4 image tile d of tile t (T = tiles_h *
     tiles_w, tile (ty, tx) starting at image row 2 ty - pad_h, column 2 tx - pad_w; 0 outside).
-    img is (nb, C * H * W)."""
+    img is (nb, C * H * W). A tile row's four image rows are first copied into a zero-padded
+    buffer, so that the loop over the tiles has no bounds tests and vectorizes."""
     nb = img.shape[0]
     C = V.shape[1]
     T = tiles_h * tiles_w
+    width = 2 * tiles_w + 2
     for task in prange(C * nb):
         c = task // nb
         b = task - c * nb
         sample = img[b]
         base = c * H * W
-        d = np.zeros((4, 4), img.dtype)
-        t = np.empty((4, 4), img.dtype)
+        rows = np.zeros((4, width), img.dtype)
+        comb = np.empty((4, width), img.dtype)
+        xlo = max(0, pad_w)
+        xhi = min(width, W + pad_w)
         for ty in range(tiles_h):
-            y0 = 2 * ty - pad_h
-            for tx in range(tiles_w):
-                x0 = 2 * tx - pad_w
-                for i in range(4):
-                    y = y0 + i
-                    for j in range(4):
-                        x = x0 + j
-                        if 0 <= y < H and 0 <= x < W:
-                            d[i, j] = sample[uint64(base + y * W + x)]
-                        else:
-                            d[i, j] = 0.0
-                for i in range(4):   # d B
-                    t[i, 0] = d[i, 0] - d[i, 2]
-                    t[i, 1] = d[i, 1] + d[i, 2]
-                    t[i, 2] = d[i, 2] - d[i, 1]
-                    t[i, 3] = d[i, 1] - d[i, 3]
-                col = uint64(b * T + ty * tiles_w + tx)
-                for j in range(4):   # B^T (d B)
-                    V[0 + j, c, col] = t[0, j] - t[2, j]
-                    V[4 + j, c, col] = t[1, j] + t[2, j]
-                    V[8 + j, c, col] = t[2, j] - t[1, j]
-                    V[12 + j, c, col] = t[1, j] - t[3, j]
+            for i in range(4):
+                y = 2 * ty - pad_h + i
+                r = rows[i]
+                if y < 0 or y >= H:
+                    r[:] = 0.0
+                    continue
+                src = base + y * W - pad_w
+                for x in range(xhi, width):
+                    r[uint64(x)] = 0.0
+                for x in range(xlo, xhi):
+                    r[uint64(x)] = sample[uint64(src + x)]
+            # B^T d: the tile rows combined (whole buffer rows at once), then (B^T d) B: the
+            # columns of each tile combined, one V row per loop (simple loops vectorize)
+            r0, r1, r2, r3 = rows[0], rows[1], rows[2], rows[3]
+            for x in range(width):
+                k = uint64(x)
+                u0, u1, u2, u3 = r0[k], r1[k], r2[k], r3[k]
+                comb[0, k] = u0 - u2
+                comb[1, k] = u1 + u2
+                comb[2, k] = u2 - u1
+                comb[3, k] = u1 - u3
+            col0 = b * T + ty * tiles_w
+            for i in range(4):
+                e = comb[i]
+                v0, v1, v2, v3 = V[4 * i, c], V[4 * i + 1, c], V[4 * i + 2, c], V[4 * i + 3, c]
+                for tx in range(tiles_w):
+                    x = uint64(2 * tx)
+                    v0[uint64(col0 + tx)] = e[x] - e[x + 2]
+                for tx in range(tiles_w):
+                    x = uint64(2 * tx)
+                    v1[uint64(col0 + tx)] = e[x + 1] + e[x + 2]
+                for tx in range(tiles_w):
+                    x = uint64(2 * tx)
+                    v2[uint64(col0 + tx)] = e[x + 2] - e[x + 1]
+                for tx in range(tiles_w):
+                    x = uint64(2 * tx)
+                    v3[uint64(col0 + tx)] = e[x + 1] - e[x + 3]
 
 
 @parallel_kernel
 def map_tiles(Mt, out, bias, init, OH, OW, tiles_h, tiles_w):
     """out[b, m, 2 ty + i, 2 tx + j] (+)= (A^T Mt[:, m, b * T + t] A)[i, j] (+ bias[m]) for the
-    positions inside the map; out is (nb, M * OH * OW)."""
+    positions inside the map; out is (nb, M * OH * OW). A tile row's two map rows are made in a
+    buffer first (the loop over tiles vectorizes), then written with the map's bounds."""
     nb = out.shape[0]
     M = Mt.shape[1]
     T = tiles_h * tiles_w
@@ -142,28 +162,42 @@ def map_tiles(Mt, out, bias, init, OH, OW, tiles_h, tiles_w):
         dst = out[b]
         base = m * OH * OW
         v0 = bias[m] if init == INIT_BIAS else 0.0
-        s = np.empty((2, 4), Mt.dtype)
+        rows = np.empty((2, 2 * tiles_w), Mt.dtype)
+        st = np.empty((8, tiles_w), Mt.dtype)
         for ty in range(tiles_h):
-            for tx in range(tiles_w):
-                col = uint64(b * T + ty * tiles_w + tx)
-                for j in range(4):   # A^T Mt
-                    a0 = Mt[0 + j, m, col]
-                    a1 = Mt[4 + j, m, col]
-                    a2 = Mt[8 + j, m, col]
-                    a3 = Mt[12 + j, m, col]
-                    s[0, j] = a0 + a1 + a2
-                    s[1, j] = a1 - a2 - a3
-                for i in range(2):   # (A^T Mt) A
-                    y = 2 * ty + i
-                    if y >= OH:
-                        continue
-                    r0 = s[i, 0] + s[i, 1] + s[i, 2] + v0
-                    r1 = s[i, 1] - s[i, 2] - s[i, 3] + v0
-                    x = 2 * tx
-                    at = uint64(base + y * OW + x)
-                    dst[at] = dst[at] + r0 if init == INIT_ADD else r0
-                    if x + 1 < OW:
-                        dst[at + 1] = dst[at + 1] + r1 if init == INIT_ADD else r1
+            col0 = b * T + ty * tiles_w
+            # A^T Mt (rows 0 + 1 + 2 and 1 - 2 - 3 of each tile), then (A^T Mt) A into the two
+            # map rows; one output row per loop (simple loops vectorize)
+            for j in range(4):
+                p0, p1, p2, p3 = Mt[j, m], Mt[4 + j, m], Mt[8 + j, m], Mt[12 + j, m]
+                s_j, t_j = st[j], st[4 + j]
+                for tx in range(tiles_w):
+                    k = uint64(col0 + tx)
+                    s_j[uint64(tx)] = p0[k] + p1[k] + p2[k]
+                for tx in range(tiles_w):
+                    k = uint64(col0 + tx)
+                    t_j[uint64(tx)] = p1[k] - p2[k] - p3[k]
+            for i in range(2):
+                a0, a1, a2, a3 = st[4 * i], st[4 * i + 1], st[4 * i + 2], st[4 * i + 3]
+                q = rows[i]
+                for tx in range(tiles_w):
+                    k = uint64(tx)
+                    q[uint64(2 * tx)] = a0[k] + a1[k] + a2[k] + v0
+                for tx in range(tiles_w):
+                    k = uint64(tx)
+                    q[uint64(2 * tx + 1)] = a1[k] - a2[k] - a3[k] + v0
+            for i in range(2):
+                y = 2 * ty + i
+                if y >= OH:
+                    break
+                q = rows[i]
+                at = base + y * OW
+                if init == INIT_ADD:
+                    for x in range(OW):
+                        dst[uint64(at + x)] += q[uint64(x)]
+                else:
+                    for x in range(OW):
+                        dst[uint64(at + x)] = q[uint64(x)]
 
 
 # ------------------------------------------------------------------------------ plans

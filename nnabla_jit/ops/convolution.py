@@ -525,7 +525,7 @@ def winograd_route(geo, pad, stride, dilation, group, channel_last):
     mode = winograd.mode()
     if (mode != "0" and len(geo.kernel) == 2
             and winograd.applies(geo.kernel, stride, dilation, pad, group, channel_last)
-            and (mode == "force" or winograd.wins(geo.C, geo.M))):
+            and (mode == "force" or winograd.wins(geo.C, geo.M, *geo.img_sp))):
         return WinogradRoute(geo, tuple(pad))
     return None
 

@@ -44,11 +44,11 @@ def applies(kernel, stride, dilation, pad, group, channel_last):
             and group == 1 and not channel_last and all(0 <= p <= 2 for p in pad))
 
 
-def wins(in_channels, out_channels):
+def wins(in_channels, out_channels, height, width):
     """The shape rule: where the Winograd route measured faster than im2col + GEMM (see
     benchmarks/README.md, "Winograd F(2x2,3x3)"). With few channels the 16 GEMMs are too thin
     (an inner dimension of 3 for an RGB image) and the transforms dominate."""
-    return in_channels >= 16 and out_channels >= 16
+    return in_channels >= 16 and out_channels >= 16 and width >= 8
 
 
 # ------------------------------------------------------------------------------ kernels

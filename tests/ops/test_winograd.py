@@ -10,9 +10,10 @@ from nnabla_jit.ops import kernels, winograd
 from nnabla_jit.testing.checks import double_context
 from nnabla_jit.context import Context
 
-# Largest |winograd - im2col| / max |im2col| measured over the drawn shapes below: float32
-# 3.6e-7, float64 7e-16 (rounding of both routes; F(2,3)'s transforms only add, subtract and
-# halve). The bounds leave room for other shapes and BLAS builds, and catch any wrong tap.
+# Measured on 18 drawn shapes against a float64 reference, max |error| / max |reference| of y
+# and dx: Winograd float32 3.6e-7 (im2col float32 5.9e-7), Winograd float64 1.7e-15: F(2,3)'s
+# transforms only add, subtract and halve. The bounds (on Winograd against im2col in the same
+# dtype) leave room for other shapes and BLAS builds, and still catch any wrong tap.
 TOL = {np.float32: 5e-6, np.float64: 1e-12}
 
 

@@ -57,6 +57,7 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--modes", default="forward,train")
+    p.add_argument("--only", default="", help="layers whose label contains this")
     a = p.parse_args()
     if a.one:
         route, B, C, H, W, M, mode = a.one
@@ -69,6 +70,8 @@ def main():
     print("| layer | x shape -> M | mode | im2col ms | Winograd ms | speed-up |")
     print("|---|---|---|---:|---:|---:|")
     for label, B, C, S, M in SHAPES:
+        if a.only not in label:
+            continue
         for mode in a.modes.split(","):
             got = {"im2col": [], "winograd": []}
             for _ in range(a.rounds):

@@ -45,10 +45,13 @@ def applies(kernel, stride, dilation, pad, group, channel_last):
 
 
 def wins(in_channels, out_channels, height, width):
-    """The shape rule: where the Winograd route measured faster than im2col + GEMM (see
-    benchmarks/README.md, "Winograd F(2x2,3x3)"). With few channels the 16 GEMMs are too thin
-    (an inner dimension of 3 for an RGB image) and the transforms dominate."""
-    return in_channels >= 16 and out_channels >= 16 and width >= 8
+    """The shape rule: where the Winograd route measured faster than im2col + GEMM in training
+    (forward + backward) as well as in inference (benchmarks/README.md, "Winograd F(2x2,3x3)"):
+    ResNet-18's 3x3 layers on 32x32 to 8x8 maps. With few channels or small maps the 16 GEMMs
+    are too thin and the transforms dominate (an RGB input layer ran 3-7x slower), and the
+    filter gradient, which stays on im2col, can no longer reuse the forward's col."""
+    return (in_channels >= 64 and out_channels >= 64 and width >= 8
+            and in_channels * height * width >= 16384)
 
 
 # ------------------------------------------------------------------------------ kernels

@@ -138,6 +138,8 @@ def test_switch_and_shape_rule(monkeypatch):
     assert F.convolution(x, w, pad=(1, 1)).parent.op.wino is None
     monkeypatch.delenv("NNABLA_JIT_WINOGRAD")
     assert (F.convolution(x, w, pad=(1, 1)).parent.op.wino is not None) == winograd.wins(32, 32, 8, 8)
+    wide = F.convolution(nn.Variable((1, 64, 16, 16)), nn.Variable((64, 64, 3, 3)), pad=(1, 1))
+    assert wide.parent.op.wino is not None   # ResNet-18's second stage: Winograd measured faster
     rgb = F.convolution(nn.Variable((2, 3, 32, 32)), nn.Variable((32, 3, 3, 3)), pad=(1, 1))
     assert rgb.parent.op.wino is None   # 3 input channels: im2col measured faster
     for kw in (dict(stride=(2, 2)), dict(dilation=(2, 2)), dict(pad=(3, 3))):

@@ -12,6 +12,7 @@ import numpy as np
 
 from . import callback, deferred_compile, runners, tracing
 from .ndarray import NdArray
+from .ops.registry import NoGradient
 from .random_replay import replayed_random_state, save_random_state
 
 __all__ = ["forward", "backward", "forward_all", "upstream_functions", "graph_changed",
@@ -198,6 +199,16 @@ def _backward_data_needs(nodes):
     return needed
 
 
+def _refuse_grads(node, rg):
+    """Raise, as nnabla does, when a gradient must flow into an input its function refuses
+    (a cross entropy's label, a quantization scale) because that input needs one."""
+    for i in node.op.refused_grad_inputs:
+        if i < len(node.inputs) and id(node.inputs[i]) in rg:
+            raise NoGradient("backward: {} gives no gradient to its input {} ({}), which has "
+                             "need_grad=True (as in nnabla)".format(
+                                 node.op.name, i, node.op.input_names[i] if i < len(node.op.input_names) else "?"))
+
+
 class _BackwardStep:
     __slots__ = ("node", "propagate_down", "accum", "alias", "zero_outputs", "needs_input",
                  "free_grads", "free_data", "runner", "recompute")
@@ -222,6 +233,7 @@ class _BackwardPlan:
                 continue
             no_grad = node.op.no_grad_inputs
             pd = [id(v) in rg and i not in no_grad for i, v in enumerate(node.inputs)]
+            _refuse_grads(node, rg)
             if not any(pd):
                 continue
             s = _BackwardStep()

@@ -425,8 +425,9 @@ class Solver:
                            for key, e in self._entries.items())
 
     def set_states(self, states):
-        """Copy ``states`` (key -> SolverState, or any object with ``t`` and ``pstate`` whose
-        values are Variables, NdArrays or arrays) into the solver. Every key must be registered
+        """Take ``states`` (key -> SolverState, or any object with ``t`` and ``pstate`` whose
+        values are Variables, NdArrays or arrays) into the solver: state Variables of the
+        solver's dtype are held as given (shared, as nnabla's), other values are copied. Every key must be registered
         with ``set_parameters`` first and carry exactly this solver's state names and shapes."""
         checked = []
         for key, state in states.items():
@@ -446,11 +447,17 @@ class Solver:
                     raise ValueError("{}.set_states: state '{}' of '{}' has shape {}, the parameter {}"
                                      .format(self.name, name, key, array.shape, e.param.shape))
                 arrays[name] = array
-            checked.append((e, int(state.t), arrays))
-        for e, t, arrays in checked:
+            checked.append((e, int(state.t), arrays, pstate))
+        for e, t, arrays, pstate in checked:
             e.t = t
             for name, array in arrays.items():
-                np.copyto(e.states[name].d, array, casting="unsafe")
+                given = pstate[name]
+                if isinstance(given, Variable) and given.d.dtype == e.states[name].d.dtype:
+                    # nnabla's solver holds the given state Variables themselves (shared, as
+                    # get_states' are): a later update of either solver is seen by the other
+                    e.states[name] = given
+                else:
+                    np.copyto(e.states[name].d, array, casting="unsafe")
 
     def save_states(self, path):
         """Write the states to ``path``: ``.h5`` or ``.protobuf``, in nnabla's layouts."""

@@ -395,7 +395,8 @@ class ConvGeometry:
                 self.kept_col = np.empty(size, dtype)
             buf = self.kept_col
         else:
-            buf = scratch(name, size, dtype)
+            # dcol (backward's col) is never live with a scratch col: one workspace for both
+            buf = scratch("col" if name == "dcol" else name, size, dtype)
         return buf[:size].reshape(rows, nb * self.O)
 
     def _chunks(self):

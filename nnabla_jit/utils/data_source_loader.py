@@ -168,7 +168,8 @@ def load_wav(path, shape=None, normalize=False):
 
 load_audio = load_wav
 
-_LOADERS = {
+# nnabla's name: users and tools add loaders for more extensions to this table.
+_load_functions = {
     ".bmp": load_image, ".jpg": load_image, ".jpeg": load_image, ".png": load_image,
     ".gif": load_image, ".tif": load_image, ".tiff": load_image,
     ".csv": load_csv, ".npy": load_npy, ".wav": load_wav,
@@ -179,10 +180,10 @@ def load(ext):
     """The loader of files with extension ``ext`` (e.g. '.png'): ``loader(file, shape=None,
     normalize=False)``."""
     try:
-        return _LOADERS[ext.lower()]
+        return _load_functions[ext.lower()]
     except KeyError:
         raise ValueError('File format with extension "{}" is not supported (supported: {})'
-                         .format(ext, " ".join(sorted(_LOADERS)))) from None
+                         .format(ext, " ".join(sorted(_load_functions)))) from None
 
 
 def load_audio_pydub(path, shape=None, normalize=False):

@@ -13,7 +13,7 @@ which goes through BLAS like im2col's. The transforms are short loops over tiles
 The data gradient of a 3x3 stride-1 convolution with padding p is the same convolution of dy
 with the filter flipped in space and transposed (M <-> C) and padding 2 - p, so it runs through
 the same plan. Filter transforms are kept with a copy of the filter they came from and redone
-only when the filter's values changed (each step in training, never in inference).
+only when the filter's values changed (once per step in training, once in inference).
 
 Used by Convolution (ops/convolution.py) where :func:`wins` says it beats im2col + GEMM.
 """
@@ -25,8 +25,7 @@ from numba import njit, prange, uint64
 from .blas import gemm
 from .kernels import parallel_kernel
 
-TILE, OUT_TILE = 4, 2
-POSITIONS = TILE * TILE
+POSITIONS = 16   # of a 4x4 input tile, each one GEMM
 INIT_ADD, INIT_ZERO, INIT_BIAS = 0, 1, 2   # as ops/convolution.py's (which imports this module)
 
 

@@ -137,6 +137,8 @@ def test_switch_and_shape_rule(monkeypatch):
     monkeypatch.setenv("NNABLA_JIT_WINOGRAD", "0")
     assert F.convolution(x, w, pad=(1, 1)).parent.op.wino is None
     monkeypatch.delenv("NNABLA_JIT_WINOGRAD")
+    assert F.convolution(x, nn.Variable((64, 32, 3, 3)), pad=(1, 1)).parent.op.wino is None  # off
+    monkeypatch.setenv("NNABLA_JIT_WINOGRAD", "1")
     assert (F.convolution(x, w, pad=(1, 1)).parent.op.wino is not None) == winograd.wins(32, 32, 8, 8)
     wide = F.convolution(nn.Variable((1, 64, 16, 16)), nn.Variable((64, 64, 3, 3)), pad=(1, 1))
     assert wide.parent.op.wino is not None   # ResNet-18's second stage: Winograd measured faster

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from nnabla_jit.utils import data_source as ds_module
 from nnabla_jit.utils.data_iterator import DataIterator, data_iterator, data_iterator_simple
-from nnabla_jit.utils.data_source import DataSourceWithMemoryCache
+from nnabla_jit.utils.data_source import DataSource, DataSourceWithMemoryCache
 from nnabla_jit.utils.data_source_implements import SimpleDataSource
 
 
@@ -235,6 +235,39 @@ def test_interleaved_slices_match_nnabla():
     assert [s.epoch for s in slices] == [1, 1, 3]
     for s in slices:
         s.close()
+
+
+class ShuffledIndexSource(DataSource):
+    """A source as nnabla's examples write them (CIFAR-10's): a new permutation at each
+    ``reset``, no per-generation orders; its examples are their indices."""
+
+    def _get_data(self, position):
+        return (np.array([self._indexes[position]]),)
+
+    def __init__(self, size):
+        super().__init__(shuffle=True)
+        self._size = size
+        self._variables = ("x",)
+        self.rng = np.random.RandomState(313)
+        self.reset()
+
+    def reset(self):
+        self._indexes = self.rng.permutation(self._size)
+        super().reset()
+
+
+def test_train_and_validation_slices_of_one_source_read_in_nnabla_order():
+    # DARTS's split of one CIFAR-10 iterator into a training and a validation slice: each
+    # slice's reset draws a new permutation of the shared source, so when a batch is read
+    # matters. nnabla 1.39 (recorded) reads each next batch as soon as it is asked for.
+    di = data_iterator(ShuffledIndexSource(20), 4, None, False, False)
+    train = di.slice(rng=None, slice_start=0, slice_end=10)
+    valid = di.slice(rng=None, slice_start=10, slice_end=20)
+    got = [[train.next()[0].ravel().tolist(), valid.next()[0].ravel().tolist()] for _ in range(4)]
+    assert got == [[[2, 9, 1, 4], [15, 0, 2, 14]], [[8, 17, 4, 11], [12, 3, 10, 18]],
+                   [[16, 9, 13, 8], [2, 18, 0, 17]], [[5, 8, 18, 12], [1, 4, 16, 2]]]
+    for it in (train, valid, di):
+        it.close()
 
 
 def test_slice_with_memory_cache():

@@ -64,6 +64,12 @@ class DataIterator(object):
         self._reader = None          # the thread reading ahead, and the process it runs in
         self._reader_pid = None
         self._wanted = queue.SimpleQueue()   # True: read the next batch; False: stop
+        # Slices share their parent's order, and a slice's reset draws the next permutation
+        # for all of them: when a batch is read then decides what it holds. nnabla's thread
+        # per batch reads it as soon as it is asked for, before the caller goes on; the reader
+        # thread here would read it later, after whatever the caller does next (another
+        # slice's reset included). A slice therefore reads ahead in the caller.
+        self._reads_in_caller = isinstance(data_source, SlicedDataSource)
         if self._use_thread:
             self._start_prefetch()
         self._closed = False
@@ -71,7 +77,13 @@ class DataIterator(object):
 
     def _start_prefetch(self):
         """Ask the reader thread for the next batch, starting it on first use (and again in a
-        forked child, which has no copy of it)."""
+        forked child, which has no copy of it); a slice reads it at once (see ``__init__``)."""
+        if self._reads_in_caller:
+            try:
+                self._next()
+            except Exception as error:   # raised by the next next(), as the reader's are
+                self._queue.put((error, 0))
+            return
         if self._reader is None or self._reader_pid != os.getpid():
             self._reader = threading.Thread(target=self._read_ahead, daemon=True,
                                             name="DataIterator reader")

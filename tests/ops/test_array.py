@@ -26,6 +26,27 @@ def test_broadcast_and_broadcast_to(x, data):
                    lambda b, a: np.broadcast_to(a.reshape((1,) + a.shape + (1,)), b.shape), wrt=[1])
 
 
+# nnabla 1.39's shapes and sums for x = arange(2*3*8*8).reshape(2, 3, 8, 8) (recorded with the
+# oracle): start/stop/step shorter than x's dimensions slice its last axes; a None entry of F.slice
+# is filled from x.shape[i], the i-th axis, as nnabla's F.slice does (the obsolete ImageNet
+# example slices (3, 64, 64) crops of (N, 3, 64, 64) images with 3 entries).
+S = np.s_
+@pytest.mark.parametrize("start, stop, step, shape, total, index", [
+    ((1,), (3,), (1,), (2, 3, 8, 2), 18192.0, S[..., 1:3]),
+    ((1, 2), (3, 6), (1, 2), (2, 3, 2, 2), 4200.0, S[..., 1:3, 2:6:2]),
+    ((None, 1), (None, -1), (None, 1), (2, 3, 2, 6), 12060.0, S[..., 0:2, 1:-1]),
+    ((0, 1.0, 2.0), (3, 7.0, 6.0), (1, 1, 1), (2, 3, 6, 4), 27576.0, S[:, 0:3, 1:7, 2:6]),
+    ((-1,), (None,), (-1,), (2, 3, 8, 2), 18672.0, S[..., -1:-3:-1]),
+])
+def test_slice_with_fewer_entries_than_axes_slices_the_last_axes(start, stop, step, shape, total, index):
+    x = np.arange(2 * 3 * 8 * 8, dtype=np.float32).reshape(2, 3, 8, 8)
+    y = F.slice(nn.Variable.from_numpy_array(x), start, stop, step)
+    y.forward()
+    assert y.shape == shape and float(y.d.sum()) == total
+    check_function(lambda v: F.slice(v, start, stop, step), [x.astype(np.float64) / 100],
+                   lambda a: a[index])
+
+
 @given(x=nst.arrays(nst.shapes(1, 2, 1, 3)), reps=st.lists(st.integers(1, 3), min_size=1, max_size=3))
 def test_tile(x, reps):
     check_function(lambda v: F.tile(v, reps), [x], lambda a: np.tile(a, reps))

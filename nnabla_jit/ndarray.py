@@ -425,16 +425,6 @@ class NdArray(Operators):
         np.copyto(self.data, values, casting="unsafe")
         return self
 
-    def bool_fill(self, mask, value):
-        """Fill with ``value`` where ``mask`` (an NdArray) is non-zero, in place; return a new
-        NdArray holding the result, as nnabla's."""
-        mask = mask.data if isinstance(mask, NdArray) else np.asarray(mask)
-        filled = np.where(np.broadcast_to(mask, self._shape) != 0, value, self.data)
-        np.copyto(self.data, filled, casting="unsafe")
-        return NdArray.from_numpy_array(self.data.copy())
-
-    masked_fill = bool_fill
-
     def cast(self, dtype, ctx=None):
         """Convert the buffer to ``dtype`` in place; return it as a numpy array when ``ctx`` is
         None, else nothing (nnabla's ``cast``: with a context the array is only made ready)."""
@@ -480,7 +470,8 @@ class NdArray(Operators):
 
     def bool_fill(self, mask, value):
         """Set the elements where ``mask`` (an NdArray or array, broadcast to this shape) is
-        non-zero to ``value``, in place; returns this NdArray (nnabla returns one sharing it)."""
+        non-zero to ``value``, in place; returns a new NdArray sharing this one's buffer, as
+        nnabla does (a later write to either shows in both)."""
         mask = mask.data if isinstance(mask, NdArray) else np.asarray(mask)
         try:
             where = np.broadcast_to(mask != 0, self._shape)
@@ -490,7 +481,9 @@ class NdArray(Operators):
         data = self.data
         data[where] = value
         self.data = data
-        return self
+        shared = NdArray(self._shape, self._dtype)
+        shared._array = data
+        return shared
 
     masked_fill = bool_fill
 

@@ -440,6 +440,8 @@ def test_ndarray_bool_fill_fills_in_place_and_returns_a_new_array(method):
     assert r is not a
     np.testing.assert_array_equal(a.data, [[9, 1], [2, 9]])
     np.testing.assert_array_equal(r.data, a.data)
+    a.data[0, 1] = 5           # nnabla's result shares the buffer
+    assert r.data[0, 1] == 5
 
 
 def test_variable_graph_walks_answer_as_nnabla():

@@ -94,6 +94,7 @@ def finish():
         return
     _finished.append(True)
     if MODE == "record" and OUT and _draws:
+        os.makedirs(OUT, exist_ok=True)
         arrays = {"d{:06d}_{}".format(k, t): a for k, (t, a) in enumerate(_draws)}
         tmp = os.path.join(OUT, "draws.tmp.npz")
         np.savez(tmp, **arrays)

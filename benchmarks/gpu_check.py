@@ -2,7 +2,7 @@
 installed beyond numba(-cuda), numpy, pytest (pytest-xdist / pytest-timeout if there), and
 optionally CuPy and PyTorch; run from the repository root:
 
-    PYTHONPATH=$PWD python3 benchmarks/gpu_check.py --out DIR [--budget 420]
+    PYTHONPATH=$PWD python3 benchmarks/gpu_check.py --out DIR [--budget 420] [--profile]
     python benchmarks/gpu_check.py --simulate --out /tmp/gc      # numba's simulator, tiny shapes
 
 Sections, in order, each under its share of ``--budget`` seconds (what one leaves goes to the
@@ -31,11 +31,15 @@ the end of the run):
    elementwise chain, MLP, LeNet, BN-CNN, ResNet-18 (CIFAR, b128) training, ResNet-50
    inference b1 and b32 (``gpu_workloads.py``); PyTorch and the default route first for all of
    them, then the tiled-kernel route for the GEMM workloads while time remains. PyTorch runs
-   in float32 without TF32 (as nnabla_jit's products), cudnn.benchmark on.
+   in float32 without TF32 (as nnabla_jit's products), cudnn.benchmark on. nnabla_jit runs
+   each workload twice, with the CUDA path's speed-ups (``NNABLA_JIT_CUDA_FAST=1``, the default)
+   and without (``=0``), in separate processes; with ``--profile``, cProfile's top functions
+   of 20 steps of LeNet and ResNet-50 b1 go to ``profile.txt``.
 
 DIR receives, updated as each section ends: ``results.json``, ``results.md`` (the tables),
-``gpu_check.log`` (this script's log), ``pytest.log``, ``junit.xml``, ``junit_numba.xml`` and
-``sections.log`` (the subprocesses' output). stdout gets a compact summary.
+``gpu_check.log`` (this script's log), ``pytest.log``, ``junit.xml``, ``junit_numba.xml``,
+``sections.log`` (the subprocesses' output) and, with ``--profile``, ``profile.txt``: 8 files.
+stdout gets a compact summary.
 """
 import argparse
 import importlib.util
@@ -55,6 +59,7 @@ ROOT = os.path.dirname(HERE)
 SHARES = {"env": 0.12, "correctness": 0.45, "digits": 0.10}   # benchmarks: the rest
 FALLBACK_SHARE = 0.2   # of the correctness share, kept for the tiled-kernel rerun
 SECTIONS = ("env", "correctness", "digits", "bench")
+ROUTE_KEYS = ("cublas", "numba", "cublas_fast_off", "numba_fast_off")
 BENCHMARKS = ("elementwise", "mlp", "lenet", "convbn", "resnet18", "resnet50_b1", "resnet50_b32")
 TINY_BENCHMARKS = ("elementwise", "resnet18", "resnet50_b1")
 # the tests whose graphs reach blas.matmul (Affine, BatchMatmul, the convolutions, RNNs, STFT,
@@ -64,6 +69,10 @@ GEMM_TESTS = ("test_cuda_blas.py", "test_cuda_ops.py", "test_cuda_conv.py", "tes
               "test_cuda_signal.py", "test_cuda_geometric.py", "test_cuda_training.py",
               "test_cuda_adjoint.py")
 SIMULATED_TESTS = ("test_cuda_blas.py", "test_cuda_arithmetic.py")
+PROFILED = ("lenet", "resnet50_b1")     # --profile: workloads cProfiled on the GPU
+PROFILED_SIMULATED = ("elementwise",)   # and in the simulator's dry run (tiny, one step)
+PROFILE_STEPS = 20
+PROFILE_RESERVE = 60.0   # s of the budget the bench passes leave for the profiles
 CACHE_ROOT = os.path.join(tempfile.gettempdir(), "nnabla_jit_gpu_check")
 
 
@@ -104,8 +113,10 @@ class Check:
         _write_atomic(self.path("results.md"), render_markdown(self.results))
 
     # ------------------------------------------------------------------ subprocesses
-    def env(self, cache=None, route=None):
+    def env(self, cache=None, route=None, fast=None):
         env = dict(os.environ)
+        if fast is not None:   # NNABLA_JIT_CUDA_FAST: the CUDA path's speed-ups on / off
+            env["NNABLA_JIT_CUDA_FAST"] = fast
         env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH")) if p)
         env.setdefault("NNABLA_JIT_DEFER_PARALLEL", "0")   # no background compile workers
         env["NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS"] = "0"     # tiny test grids: thousands of lines
@@ -270,21 +281,40 @@ class Check:
 
     def section_bench(self):
         names = list(self.args.bench or (TINY_BENCHMARKS if self.args.simulate else BENCHMARKS))
-        # PyTorch and the default route for every workload, then the tiled kernel for the GEMM
-        # workloads when the default is cuBLAS: the slow route cannot starve the others
-        items = ["{}:default".format(n) for n in names]
+        # PyTorch and the default route (speed-ups on) for every workload first, then the same
+        # with NNABLA_JIT_CUDA_FAST=0 (before / after in one run), the host profiles, and the
+        # tiled kernel for the GEMM workloads when the default is cuBLAS, while time remains:
+        # the slower runs cannot starve the others
+        section = self.results["sections"]["bench"] = {"results": {}, "runs": []}
+        self.bench_pass(section, ["{}:default".format(n) for n in names], fast="1")
+        self.bench_pass(section, ["{}:default".format(n) for n in names], fast="0")
+        self.save()
+        if self.args.profile and self.left() > 20:
+            self.section_profile()
         if self.default_route == "cublas":
             sys.path.insert(0, HERE)
             import gpu_workloads
-            items += ["{}:numba".format(n) for n in names if n in gpu_workloads.HAS_GEMM]
-        section = self.results["sections"]["bench"] = {"results": {}, "runs": []}
-        while items and self.left() > 10:
-            result, status = self.worker("bench", self.left() - 3,
+            self.bench_pass(section, ["{}:numba".format(n) for n in names
+                                      if n in gpu_workloads.HAS_GEMM], fast="1")
+        for name, r in section["results"].items():
+            self.log("bench {}: {}".format(name, _bench_line(r)))
+
+    def bench_pass(self, section, items, fast):
+        """Run the bench worker over ``items`` with NNABLA_JIT_CUDA_FAST=``fast``; a worker that
+        dies or hangs in an item is started again on the rest."""
+        reserve = PROFILE_RESERVE if (self.args.profile and "profile" not in
+                                      self.results["sections"]) else 0
+        while items and self.left() - reserve > 10:
+            left = self.left() - reserve
+            result, status = self.worker("bench", left - 3,
                                          ["--bench"] + items + ["--bench-deadline",
-                                                                str(time.time() + self.left() - 8)])
+                                                                str(time.time() + left - 8)],
+                                         fast=fast)
             for name, r in result.get("results", {}).items():
-                section["results"].setdefault(name, {}).update(r)
-            section["runs"].append({"status": status, "items": items,
+                merged = section["results"].setdefault(name, {})
+                merged.update(r)
+                _ratios(merged)
+            section["runs"].append({"status": status, "items": items, "fast": fast,
                                     "elapsed_s": result.get("elapsed_s")})
             if isinstance(result.get("error"), str):
                 section["runs"][-1]["error"] = result["error"].strip().splitlines()[-1][:300]
@@ -299,12 +329,23 @@ class Check:
             # with the rest in a fresh process
             name = current.split(":")[0]
             if current not in done:
-                section["results"].setdefault(name, {})["error"] = "{}: worker {}".format(
-                    current, status)
+                section["results"].setdefault(name, {})[
+                    "error" if fast == "1" else "error_fast_off"] = "{}: worker {}".format(
+                        current, status)
             items = [i for i in items[items.index(current) + 1:] if i not in done]
             self.save()
-        for name, r in section["results"].items():
-            self.log("bench {}: {}".format(name, _bench_line(r)))
+
+    def section_profile(self):
+        """cProfile of PROFILE_STEPS steps of LeNet and ResNet-50 b1 on the GPU (speed-ups on):
+        the top functions by own time, into profile.txt, for the next look at the host time."""
+        cap = min(PROFILE_RESERVE, self.left() - 5)
+        names = PROFILED_SIMULATED if self.args.simulate else PROFILED
+        result, status = self.worker("profile", cap, ["--bench"] + list(names), fast="1")
+        self.results["sections"]["profile"] = {"status": status, "file": "profile.txt",
+                                               "summary": result.get("summary"),
+                                               "elapsed_s": result.get("elapsed_s")}
+        self.log("profile: {} ({} s): {}".format(status, result.get("elapsed_s"),
+                                                  result.get("summary")))
 
 
 # ============================================================================ workers
@@ -560,9 +601,12 @@ def worker_bench(args):
     torch_sync = (lambda: torch.cuda.synchronize()) if torch is not None and \
         torch.cuda.is_available() else (lambda: None)
     out["done"] = []
+    fast = os.environ.get("NNABLA_JIT_CUDA_FAST", "1") != "0"
+    out["fast"] = fast
     for i, item in enumerate(args.bench):
         name, _, route = item.partition(":")
         route = default if route in ("", "default") else route
+        key = route + ("" if fast else "_fast_off")
         if time.time() >= deadline:
             break
         cap = time.time() + max((deadline - time.time()) / (len(args.bench) - i) *
@@ -574,7 +618,7 @@ def worker_bench(args):
             os._exit(9)
         r = out["results"].setdefault(name, {"title": gpu_workloads.TITLES.get(name, name),
                                              "size": size})
-        if route == default and torch is not None:
+        if route == default and torch is not None and fast and "torch" not in r:
             r["torch"] = _attempt(lambda: _measure(gpu_workloads.torch_step(name, size), torch_sync,
                                                    time.time() + (cap - time.time()) * 0.35,
                                                    args.simulate))
@@ -584,22 +628,20 @@ def worker_bench(args):
         try:
             previous = blas.use_backend(route)
         except ImportError as e:
-            r[route] = {"error": str(e)}
+            r[key] = {"error": str(e)}
             continue
         try:
             def ours():
                 with nn.context_scope(ctx):
                     step = gpu_workloads.nnabla_jit_step(name, size)
                 return _measure(step, cuda.synchronize, cap, args.simulate)
-            r[route] = _attempt(ours)
+            r[key] = _attempt(ours)
         finally:
             blas.use_backend(previous)
             nn.clear_parameters()
             gc.collect()
             device.free_pool()
-        for key in ("cublas", "numba"):
-            if key in r and "ms_per_step" in r[key] and "ms_per_step" in r.get("torch", {}):
-                r["ratio_" + key] = r["torch"]["ms_per_step"] / r[key]["ms_per_step"]
+        _ratios(r)
         out["done"].append(item)
         save()
         errors = " ".join(str(v.get("error", "")) for v in r.values() if isinstance(v, dict))
@@ -607,6 +649,71 @@ def worker_bench(args):
             return 3   # the context may be unusable: the orchestrator goes on in a new process
     out["current"] = None
     save()
+    return 0
+
+
+def _ratios(r):
+    """PyTorch's time over ours, per route measured (>= 1: as fast as PyTorch or faster)."""
+    for k in ROUTE_KEYS:
+        if k in r and "ms_per_step" in r[k] and "ms_per_step" in (r.get("torch") or {}):
+            r["ratio_" + k] = r["torch"]["ms_per_step"] / r[k]["ms_per_step"]
+
+
+def worker_profile(args):
+    """cProfile ``PROFILE_STEPS`` steps of each workload of ``--bench`` under a cudnn context
+    (after two steps that compile and fill the pool); the top functions by own time and by
+    cumulative time, the device copies and allocations per step, into ``profile.txt``."""
+    import cProfile
+    import gc
+    import io
+    import pstats
+    sys.path.insert(0, HERE)
+    import gpu_workloads
+    import nnabla_jit as nn
+    from nnabla_jit.cuda_ops import device
+    from nnabla_jit.ext_utils import get_extension_context
+    cuda = device.load()
+    out = {"summary": {}}
+    size = "tiny" if args.simulate else "full"
+    steps, warm = (1, 1) if args.simulate else (PROFILE_STEPS, 2)
+    path = os.path.join(args.out, "profile.txt")
+    texts = []
+    for name in args.bench:
+        try:
+            with nn.context_scope(get_extension_context("cudnn")):
+                step = gpu_workloads.nnabla_jit_step(name, size)
+            for _ in range(warm):   # compiles, fills the pool
+                step()
+            cuda.synchronize()
+            device.reset_stats()
+            prof = cProfile.Profile()
+            t0 = time.perf_counter()
+            prof.enable()
+            for _ in range(steps):
+                step()
+            cuda.synchronize()
+            prof.disable()
+            ms = (time.perf_counter() - t0) / steps * 1e3
+            per_step = {k: v / steps for k, v in device.stats().items()}
+            text = io.StringIO()
+            text.write("===== {} ({}): {} steps under cProfile, {:.2f} ms per step (profiler "
+                       "included); FAST={}\ndevice.stats() per step: {}\n\n".format(
+                           name, gpu_workloads.TITLES[name], steps, ms,
+                           os.environ.get("NNABLA_JIT_CUDA_FAST", "1"), per_step))
+            stats = pstats.Stats(prof, stream=text)
+            stats.sort_stats("tottime").print_stats(40)
+            stats.sort_stats("cumulative").print_stats(25)
+            texts.append(text.getvalue())
+            out["summary"][name] = {"ms_per_step_profiled": round(ms, 2), "stats": per_step}
+        except Exception:
+            texts.append("===== {}: failed\n{}\n".format(name, traceback.format_exc()))
+            out["summary"][name] = {"error": traceback.format_exc().strip().splitlines()[-1]}
+        finally:
+            nn.clear_parameters()
+            gc.collect()
+            device.free_pool()
+        _write_atomic(path, "\n".join(texts))
+        _write_atomic(args.result, json.dumps(out, indent=1, default=str))
     return 0
 
 
@@ -731,8 +838,10 @@ def _bench_line(r):
             return "{:.2f} ms".format(v["ms_per_step"])
         return v.get("error", v.get("capped", "-")) if v else "-"
     parts = ["torch {}".format(ms("torch")), "cublas {}".format(ms("cublas")),
-             "numba {}".format(ms("numba"))]
-    for key in ("ratio_cublas", "ratio_numba"):
+             "cublas FAST=0 {}".format(ms("cublas_fast_off")), "numba {}".format(ms("numba"))]
+    if "numba_fast_off" in r:
+        parts.append("numba FAST=0 {}".format(ms("numba_fast_off")))
+    for key in ("ratio_" + k for k in ROUTE_KEYS):
         if key in r:
             parts.append("{} {:.2f}x".format(key, r[key]))
     if "error" in r:
@@ -816,8 +925,11 @@ def render_markdown(results):
                   "synchronisation, about the step time when Python and launches bound it)", "",
                   "{}; {}; routes {}".format(bench.get("torch"), bench.get("torch_settings"),
                                              bench.get("routes")), "",
-                  "| workload | PyTorch | nnabla_jit cuBLAS | ratio | nnabla_jit numba tiled | "
-                  "ratio | first step (compile) |", "|---|---:|---:|---:|---:|---:|---|"]
+                  "nnabla_jit's columns run with the CUDA speed-ups on (NNABLA_JIT_CUDA_FAST=1, "
+                  "the default) unless marked FAST=0 (the path before them).", "",
+                  "| workload | PyTorch | nnabla_jit cuBLAS | ratio | default route, FAST=0 | "
+                  "ratio | nnabla_jit numba tiled | ratio | first step (compile) |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
         for name, r in bench.get("results", {}).items():
             def cell(key):
                 v = r.get(key) or {}
@@ -828,26 +940,35 @@ def render_markdown(results):
                     return "error"
                 return v.get("capped", "-") if v else "-"
             first = ", ".join("{} {}s".format(k, r[k]["first_step_s"]) for k in
-                              ("torch", "cublas", "numba") if "first_step_s" in (r.get(k) or {}))
-            lines.append("| {} | {} | {} | {} | {} | {} | {} |".format(
+                              ("torch",) + ROUTE_KEYS if "first_step_s" in (r.get(k) or {}))
+
+            off = "cublas_fast_off" if "cublas_fast_off" in r else "numba_fast_off"
+
+            def ratio(key):
+                return "{:.2f}x".format(r["ratio_" + key]) if "ratio_" + key in r else "-"
+            lines.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
                 r.get("title", name) + (" (TINY shapes)" if r.get("size") == "tiny" else ""),
-                cell("torch"), cell("cublas"),
-                "{:.2f}x".format(r["ratio_cublas"]) if "ratio_cublas" in r else "-",
-                cell("numba"), "{:.2f}x".format(r["ratio_numba"]) if "ratio_numba" in r else "-",
-                first))
+                cell("torch"), cell("cublas"), ratio("cublas"), cell(off), ratio(off),
+                cell("numba"), ratio("numba"), first))
         lines.append("")
         errors = [(n, k, r[k]["error"]) for n, r in bench.get("results", {}).items()
-                  for k in ("torch", "cublas", "numba") if isinstance(r.get(k), dict)
+                  for k in ("torch",) + ROUTE_KEYS if isinstance(r.get(k), dict)
                   and "error" in r[k]]
-        errors += [(n, "worker", r["error"]) for n, r in bench.get("results", {}).items()
-                   if isinstance(r.get("error"), str)]
+        errors += [(n, "worker" + suffix, r[key]) for n, r in bench.get("results", {}).items()
+                   for key, suffix in (("error", ""), ("error_fast_off", " (FAST=0)"))
+                   if isinstance(r.get(key), str)]
         for n, k, e in errors:
             lines.append("- {} / {}: {}".format(n, k, e))
         for run in bench.get("runs", []):
-            lines.append("- bench worker: {} ({} s){}".format(
-                run["status"], run.get("elapsed_s"),
+            lines.append("- bench worker (FAST={}): {} ({} s){}".format(
+                run.get("fast", "1"), run["status"], run.get("elapsed_s"),
                 ": " + run["error"] if run.get("error") else ""))
         lines.append("")
+    prof = sec.get("profile")
+    if prof:
+        lines += ["## Host profile (cProfile, speed-ups on)", "",
+                  "- {} ({} s), in {}: {}".format(prof.get("status"), prof.get("elapsed_s"),
+                                                  prof.get("file"), prof.get("summary")), ""]
     for name, s in sec.items():
         if isinstance(s, dict) and s.get("error") and name != "digits":
             lines += ["## {}: orchestrator error".format(name), "", "```", str(s["error"]), "```",
@@ -894,6 +1015,10 @@ def summary_text(results):
                 lines.append("  worker {}: {}".format(run["status"], run["error"]))
         for name, r in bench.get("results", {}).items():
             lines.append("  {}: {}".format(name, _bench_line(r)))
+    prof = sec.get("profile")
+    if prof:
+        lines.append("profile: {} -> {}: {}".format(prof.get("status"), prof.get("file"),
+                                                    prof.get("summary")))
     for name, s in sec.items():
         if isinstance(s, dict) and isinstance(s.get("error"), str) and name != "digits":
             lines.append("{}: ORCHESTRATOR ERROR {}".format(name, s["error"].splitlines()[-1]))
@@ -955,6 +1080,9 @@ def parse_args(argv=None):
     p.add_argument("--digits-batch", type=int, default=32)
     p.add_argument("--bench", nargs="*", help="benchmarks to run (default: all of {})".format(
         ", ".join(BENCHMARKS)))
+    p.add_argument("--profile", action="store_true",
+                   help="after the bench passes, cProfile {} steps of {} on the GPU into "
+                        "profile.txt".format(PROFILE_STEPS, " and ".join(PROFILED)))
     p.add_argument("--bench-deadline", type=float, default=0.0, help=argparse.SUPPRESS)
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--result", help=argparse.SUPPRESS)
@@ -978,7 +1106,8 @@ def main(argv=None):
     if args.worker:
         sys.path.insert(0, ROOT)
         try:
-            workers = {"env": worker_env, "digits": worker_digits, "bench": worker_bench}
+            workers = {"env": worker_env, "digits": worker_digits, "bench": worker_bench,
+                       "profile": worker_profile}
             return workers[args.worker](args)
         except Exception:
             traceback.print_exc()

@@ -86,6 +86,6 @@ def __getattr__(name):
                 "communicators", "utils", "experimental", "testing", "backward_functions",
                 "function_bases", "cuda_ops", "normalization_functions", "numpy_compat_functions",
                 "core", "solver", "dtypes", "config", "callback", "lms", "communicator", "contrib",
-                "models", "as_nnabla", "auto_forward"):
+                "models", "as_nnabla", "auto_forward", "_variable"):
         return importlib.import_module("." + name, __name__)
     raise AttributeError("module 'nnabla_jit' has no attribute {!r}".format(name))

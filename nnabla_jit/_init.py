@@ -5,7 +5,7 @@ nnabla chooses among array classes for its memory; here every CPU array is a Num
 cleared buffers are always pooled for reuse (``ndarray.pooled_empty``), so the preference only
 orders the class names reported, exactly as nnabla reorders them.
 """
-from .ndarray import _POOL
+from .ndarray import _CLASS_POOL, _POOL
 from .ndarray import clear_memory_cache as _clear_pool
 
 __all__ = ["prefer_cached_array", "reset_array_preference", "array_classes",
@@ -54,9 +54,11 @@ def clear_memory_cache():
 
 
 def print_memory_cache_map():
-    """Print the pooled CPU buffers (shape, type: count)."""
+    """Print the pooled CPU buffers (shape, type: count; large ones by size: count)."""
     for (shape, dtype), bucket in sorted(_POOL.items(), key=str):
         print("{} {}: {}".format(shape, dtype, len(bucket)))
+    for nbytes, bucket in sorted(_CLASS_POOL.items()):   # large buffers: by size, any shape
+        print("{} bytes: {}".format(nbytes, len(bucket)))
 
 
 def get_device_count():

@@ -14,7 +14,15 @@ an empty cache a parallel kernel is not compiled by the process that first calls
   the GIL, so a compiling thread would stall the foreground's own compilations and its steps. A
   process runs on another core and shares its work through the on-disk cache, which numba
   writes atomically: a killed worker leaves whole entries or none, and the
-  process that asked keeps running the fallback. The worker is stopped when the process exits.
+  process that asked keeps running the fallback.
+* Nothing a run used is lost at exit, however short the run: when the process exits (or dies),
+  its worker is not stopped but *detached* -- it drops the other networks' prefetches and
+  finishes the parallel variants the process asked for, then exits (at most
+  :data:`DETACHED_SECONDS` later). The next run loads them. It runs in its own session, so a
+  Ctrl-C meant for the run does not throw away a half-done compilation. Workers of different
+  processes on one cache (a run started while the last one's worker finishes, MPI ranks,
+  parallel test processes) compile one kernel at a time between them under a lock file in the
+  cache, each loading what another has written instead of compiling it again.
 * Compiling in parallel: the foreground still compiles the serial kernels of its first step,
   one core's work. The same worker meanwhile compiles the serial kernels of the common networks
   (the manifest ``tables/kernel_manifest.json``, recorded by ``nnabla_jit.utils.kernel_warmup``)
@@ -37,7 +45,8 @@ an empty cache a parallel kernel is not compiled by the process that first calls
 
 :func:`_main` is the worker (``python -c``, with the package on its path): it reads one JSON
 line per kernel on stdin (id, module, name, pickled signature; id 0 a prefetch, -1 "requests
-first") and answers ``<id> ok`` or ``<id> error <why>`` on stdout.
+first") and answers ``<id> ok`` or ``<id> error <why>`` on stdout; when stdin ends it
+finishes the requests (not the prefetches) and exits.
 """
 import atexit
 import base64
@@ -49,15 +58,22 @@ import pickle
 import subprocess
 import sys
 import threading
+import time
+
+try:
+    import fcntl
+except ImportError:   # Windows: no advisory locks; workers of different processes may duplicate
+    fcntl = None
 
 import numba
 from numba.core import caching, dispatcher, event
 from numba.core.compiler_lock import global_compiler_lock
 
-from . import kernel_cache
+from . import kernel_cache, tracing
 
-__all__ = ["ENV_VAR", "defer", "load_generated", "eager", "deferring", "pending", "wait",
-           "step_done", "stop_worker", "start_if_cold", "share_cores"]
+__all__ = ["ENV_VAR", "DETACHED_SECONDS", "defer", "load_generated", "eager", "deferring", "pending",
+           "wait", "step_done", "stop_worker", "start_if_cold", "share_cores", "workers_running",
+           "wait_for_workers"]
 
 ENV_VAR = "NNABLA_JIT_DEFER_PARALLEL"
 PARALLEL_SUFFIX = "_parallel"   # a generated module's parallel kernel X_parallel has the serial X
@@ -67,6 +83,9 @@ ELEMENTWISE = "<elementwise>"   # the manifest's name of the generated elementwi
 _PREFETCH_ID = 0                # the worker's answers to prefetches are not waited for
 _REQUESTS_FIRST = -1            # tells the worker that requests now go before prefetches
 _PIPE_BYTES = 48 * 1024         # prefetch lines sent at once (Linux pipes buffer 64 KiB)
+DETACHED_SECONDS = 600          # the longest a worker goes on after its process has exited
+_COMPILE_LOCK = ".compile.lock"   # in numba's cache directory: held by a worker while it compiles
+_ALIVE_LOCK = ".workers.lock"     # held shared by every worker for its life (inherited)
 
 _lock = threading.RLock()
 _registry = {}                  # (module, qualname) -> deferred dispatcher, for the worker
@@ -202,13 +221,26 @@ class _Worker:
         root = kernel_cache.cache_dir()
         if root is not None:
             env[kernel_cache.ENV_VAR] = root
+        # the worker holds the alive lock (workers_running) from before it starts to its end:
+        # taken here and inherited, the lock stays with the worker's copy of the descriptor
+        # (not blocking: at worst a probe's exclusive lock is in the way, and workers_running
+        # misses this worker)
+        alive = _lock_file(_ALIVE_LOCK)
         try:
+            if alive is not None:
+                with contextlib.suppress(OSError):
+                    fcntl.flock(alive, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            # its own session: outlives a Ctrl-C or a hang-up of the run (see detach)
             self.proc = subprocess.Popen([sys.executable, "-c", _WORKER], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                         env=env, text=True, bufsize=1)
+                                         env=env, text=True, bufsize=1, start_new_session=True,
+                                         pass_fds=() if alive is None else (alive,))
         except OSError:
             self.started = _MAX_WORKERS
             return False
+        finally:
+            if alive is not None:
+                os.close(alive)
         self.started += 1
         self.prefetching = 0
         self.told_requests_first = False
@@ -263,6 +295,8 @@ class _Worker:
                 return False
             request.state = "pending"
             self.waiting[self.next_id] = request
+            if tracing.recorder is not None:
+                tracing.recorder.deferred(request, "requested")
             return True
 
     def _read(self, proc):
@@ -276,6 +310,8 @@ class _Worker:
                 status, _, message = rest.partition(" ")
                 request.message = message
                 request.state = "ok" if status == "ok" else "error"
+                if tracing.recorder is not None:
+                    tracing.recorder.deferred(request, request.state)
         with _lock:   # the worker ended: what it had not done is lost (the callers fall back)
             if self.proc is proc:
                 for request in self.waiting.values():
@@ -288,7 +324,18 @@ class _Worker:
         return (self.proc is not None and self.pid == os.getpid()
                 and (self.prefetching > 0 or bool(self.waiting)))
 
+    def detach(self):
+        """At exit: close the worker's input and leave it running; it finishes what this
+        process asked for (the kernels it ran) and exits by itself (:func:`_serve`)."""
+        proc, self.proc = self.proc, None
+        if proc is None or self.pid != os.getpid():
+            return
+        with contextlib.suppress(OSError, ValueError):
+            proc.stdin.close()
+        proc.returncode = 0   # not ours to wait for any more (no "still running" warning)
+
     def stop(self):
+        """Stop the worker now (``nnabla_jit cache`` commands, tests)."""
         with _lock:
             proc, self.proc = self.proc, None
         if proc is None or self.pid != os.getpid():
@@ -304,7 +351,7 @@ class _Worker:
 
 
 _worker = _Worker()
-atexit.register(_worker.stop)
+atexit.register(_worker.detach)
 
 
 def _manifest():
@@ -409,6 +456,59 @@ def stop_worker():
     _worker.stop()
 
 
+def _lock_file(name):
+    """An open descriptor of lock file ``name`` in numba's part of the cache, or None."""
+    directory = kernel_cache.numba_dir()
+    if fcntl is None or directory is None:
+        return None
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        return os.open(os.path.join(directory, name), os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return None
+
+
+@contextlib.contextmanager
+def _compile_lock():
+    """Inside the block, no other worker on this cache compiles (a blocking flock, which the
+    kernel drops if the holder dies; nothing without a cache or without fcntl)."""
+    fd = _lock_file(_COMPILE_LOCK)
+    if fd is None:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def workers_running():
+    """Whether a compile worker of any process (one detached from a process that has exited
+    included) is alive on this kernel cache."""
+    fd = _lock_file(_ALIVE_LOCK)
+    if fd is None:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def wait_for_workers(timeout):
+    """Wait until no compile worker is alive on this kernel cache (benchmarks and tests: a
+    run's work is never made to wait for one); True if none is left."""
+    end = time.monotonic() + timeout
+    while workers_running():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def pending():
     """How many deferred compilations this process is waiting for."""
     with _lock:
@@ -417,7 +517,6 @@ def pending():
 
 def wait(timeout=None):
     """Wait until the worker has answered every request (or ``timeout`` seconds); True if so."""
-    import time   # only this helper sleeps (tests, benchmarks)
     end = None if timeout is None else time.monotonic() + timeout
     while pending():
         if end is not None and time.monotonic() > end:
@@ -453,15 +552,21 @@ def _find(module, qualname):
 def _compile(line):
     ident, module, qualname, sig = line
     try:
-        _find(module, qualname).compile(pickle.loads(base64.b64decode(sig)))
+        disp, sig = _find(module, qualname), pickle.loads(base64.b64decode(sig))
+        if _load_cached(disp, sig) is None:   # another process's worker may have written it
+            with _compile_lock():
+                disp.compile(sig)   # loads it instead if written while we waited
         return "{} ok".format(ident)
     except Exception as e:   # any compile error is the caller's to see
         return "{} error {}: {}".format(ident, type(e).__name__, str(e).replace("\n", " ")[:500])
 
 
-def _serve(lines, replies):
+def _serve(lines, replies, detached_seconds=DETACHED_SECONDS):
     """Compile what ``lines`` ask, answering on ``replies``: the manifest's prefetches first
-    (what a first step needs) until told that requests come first (the first step is over)."""
+    (what a first step needs) until told that requests come first (the first step is over).
+    When ``lines`` end (the process exited, or died), finish its requests -- kernels it ran,
+    which its next run then loads -- within ``detached_seconds``, drop the prefetches and
+    return."""
     prefetches, requests, state = [], [], {"requests first": False, "ended": False}
     ready = threading.Condition()
 
@@ -479,19 +584,26 @@ def _serve(lines, replies):
             ready.notify()
 
     threading.Thread(target=read, daemon=True).start()
+    deadline = None
     while True:
         with ready:
             while not (prefetches or requests or state["ended"]):
                 ready.wait()
-            if state["ended"]:   # the process that asked has stopped us, or is gone
-                return
-            if requests and (state["requests first"] or not prefetches):
+            if state["ended"]:   # detached: the process that asked has exited, or is gone
+                if deadline is None:
+                    deadline = time.monotonic() + detached_seconds
+                    prefetches.clear()   # other networks' kernels: not this run's to finish
+                if not requests or time.monotonic() > deadline:
+                    return
+                line = requests.pop(0)
+            elif requests and (state["requests first"] or not prefetches):
                 line = requests.pop(0)
             else:
                 line = prefetches.pop(0)
         reply = _compile(line)
-        replies.write(reply + "\n")
-        replies.flush()
+        with contextlib.suppress(OSError, ValueError):   # nobody reads them once detached
+            replies.write(reply + "\n")
+            replies.flush()
 
 
 def _main():

@@ -13,7 +13,7 @@ import numpy as np
 from . import graph, runners
 from .context import context_scope, get_current_context
 from .ndarray import NdArray
-from .ops.registry import REGISTRY, Op, OpValueError, resolve_args
+from .ops.registry import REGISTRY, NoGradient, Op, OpValueError, resolve_args
 from .random_replay import replayed_random_state, save_random_state
 from .thread_state import ThreadSettings
 from .variable import Variable
@@ -54,6 +54,12 @@ def no_grad(no_grad_=True):
     with _state.scoped("no_grad", bool(no_grad_)):
         yield
 
+
+
+def _input_name(op, i):
+    """Input ``i`` of ``op`` as messages name it: its position and table name."""
+    names = op.input_names
+    return "{} ({})".format(i, names[i]) if i < len(names) else str(i)
 
 class FunctionInfo:
     """``function.info``: the type name, the arguments and the tags of a function (nnabla's
@@ -168,8 +174,22 @@ class Function:
         if len(accum) != n:
             raise ValueError("{}.backward: accum has {} entries for {} inputs".format(
                 self.op.name, len(accum), n))
-        no_grad = self.op.no_grad_inputs
-        pd = [v._need_grad and i not in no_grad for i, v in enumerate(node.inputs)]
+        op = self.op
+        wanted = [v._need_grad for v in node.inputs]
+        refused = [i for i in range(n) if wanted[i] and op.refuses_grad(i)]
+        if (refused and getattr(op, "line", None) is not None
+                and all(0 in tuple(o.shape) for o in node.outputs if o is not None)):
+            return   # nnabla's elementwise functions return on empty arrays before refusing
+        if refused:
+            raise NoGradient("{}.backward: no gradient for input {} (need_grad is True), as in "
+                             "nnabla".format(op.name, _input_name(op, refused[0])))
+        no_grad = op.no_grad_inputs
+        if op.name in op.PASSES_NO_GRADIENT:
+            no_grad = range(n)
+        for i in no_grad:   # nnabla writes a zero gradient where it overwrites
+            if i < n and wanted[i] and not accum[i]:
+                node.inputs[i].grad.zero()
+        pd = [wanted[i] and i not in no_grad for i in range(n)]
         if not any(pd):
             return
         step = graph._BackwardStep()

@@ -292,10 +292,14 @@ def _rpow(a, b):   # b ** a
 
 
 class MatmulOperandError(ValueError, AssertionError):
-    """A 0-d operand of ``@``. An AssertionError too, as nnabla raises for it (numpy's wording)."""
+    """A 0-d operand of ``@``, or one that is not a Variable or NdArray. An AssertionError too,
+    as nnabla raises for them (numpy's wording)."""
 
 
 def _matmul(a, b):
+    if not (_is_array(a) and _is_array(b)):
+        raise MatmulOperandError("matmul (@): both operands must be Variables or NdArrays, got {} and {}".format(
+            type(a).__name__, type(b).__name__))
     a, b = _imperative(a, b)
     shape_a, shape_b = tuple(np.shape(a)), tuple(np.shape(b))
     for which, shape in (("1st", shape_a), ("2nd", shape_b)):

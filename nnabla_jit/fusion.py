@@ -16,6 +16,7 @@ import ast
 
 import numpy as np
 
+from . import runners
 from .buffers import HOST, InputNotComputed, fetch_all
 from .ndarray import NotComputed
 from .ops.elementwise import ElementwiseOp, _prelude, load_generated, typed_scalars
@@ -27,19 +28,56 @@ MAX_REGION = 12   # LLVM's compile time grows faster than linearly with a kernel
                   # long chains split into equal pieces that share one compiled kernel
 
 
+class HostFusion:
+    """The host's fused kernels: a serial and a prange loop, the latter for large arrays;
+    scalars typed as the compute type. A device registers its own (``runners.register_device``'s
+    ``fusion``), with the same three methods."""
+
+    @staticmethod
+    def takes(node):
+        return True
+
+    @staticmethod
+    def kernel(body_lines, params, arrays, size, dtype):
+        serial, parallel = _kernel_pair(body_lines, params, arrays)
+        return parallel if uses_parallel(size) else serial
+
+    scalars = staticmethod(typed_scalars)
+
+
+HOST_FUSION = HostFusion()
+
+
+def _fusion_of(node):
+    """(fused-kernel builder, memory) of the device ``node`` runs on; None when that device
+    fuses nothing."""
+    if node.ctx.device == runners.HOST_DEVICE:
+        return HOST_FUSION, HOST
+    device = runners.DEVICES.get(node.ctx.device)
+    if device is None or device.fusion is None:
+        return None
+    return device.fusion, device.memory
+
+
 def fusible(node):
-    """Whether ``node`` can join a fused region: a same-shape CPU elementwise op."""
+    """Whether ``node`` can join a fused region: a same-shape elementwise op on the host, or
+    on a device that fuses it."""
     op = node.op
-    return (isinstance(op, ElementwiseOp) and op.same_shape and node.ctx.device == "cpu"
+    if not (isinstance(op, ElementwiseOp) and op.same_shape
             and node.storage_dtype == node.compute_dtype and len(node._outputs) == 1
-            and node._outputs[0]() is not None)
+            and node._outputs[0]() is not None):
+        return False
+    target = _fusion_of(node)
+    return target is not None and target[0].takes(node)
 
 
 def _regions(nodes):
-    """Maximal runs of consecutive fusible nodes with one output shape and compute type."""
+    """Maximal runs of consecutive fusible nodes with one output shape, compute type and
+    device."""
     runs, current = [], []
     for k, node in enumerate(nodes):
-        key = (node._outputs[0]().shape, node.compute_dtype) if fusible(node) else None
+        key = ((node._outputs[0]().shape, node.compute_dtype, node.ctx.device)
+               if fusible(node) else None)
         if key is not None and current and current[0][1] == key and len(current) < MAX_REGION:
             current.append((k, key))
             continue
@@ -133,14 +171,16 @@ class FusedForward:
         loads = ["{0}_v = {0}[i]".format(a) for a in in_arrays]
         stores = ["o{}[i] = {}".format(m, name) for m, (_, name) in enumerate(stored)]
         params = out_arrays + in_arrays + ["p{}_{}".format(k, a) for k, _, a in scalars]
-        serial, parallel = _kernel_pair(loads + lines + stores, params, out_arrays + in_arrays)
+        target, memory = _fusion_of(region_nodes[0])
         size = int(np.prod(region_nodes[0]._outputs[0]().shape, dtype=np.int64))
-        self.kernel = parallel if uses_parallel(size) else serial
         self.dtype = region_nodes[0].compute_dtype
+        self.kernel = target.kernel(loads + lines + stores, params, out_arrays + in_arrays,
+                                    size, self.dtype)
         # the outputs (overwritten), then the inputs, all as the compute type
-        self.fetches = ([(HOST.write(v._body.data), self.dtype) for v, _ in stored]
-                        + [(HOST.read(v._body.data), self.dtype) for v in inputs])
-        self.scalars = typed_scalars([op.args[a] for _, op, a in scalars], self.dtype)
+        self.fetches = ([(memory.write(v._body.data), self.dtype) for v, _ in stored]
+                        + [(memory.read(v._body.data), self.dtype) for v in inputs])
+        self.scalars = target.scalars([op.args[a] for _, op, a in scalars], self.dtype)
+        self.nodes = region_nodes   # what the region holds (a trace names them)
 
     def __call__(self):
         self.kernel(*fetch_all(self.fetches), *self.scalars)
@@ -249,20 +289,21 @@ class FusedBackward:
         arrays = (["{}_out".format(ext_grads[k][0]) for k in first_write]
                   + ["{}_in".format(g) for _, g in grads_in]
                   + ["{}_a".format(values[id(v)]) for v in value_arrays])
-        serial, parallel = _kernel_pair(loads + lines + stores, arrays + params_scalar, arrays)
+        target, memory = _fusion_of(nodes[0])
         shape = nodes[0]._outputs[0]().shape
-        self.kernel = parallel if uses_parallel(int(np.prod(shape))) else serial
         self.dtype = nodes[0].compute_dtype
+        self.kernel = target.kernel(loads + lines + stores, arrays + params_scalar, arrays,
+                                    int(np.prod(shape, dtype=np.int64)), self.dtype)
         dt = self.dtype
         # the region inputs' gradients (accumulated or overwritten), the region outputs'
         # incoming gradients, then the forward values the derivatives read
-        self.fetches = ([((HOST.accumulate if ext_grads[k][1] else HOST.overwrite_grad)(
+        self.fetches = ([((memory.accumulate if ext_grads[k][1] else memory.overwrite_grad)(
                              ext_grads[k][2]._body.grad), dt) for k in first_write]
-                        + [(HOST.accumulate(seed if v is root else v._body.grad), dt)
+                        + [(memory.accumulate(seed if v is root else v._body.grad), dt)
                            for v, _ in grads_in]
-                        + [(HOST.read_needed(v._body.data), dt) for v in value_arrays])
+                        + [(memory.read_needed(v._body.data), dt) for v in value_arrays])
         self.nodes = nodes
-        self.scalars = typed_scalars([op.args[a] for op, a in scalars], self.dtype)
+        self.scalars = target.scalars([op.args[a] for op, a in scalars], self.dtype)
 
     def __call__(self):
         try:

@@ -10,8 +10,9 @@ import os
 
 import numpy as np
 
-from . import callback, deferred_compile, runners
+from . import callback, deferred_compile, runners, tracing
 from .ndarray import NdArray
+from .ops.registry import NoGradient
 from .random_replay import replayed_random_state, save_random_state
 
 __all__ = ["forward", "backward", "forward_all", "upstream_functions", "graph_changed",
@@ -61,6 +62,12 @@ def run_node_forward(node):
     """Run one node's forward kernel (imperative and auto-forward calls, the profiler; plans
     keep their runners). The runner is kept on the node (with the scratch buffers of outputs
     nobody holds) until the graph changes."""
+    if tracing.recorder is not None:
+        return tracing.recorder.run_node(node, "forward", _run_node_forward, node)
+    _run_node_forward(node)
+
+
+def _run_node_forward(node):
     cached = node._scratch
     if cached is not None and cached[0] == _version[0]:
         cached[1]()
@@ -192,6 +199,16 @@ def _backward_data_needs(nodes):
     return needed
 
 
+def _refuse_grads(node, rg):
+    """Raise, as nnabla does, when a gradient must flow into an input its function refuses
+    (a cross entropy's label, a quantization scale) because that input needs one."""
+    for i in node.op.refused_grad_inputs:
+        if i < len(node.inputs) and id(node.inputs[i]) in rg:
+            raise NoGradient("backward: {} gives no gradient to its input {} ({}), which has "
+                             "need_grad=True (as in nnabla)".format(
+                                 node.op.name, i, node.op.input_names[i] if i < len(node.op.input_names) else "?"))
+
+
 class _BackwardStep:
     __slots__ = ("node", "propagate_down", "accum", "alias", "zero_outputs", "needs_input",
                  "free_grads", "free_data", "runner", "recompute")
@@ -216,6 +233,7 @@ class _BackwardPlan:
                 continue
             no_grad = node.op.no_grad_inputs
             pd = [id(v) in rg and i not in no_grad for i, v in enumerate(node.inputs)]
+            _refuse_grads(node, rg)
             if not any(pd):
                 continue
             s = _BackwardStep()
@@ -321,6 +339,15 @@ def _cached_plan(var, key, make):
 def forward(roots, clear_buffer=False, clear_no_need_grad=False,
             function_pre_hook=None, function_post_hook=None):
     """Run every function the roots depend on, in order."""
+    if tracing.recorder is not None:
+        return tracing.recorder.call("forward", "step", None, _forward, roots, clear_buffer,
+                                     clear_no_need_grad, function_pre_hook, function_post_hook,
+                                     tracing.recorder)
+    return _forward(roots, clear_buffer, clear_no_need_grad, function_pre_hook, function_post_hook)
+
+
+def _forward(roots, clear_buffer, clear_no_need_grad, function_pre_hook, function_post_hook,
+             trace=None):
     deferred_compile.share_cores()
     function_pre_hook, function_post_hook = callback.function_hooks(function_pre_hook, function_post_hook)
     key = ("forward", bool(clear_buffer), bool(clear_no_need_grad))
@@ -332,13 +359,16 @@ def forward(roots, clear_buffer=False, clear_no_need_grad=False,
     hooks = function_pre_hook is not None or function_post_hook is not None or recording
     if hooks and plan.fused:   # hooks see every function: run this call unfused
         plan = _ForwardPlan(roots, clear_buffer, clear_no_need_grad, fuse=False)
+    runs = plan.runners
+    if trace is not None:   # the same runners, each recording what it ran
+        runs = trace.timed([node for node, _ in plan.steps], runs, "forward")
     if (not hooks and not (clear_buffer or clear_no_need_grad or plan.recompute)
             and not plan.data_dependent):
-        for run in plan.runners:
+        for run in runs:
             run()
         return
     save_random = plan.save_random if plan.recompute else None
-    for k, ((node, frees), run) in enumerate(zip(plan.steps, plan.runners)):
+    for k, ((node, frees), run) in enumerate(zip(plan.steps, runs)):
         if function_pre_hook is not None:
             function_pre_hook(node)
         if save_random is not None and save_random[k]:
@@ -358,7 +388,10 @@ def forward(roots, clear_buffer=False, clear_no_need_grad=False,
             for later in rest:
                 if function_pre_hook is not None:
                     function_pre_hook(later)
-                runners.forward_runner(later)()
+                run = runners.forward_runner(later)
+                if trace is not None:
+                    run = trace.timed([later], [run], "forward")[0]
+                run()
                 if function_post_hook is not None:
                     function_post_hook(later)
             return
@@ -373,6 +406,12 @@ def forward_all(variables, clear_buffer=False, clear_no_need_grad=False,
 # ---------------------------------------------------------------------------- backward
 def run_node_backward(step):
     """Run one backward step (the runner is kept on the step until the graph changes)."""
+    if tracing.recorder is not None:
+        return tracing.recorder.run_node(step.node, "backward", _run_node_backward, step)
+    _run_node_backward(step)
+
+
+def _run_node_backward(step):
     cached = getattr(step, "runner", None)
     if cached is not None and cached[0] == _version[0]:
         cached[1]()
@@ -435,6 +474,16 @@ def backward(root, grad=1, clear_buffer=False, communicator_callbacks=None,
              function_pre_hook=None, function_post_hook=None):
     """Back-propagate from ``root``: ``grad`` (scalar or array) seeds its gradient for this
     pass only; ``grad=None`` uses the gradient ``root`` already holds."""
+    if tracing.recorder is not None:
+        return tracing.recorder.call("backward", "step", None, _backward, root, grad, clear_buffer,
+                                     communicator_callbacks, function_pre_hook,
+                                     function_post_hook, tracing.recorder)
+    return _backward(root, grad, clear_buffer, communicator_callbacks, function_pre_hook,
+                     function_post_hook)
+
+
+def _backward(root, grad, clear_buffer, communicator_callbacks, function_pre_hook,
+              function_post_hook, trace=None):
     deferred_compile.share_cores()
     function_pre_hook, function_post_hook = callback.function_hooks(function_pre_hook, function_post_hook)
     plan = _cached_plan(root, ("backward", bool(clear_buffer)), lambda: _BackwardPlan(root, clear_buffer))
@@ -480,13 +529,16 @@ def backward(root, grad=1, clear_buffer=False, communicator_callbacks=None,
                              .format(grad.shape, body.shape))
         seed.data[...] = grad
     body.grad = seed    # for steps that read the root's gradient through the variable
+    runs = plan.runners
+    if trace is not None:   # the same runners, each recording what it ran
+        runs = trace.timed([s.node for s in plan.steps], runs, "backward")
     try:
         if not hooks and not clear_buffer and not plan.recompute:
-            for run in plan.runners:
+            for run in runs:
                 run()
             return
         recomputed = set()   # ids of the variables this pass recomputed
-        for s, run in zip(plan.steps, plan.runners):
+        for s, run in zip(plan.steps, runs):
             if plan.recompute:   # before the hook, which may read the data
                 for v in s.recompute:
                     if not v._body.data.holds_values and (id(v) in plan.backward_reads

@@ -12,6 +12,15 @@ Why it is built this way:
   is created 0700 and checked on every process start; one owned by someone else, or writable by
   group or others, is refused. A generated module's file name is the hash of its source, and its
   content is compared with that source before use; there is no shared fallback directory.
+  numba's files are unpickled only when, checked on the open file at every open (``O_NOFOLLOW``,
+  ``fstat``), they belong to this user and nobody else can write them: a cache directory swapped
+  by another user after the start-up check gets its planted pickles ignored, never read.
+* **Harmless to what it does not own.** The cache works only inside a directory it created, or
+  found empty (or holding an older nnabla_jit's ``kernels/`` and ``numba/``), and marked with the
+  file ``.nnabla_jit_cache``; any other directory (a folder of the user's that
+  ``NNABLA_JIT_CACHE_DIR`` names by mistake) is refused with one warning and left untouched. It
+  never changes a directory's mode, and ``cache clear`` removes only the files it writes
+  (generated modules, numba's ``.nbi``/``.nbc``), never a file a user put there.
 * **Self-healing.** A generated module whose content does not match its name is rewritten; a
   numba index or data file that cannot be read is removed and the kernel recompiled. Either
   gives one :class:`KernelCacheWarning` naming the directory.
@@ -25,7 +34,8 @@ own kernels through :class:`_KernelCache`; other code's numba functions keep num
 import contextlib
 import hashlib
 import os
-import shutil
+import pickle
+import re
 import stat
 import sys
 import tempfile
@@ -73,12 +83,20 @@ def configured_cache_dir():
 
 
 class UnsafeCacheDir(OSError):
-    """The cache directory exists but another user could write into it."""
+    """The cache directory exists but is not ours, or another user could write into it."""
+
+
+#: The file that makes a directory nnabla_jit's kernel cache: the cache works only inside a
+#: directory holding it (one it created, or took over while empty), so that pointing
+#: NNABLA_JIT_CACHE_DIR at a folder of the user's never has it written into or cleared.
+MARKER = ".nnabla_jit_cache"
+_MARKER_TEXT = ("This directory is nnabla_jit's kernel cache (generated kernels and numba's machine "
+                "code).\n`nnabla_jit cache clear` empties it; deleting the directory is safe too.\n")
 
 
 def _check_private(path):
-    """Refuse ``path`` unless this user owns it and nobody else can write it; a directory that
-    others can only read (made by an older nnabla_jit, 0755) is narrowed to 0700."""
+    """Refuse ``path`` unless this user owns it and nobody else can write it. Its mode is never
+    changed (a directory the cache did not create is not its to chmod)."""
     st = os.stat(path)   # follows a symlink: a link to someone else's directory is refused too
     if not stat.S_ISDIR(st.st_mode):
         raise UnsafeCacheDir("{} is not a directory".format(path))
@@ -91,17 +109,56 @@ def _check_private(path):
         raise UnsafeCacheDir("{} is writable by group or others (mode {:o}); remove it or run "
                              "chmod 700 on it after checking its content".format(
                                  path, stat.S_IMODE(st.st_mode)))
-    if st.st_mode & 0o077:
-        os.chmod(path, 0o700)
+
+
+def _is_marked(path):
+    """Whether ``path`` holds the marker: a regular file (not a link) of this user."""
+    try:
+        st = os.lstat(os.path.join(path, MARKER))
+    except FileNotFoundError:
+        return False
+    return stat.S_ISREG(st.st_mode) and not _foreign(st)
+
+
+def _takeable(path):
+    """Whether an unmarked directory may become the cache: empty, or holding only what an older
+    nnabla_jit (before the marker) left: kernels/ of generated modules, and numba/."""
+    # (a temporary file: another process is writing the marker just now)
+    entries = [e for e in os.listdir(path) if not _TEMPORARY.fullmatch(e)]
+    if not set(entries) <= {"kernels", "numba"}:
+        return False
+    for entry in entries:
+        st = os.lstat(os.path.join(path, entry))
+        if not stat.S_ISDIR(st.st_mode) or _foreign(st):
+            return False
+    kernels = os.path.join(path, "kernels")
+    return not os.path.isdir(kernels) or all(_is_generated_file(n) for n in os.listdir(kernels))
+
+
+def _claim(path, created):
+    """Make sure ``path`` (just ``created`` by us, or found) is marked as the kernel cache."""
+    if _is_marked(path):
+        return
+    if not created and not _takeable(path):
+        raise UnsafeCacheDir("{} is not a kernel cache made by nnabla_jit (it has no {} file and "
+                             "holds other files); it is left as it is. Point {} at a new or empty "
+                             "directory".format(path, MARKER, ENV_VAR))
+    _write_atomic(os.path.join(path, MARKER), _MARKER_TEXT)
 
 
 def _make_private(path):
-    """Create ``path`` (mode 0700) if missing, check it is private, check it is writable."""
+    """Create ``path`` (mode 0700) if missing, check it is private and ours (marked), check it
+    is writable."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     try:
-        os.makedirs(path, mode=0o700, exist_ok=True)
-    except FileExistsError:   # a file, or a dangling link, in the way
-        raise UnsafeCacheDir("{} exists and is not a directory".format(path))
+        os.mkdir(path, 0o700)
+        created = True
+    except FileExistsError:
+        if not os.path.isdir(path):   # a file, or a dangling link, in the way
+            raise UnsafeCacheDir("{} exists and is not a directory".format(path))
+        created = False
     _check_private(path)
+    _claim(path, created)
     tempfile.TemporaryFile(dir=path).close()
 
 
@@ -270,10 +327,90 @@ class _KernelCacheImpl(caching.CompileResultCacheImpl):
     _locator_classes = [_KernelLocator, caching.UserProvidedCacheLocator]
 
 
+def _foreign(st):
+    """Why a file of stat ``st`` may not be trusted as the cache's (None if it may): not
+    this user's, or writable by others."""
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        return "owned by uid {}".format(st.st_uid)
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return "writable by group or others (mode {:o})".format(stat.S_IMODE(st.st_mode))
+    return None
+
+
+class ForeignCacheFile(OSError):
+    """A cache file not written by this user (or that others could have changed): never read."""
+
+
+def _open_own(path):
+    """``path`` opened for reading, checked on the open file (``fstat``; ``O_NOFOLLOW``: not a
+    symlink) to be a regular file of this user that nobody else can write; else
+    :class:`ForeignCacheFile`. Checked at every open, so a file planted after the directory
+    check (a swapped directory) is refused too."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        if isinstance(e, FileNotFoundError):
+            raise
+        raise ForeignCacheFile(e.errno, "{}: {}".format(path, e.strerror)) from None
+    st = os.fstat(fd)
+    problem = "not a regular file" if not stat.S_ISREG(st.st_mode) else _foreign(st)
+    if problem:
+        os.close(fd)
+        raise ForeignCacheFile("{} is {}".format(path, problem))
+    return os.fdopen(fd, "rb")
+
+
+def _refused(path, error):
+    _warn_once("foreign:" + os.path.dirname(path),
+               "numba cache files not written by this user were ignored, never read ({}); the "
+               "kernels were compiled anew".format(error))
+
+
+class _VerifiedCacheFile(caching.IndexDataCacheFile):
+    """numba's index/data files, unpickled only when :func:`_open_own` accepts them (numba's
+    own ``_load_index`` / ``_load_data``, opening through it)."""
+
+    @classmethod
+    def adopt(cls, cache_file):
+        verified = cls.__new__(cls)
+        verified.__dict__.update(cache_file.__dict__)
+        return verified
+
+    def _load_index(self):
+        try:
+            with _open_own(self._index_path) as f:
+                version = pickle.load(f)
+                data = f.read()
+        except FileNotFoundError:
+            return {}
+        except ForeignCacheFile as e:
+            _refused(self._index_path, e)
+            return {}
+        if version != self._version:
+            return {}
+        stamp, overloads = pickle.loads(data)
+        return overloads if stamp == self._source_stamp else {}
+
+    def _load_data(self, name):
+        path = self._data_path(name)
+        try:
+            with _open_own(path) as f:
+                data = f.read()
+        except ForeignCacheFile as e:
+            _refused(path, e)
+            raise
+        return pickle.loads(data)
+
+
 class _KernelCache(caching.FunctionCache):
     """numba's per-function cache, healing unreadable entries and surviving unwritable ones."""
 
     _impl_class = _KernelCacheImpl
+
+    def __init__(self, py_func):
+        super().__init__(py_func)
+        self._cache_file = _VerifiedCacheFile.adopt(self._cache_file)
 
     def _entry_files(self):
         base = self._impl.filename_base
@@ -421,46 +558,96 @@ def compile_status(bar):
 
 
 # ------------------------------------------------------------------------------ info, clear
-def _tree_size(path):
-    files = size = 0
-    for root, _, names in os.walk(path):
+# What the cache writes: generated modules (and the temporary files of their atomic writes) in
+# kernels/, numba's index and data files (and its temporary files) under numba/. Only these are
+# counted and removed; anything else a user put into the cache directory stays.
+_TEMPORARY = re.compile(r"tmp\w+\.tmp")   # _write_atomic's
+_GENERATED = re.compile(r"nnabla_jit_\w*[0-9a-f]{32}\.py|tmp\w+\.tmp")
+_NUMBA_FILE = re.compile(r".+\.(nbi|nbc)(\.tmp\.[0-9a-f]+)?")
+_NUMBA_SUBDIR = re.compile(r".*_[0-9a-f]{40}")   # numba's "<source dir name>_<sha1 of its path>"
+
+
+def _is_generated_file(name):
+    return _GENERATED.fullmatch(name) is not None
+
+
+def _is_numba_file(name):
+    return _NUMBA_FILE.fullmatch(name) is not None
+
+
+def _entries(directory, wanted):
+    """The files under ``directory`` whose names ``wanted`` accepts (regular files, no links
+    followed), and the sub-directories they lie in."""
+    files, dirs = [], []
+    for root, subdirs, names in os.walk(directory):
+        dirs += [os.path.join(root, d) for d in subdirs]
         for n in names:
+            path = os.path.join(root, n)
             with contextlib.suppress(OSError):
-                size += os.lstat(os.path.join(root, n)).st_size
-                files += 1
-    return files, size
+                if wanted(n) and stat.S_ISREG(os.lstat(path).st_mode):
+                    files.append(path)
+    return files, dirs
+
+
+def _tree_size(directory, wanted):
+    files = _entries(directory, wanted)[0] if directory and os.path.isdir(directory) else []
+    size = 0
+    for path in files:
+        with contextlib.suppress(OSError):
+            size += os.lstat(path).st_size
+    return len(files), size
+
+
+def _remove_entries(directory, wanted):
+    """Remove the files of :func:`_entries`, then numba's sub-directories left empty; returns
+    the number of files removed."""
+    if not directory or not os.path.isdir(directory):
+        return 0
+    files, dirs = _entries(directory, wanted)
+    removed = 0
+    for path in files:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+            removed += 1
+    for path in sorted(dirs, reverse=True):   # deepest first
+        if _NUMBA_SUBDIR.fullmatch(os.path.basename(path)):
+            with contextlib.suppress(OSError):
+                os.rmdir(path)   # only when empty: a user's file keeps its directory
+    return removed
 
 
 def info():
-    """What and where the cache is: a dict of directories, file counts and bytes."""
+    """What and where the cache is: a dict of directories, file counts and bytes (of the
+    entries the cache wrote)."""
     configured = configured_cache_dir()
     usable = cache_dir()
     result = {"directory": configured, "usable": usable is not None,
               "variables": {ENV_VAR: os.environ.get(ENV_VAR), "NUMBA_CACHE_DIR": config.CACHE_DIR or None}}
-    for part, path in (("kernels", kernel_dir()), ("numba", numba_dir())):
-        files, size = _tree_size(path) if path and os.path.isdir(path) else (0, 0)
+    for part, path, wanted in (("kernels", kernel_dir(), _is_generated_file),
+                               ("numba", numba_dir(), _is_numba_file)):
+        files, size = _tree_size(path, wanted)
         result[part] = {"directory": path, "files": files, "bytes": size}
     return result
 
 
 def clear():
-    """Empty the cache (generated modules and numba's files of nnabla_jit's kernels); returns the
-    number of files removed. A ``NUMBA_CACHE_DIR`` set by the user is left alone except for
-    nnabla_jit's entries."""
+    """Empty the cache: remove the generated modules and numba's files of nnabla_jit's kernels,
+    and nothing else (a file a user put into the cache directory stays); returns the number of
+    files removed. A ``NUMBA_CACHE_DIR`` set by the user loses only nnabla_jit's entries. An
+    unusable cache directory (not marked as the cache's, say) is left alone."""
     removed = 0
     root = cache_dir()
     if root is not None:
-        for part in ("kernels", "numba"):
-            path = os.path.join(root, part)
-            removed += _tree_size(path)[0] if os.path.isdir(path) else 0
-            shutil.rmtree(path, ignore_errors=True)
+        removed += _remove_entries(os.path.join(root, "kernels"), _is_generated_file)
+        removed += _remove_entries(os.path.join(root, "numba"), _is_numba_file)
     if config.CACHE_DIR and os.path.isdir(config.CACHE_DIR):
         for entry in os.listdir(config.CACHE_DIR):
             path = os.path.join(config.CACHE_DIR, entry)
             # numba names a source directory's cache "<dir name>_<sha1 of its path>"
             if os.path.isdir(path) and _caches_ours(entry):
-                removed += _tree_size(path)[0]
-                shutil.rmtree(path, ignore_errors=True)
+                removed += _remove_entries(path, _is_numba_file)
+                with contextlib.suppress(OSError):
+                    os.rmdir(path)
     return removed
 
 

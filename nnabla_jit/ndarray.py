@@ -4,7 +4,9 @@ The host buffer is a NumPy array created on first use; ``data`` hands out that a
 edits through it are seen by the graph (nnabla's reference semantics). ``clear()`` drops the
 buffer; the executor uses it to free intermediates under ``clear_buffer``.
 """
+import os
 import sys
+import weakref
 
 import numpy as np
 
@@ -76,26 +78,91 @@ def checked_shape(shape, who):
     return shape
 
 
-# Buffers freed by clear() wait here for the next allocation of the same shape and type: a
-# training step that clears and refills its intermediates then touches no new memory (fresh
-# pages cost a page fault each). Only buffers nobody else references are kept.
+# Buffers freed by clear() wait here for the next allocation that fits: a training step that
+# clears and refills its intermediates then touches no new memory (fresh pages cost a page fault
+# each), and, since the executor frees each intermediate after its last reader (its clearing
+# plan is the liveness), a later producer of any shape takes the memory an earlier one gave
+# back, so a step's peak is its live set rather than every intermediate it ever made. Small
+# buffers are pooled by (shape, dtype); large ones are views of byte buffers pooled by size
+# class (four per octave, so at most 19% is wasted), whatever their shape and type. Only
+# buffers nobody else references are kept. NNABLA_JIT_MEMORY_PLAN=0 pools large buffers by
+# shape too (the behaviour before size classes).
 _KIND_NAMES = {"U": "text", "S": "bytes", "O": "Python object", "V": "structured",
                "M": "datetime", "m": "timedelta"}
 _POOL = {}
 _POOL_DEPTH = 4
+SIZE_CLASSES = os.environ.get("NNABLA_JIT_MEMORY_PLAN", "1") != "0"
+_CLASS_MIN_BYTES = 1 << 16     # smaller buffers: by shape (a view costs more than they save)
+_CLASS_POOL = {}               # size class (bytes) -> free byte buffers of that size
+_CLASS_DEPTH = 1               # deeper buckets held more memory than they saved faults (benchmarks/README.md)
+_CLASS_REACH = 4               # a request may take a buffer up to this many classes larger
+_CLASS_BASES = {}              # id -> weak reference of the byte buffers this pool made
+
+
+def _size_classes(nbytes):
+    """The size class of ``nbytes`` (the smallest 2**e * (4 + k) / 4 >= nbytes) and the
+    next ``_CLASS_REACH`` ones."""
+    e = max(0, (nbytes - 1).bit_length() - 3)
+    q = -(-nbytes // (1 << e))          # 4..8 quarters of 2**(e+2)
+    if q == 8:
+        q, e = 4, e + 1
+    classes = []
+    for _ in range(_CLASS_REACH + 1):
+        classes.append(q << e)
+        q += 1 if q < 7 else -3
+        if q == 4:
+            e += 1
+    return classes
 
 
 def pooled_empty(shape, dtype):
-    """An uninitialised buffer, reusing a cleared one of the same shape and type if any."""
+    """An uninitialised buffer, reusing a cleared one that fits if any."""
+    if SIZE_CLASSES:
+        nbytes = dtype.itemsize
+        for s in shape:
+            nbytes *= s
+        if nbytes >= _CLASS_MIN_BYTES:
+            classes = _size_classes(nbytes)
+            base = None
+            for c in classes:
+                bucket = _CLASS_POOL.get(c)
+                if bucket:
+                    base = bucket.pop()
+                    break
+            if base is None:
+                base = np.empty(classes[0], np.uint8)
+                key = id(base)
+                _CLASS_BASES[key] = weakref.ref(base, lambda _, key=key: _CLASS_BASES.pop(key, None))
+            return base[:nbytes].view(dtype).reshape(shape)
     bucket = _POOL.get((shape, dtype))
     if bucket:
         return bucket.pop()
     return np.empty(shape, dtype)
 
 
+def _give_back(a):
+    """Keep the freed host buffer ``a`` for reuse, if nobody else references it (the caller
+    holds two references: its own and the one it is dropping)."""
+    base = a.base
+    if base is None:
+        # 4 references: the caller's two, the local a, getrefcount's argument
+        if sys.getrefcount(a) == 4:
+            bucket = _POOL.setdefault((a.shape, a.dtype), [])
+            if len(bucket) < _POOL_DEPTH:
+                bucket.append(a)
+        return
+    # a view of a pooled byte buffer: the view's base reference, the local, the argument
+    ours = _CLASS_BASES.get(id(base))
+    if sys.getrefcount(a) == 4 and ours is not None and ours() is base and sys.getrefcount(base) == 3:
+        bucket = _CLASS_POOL.setdefault(base.size, [])
+        if len(bucket) < _CLASS_DEPTH:
+            bucket.append(base)
+
+
 def clear_memory_cache():
     """Drop the buffers kept for reuse."""
     _POOL.clear()
+    _CLASS_POOL.clear()
 
 
 def _numpy_key(key):
@@ -346,15 +413,17 @@ class NdArray(Operators):
         ``data``, ``cast``, a function or a solver); solvers skip a gradient still zeroing."""
         return self._zeroing
 
-    def copy_from(self, src):
-        """Copy the values of another NdArray into this one (shapes must match)."""
-        if not isinstance(src, NdArray):
-            raise TypeError("NdArray.copy_from: expected an NdArray, got {}".format(type(src).__name__))
-        if src.shape != self._shape:
-            raise ValueError("NdArray.copy_from: shape {} does not match {}".format(src.shape, self._shape))
-        values = src.data
+    def copy_from(self, arr, use_current_context=True):
+        """Copy the values of another NdArray into this one (shapes must match); return this one,
+        as nnabla's (``use_current_context``: accepted; there is one device per array here)."""
+        if not isinstance(arr, NdArray):
+            raise TypeError("NdArray.copy_from: expected an NdArray, got {}".format(type(arr).__name__))
+        if arr.shape != self._shape:
+            raise ValueError("NdArray.copy_from: shape {} does not match {}".format(arr.shape, self._shape))
+        values = arr.data
         self._freed_by = None
         np.copyto(self.data, values, casting="unsafe")
+        return self
 
     def cast(self, dtype, ctx=None):
         """Convert the buffer to ``dtype`` in place; return it as a numpy array when ``ctx`` is
@@ -399,6 +468,25 @@ class NdArray(Operators):
         nnabla 1.39 reports for a host array."""
         return 1 if self.holds_values else 0
 
+    def bool_fill(self, mask, value):
+        """Set the elements where ``mask`` (an NdArray or array, broadcast to this shape) is
+        non-zero to ``value``, in place; returns a new NdArray sharing this one's buffer, as
+        nnabla does (a later write to either shows in both)."""
+        mask = mask.data if isinstance(mask, NdArray) else np.asarray(mask)
+        try:
+            where = np.broadcast_to(mask != 0, self._shape)
+        except ValueError:
+            raise ValueError("NdArray.bool_fill: mask of shape {} does not broadcast to {}"
+                             .format(mask.shape, self._shape)) from None
+        data = self.data
+        data[where] = value
+        self.data = data
+        shared = NdArray(self._shape, self._dtype)
+        shared._array = data
+        return shared
+
+    masked_fill = bool_fill
+
     def narrow(self, dim, start, length):
         """An NdArray of rows ``[start, start + length)`` of axis 0 sharing this buffer."""
         if dim != 0:
@@ -433,11 +521,8 @@ class NdArray(Operators):
         """Release the buffer; the next access allocates a fresh, zeroed one."""
         self._zeroing = False
         a = self._array
-        # 3 references (self._array, the local a, getrefcount's argument): nobody else holds it
-        if a is not None and a.base is None and sys.getrefcount(a) == 3:
-            bucket = _POOL.setdefault((a.shape, a.dtype), [])
-            if len(bucket) < _POOL_DEPTH:
-                bucket.append(a)
+        if a is not None:
+            _give_back(a)
         self._array = None
         if self._device is not None:
             self._device.release()   # back to the device pool (cuda_ops.device)
@@ -479,8 +564,13 @@ class NdArray(Operators):
 
     def _reset_shape(self, shape):
         shape = checked_shape(shape, "reset_shape")
-        if shape != self._shape:
-            self._shape = shape
+        if shape == self._shape:
+            return
+        same_size = int(np.prod(shape, dtype=np.int64)) == int(np.prod(self._shape, dtype=np.int64))
+        self._shape = shape
+        if same_size and self._array is not None and self._device is None:
+            self._array = self._array.reshape(shape)   # nnabla keeps the values of the same size
+        else:
             self.clear()
 
     # ----------------------------------------------------------------- properties
@@ -502,7 +592,8 @@ class NdArray(Operators):
 
     @property
     def strides(self):
-        return tuple(int(np.prod(self._shape[i + 1:], dtype=np.int64)) for i in range(len(self._shape)))
+        # a list, as nnabla's (its C++ Strides vector)
+        return list(int(np.prod(self._shape[i + 1:], dtype=np.int64)) for i in range(len(self._shape)))
 
     def size_from_axis(self, axis=-1):
         """Product of the dimensions from ``axis`` on (``-1``: the whole size)."""

@@ -31,29 +31,33 @@ HOST_DEVICE = "cpu"
 class Device:
     """What a device package registers (see :func:`register_device`)."""
 
-    __slots__ = ("name", "forward_runner", "backward_runner", "memory")
+    __slots__ = ("name", "forward_runner", "backward_runner", "memory", "fusion")
 
-    def __init__(self, name, forward_runner, backward_runner, memory):
+    def __init__(self, name, forward_runner, backward_runner, memory, fusion=None):
         self.name = name
         self.forward_runner = forward_runner
         self.backward_runner = backward_runner
         self.memory = memory
+        self.fusion = fusion
 
 
 DEVICES = {}   # Context.device ('cuda') -> Device
 
 
-def register_device(name, forward_runner, backward_runner, memory):
+def register_device(name, forward_runner, backward_runner, memory, fusion=None):
     """Run the nodes whose context names device ``name`` through this device.
 
     ``forward_runner(node)`` and ``backward_runner(step, root, seed)`` return a runner on the
     device, or None to have the host run that node. ``memory`` is the device's side of the
-    buffer resolver (``buffers.HostMemory``'s methods, on device arrays).
+    buffer resolver (``buffers.HostMemory``'s methods, on device arrays). ``fusion``, if given,
+    builds the device's kernels of fused elementwise regions (``fusion.py``'s ``HostFusion``
+    is the host's): ``takes(node)``, ``kernel(body_lines, params, arrays, size, dtype)`` and
+    ``scalars(values, dtype)``.
     """
     if name == HOST_DEVICE:
         raise ValueError("register_device: {!r} is the host's; a device needs a name of its own"
                          .format(name))
-    DEVICES[name] = Device(name, forward_runner, backward_runner, memory)
+    DEVICES[name] = Device(name, forward_runner, backward_runner, memory, fusion)
 
 
 def device_of(node):

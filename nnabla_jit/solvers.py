@@ -40,7 +40,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from . import callback, deferred_compile
+from . import callback, deferred_compile, tracing
 from . import solver_kernels as K
 from .context import get_current_context
 from .cuda_ops import device as cuda_device
@@ -91,6 +91,11 @@ class _Entry:
         if self.zeroed:
             self.zeroed = self.param.grad.clear_called
         return self.zeroed
+
+    def describe(self):
+        """What a trace shows of this parameter's update."""
+        return {"shape": list(self.param.shape), "dtype": str(self.param.data.dtype),
+                "states": list(self.states)}
 
 
 def _as_float32(value, solver, arg):
@@ -276,6 +281,11 @@ class Solver:
         """Zero every parameter's gradient. The buffers are released (the next backward
         allocates zeroed ones), which also marks the parameters as not reached by a backward
         until one writes their gradient."""
+        if tracing.recorder is not None:
+            return tracing.recorder.call(self.name + ".zero_grad", "solver", None, self._zero_grad)
+        self._zero_grad()
+
+    def _zero_grad(self):
         for e in self._entries.values():
             e.param.grad.clear()
             e.zeroed = True
@@ -285,6 +295,12 @@ class Solver:
         between the hooks: on the device when the gradient is there (``kernels`` is then
         ``cuda_ops.solver_steps``), else on the host. ``widen`` converts float16 gradients to
         float32 first (for actions that write to them)."""
+        if tracing.recorder is not None:
+            return tracing.recorder.call(self.name + "." + action.__name__, "solver", None,
+                                         self._with_grads_now, pre_hook, post_hook, action, widen)
+        return self._with_grads_now(pre_hook, post_hook, action, widen)
+
+    def _with_grads_now(self, pre_hook, post_hook, action, widen):
         as_array = _wide_float_array if widen else _float_array
         pre_hook, post_hook = callback.solver_hooks(pre_hook, post_hook)
         for e in self._entries.values():
@@ -308,37 +324,37 @@ class Solver:
             self._decay_rate = rate
             return
 
-        def decay(e, g, kernels):
+        def weight_decay(e, g, kernels):
             kernels.add_scaled(g, kernels.param_values(e.param, g.dtype), rate)
-        self._with_grads(pre_hook, post_hook, decay, widen=True)
+        self._with_grads(pre_hook, post_hook, weight_decay, widen=True)
 
     def scale_grad(self, scale, pre_hook=None, post_hook=None):
         """Multiply every gradient by ``scale``."""
         factor = _as_float32(scale, self.name + ".scale_grad", "scale")
 
-        def rescale(e, g, kernels):
+        def scale_grad(e, g, kernels):
             kernels.scale(g, factor)
-        self._with_grads(pre_hook, post_hook, rescale, widen=True)
+        self._with_grads(pre_hook, post_hook, scale_grad, widen=True)
 
     def clip_grad_by_norm(self, clip_norm, pre_hook=None, post_hook=None):
         """Scale each parameter's gradient down to L2 norm ``clip_norm`` where it exceeds it."""
         bound = _as_float32(clip_norm, self.name + ".clip_grad_by_norm", "clip_norm")
 
-        def clip(e, g, kernels):
+        def clip_grad_by_norm(e, g, kernels):
             kernels.clip_by_norm(g, bound)
-        self._with_grads(pre_hook, post_hook, clip, widen=True)
+        self._with_grads(pre_hook, post_hook, clip_grad_by_norm, widen=True)
 
     def _count_nonfinite(self, pre_hook, post_hook):
         found = [0, 0]
 
-        def count(e, g, kernels):
+        def check_nonfinite(e, g, kernels):
             if kernels.on_device:   # the answer is read on the host: copy the gradient down
                 g = _float_array(e.param.grad)
             g = _compute_array(g)
             infs, nans = K.nonfinite_flags.for_size(g.size)(g)
             found[0] += infs
             found[1] += nans
-        self._with_grads(pre_hook, post_hook, count)
+        self._with_grads(pre_hook, post_hook, check_nonfinite)
         return found
 
     def check_inf_or_nan_grad(self, pre_hook=None, post_hook=None):
@@ -358,34 +374,48 @@ class Solver:
     def update(self, update_pre_hook=None, update_post_hook=None):
         """Update every parameter reached by a backward from its gradient (hooks are called
         around each parameter's update)."""
+        if tracing.recorder is not None:
+            return tracing.recorder.call(self.name + ".update", "solver", None, self._update,
+                                         update_pre_hook, update_post_hook, tracing.recorder)
+        self._update(update_pre_hook, update_post_hook)
+
+    def _update(self, update_pre_hook, update_post_hook, trace=None):
         if self.weight_decay_is_fused():
             decay = self._default_decay() if self._decay_rate is None else self._decay_rate
         else:
             decay = 0.0
         update_pre_hook, update_post_hook = callback.solver_hooks(update_pre_hook, update_post_hook)
-        for e in self._entries.values():
+        for key, e in self._entries.items():
             if e.without_gradient():
                 continue
             if update_pre_hook is not None:
                 update_pre_hook()
             if e.t < _T_MAX:
                 e.t += 1
-            if _on_device(e.param):
-                w = cuda_device.accumulator(e.param.data, e.param.data.dtype)
-                self._update_one(cuda_kernels, e.t, w, cuda_device.read(e.param.grad, w.dtype),
-                                 [cuda_device.accumulator(s.data, w.dtype)
-                                  for s in e.states.values()], decay)
+            if trace is None:
+                self._update_entry(e, decay)
             else:
-                # flat views (the kernels loop over elements): a kernel compiles once, not once
-                # per parameter rank
-                w = _wide_float_array(e.param.data).reshape(-1)
-                self._update_one(_HostKernels(w.size), e.t, w,
-                                 _compute_array(_float_array(e.param.grad)).reshape(-1),
-                                 [s.data.data.reshape(-1) for s in e.states.values()], decay)
+                trace.call(key, "solver", e.describe, self._update_entry, e, decay)
             if update_post_hook is not None:
                 update_post_hook()
         self._decay_rate = None
         deferred_compile.step_done()
+
+    def _update_entry(self, e, decay):
+        """One parameter's update (its ``t`` already advanced), on the device when its
+        gradient is there."""
+        if _on_device(e.param):
+            w = cuda_device.accumulator(e.param.data, e.param.data.dtype)
+            self._update_one(cuda_kernels, e.t, w, cuda_device.read(e.param.grad, w.dtype),
+                             [cuda_device.accumulator(s.data, w.dtype)
+                              for s in e.states.values()], decay)
+        else:
+            # flat views (the kernels loop over elements): a kernel compiles once, not once
+            # per parameter rank
+            w = _wide_float_array(e.param.data).reshape(-1)
+            self._update_one(_HostKernels(w.size), e.t, w,
+                             _compute_array(_float_array(e.param.grad)).reshape(-1),
+                             [s.data.data.reshape(-1) for s in e.states.values()], decay)
 
     # ------------------------------------------------------------------ states
     def get_states(self):
@@ -395,8 +425,9 @@ class Solver:
                            for key, e in self._entries.items())
 
     def set_states(self, states):
-        """Copy ``states`` (key -> SolverState, or any object with ``t`` and ``pstate`` whose
-        values are Variables, NdArrays or arrays) into the solver. Every key must be registered
+        """Take ``states`` (key -> SolverState, or any object with ``t`` and ``pstate`` whose
+        values are Variables, NdArrays or arrays) into the solver: state Variables of the
+        solver's dtype are held as given (shared, as nnabla's), other values are copied. Every key must be registered
         with ``set_parameters`` first and carry exactly this solver's state names and shapes."""
         checked = []
         for key, state in states.items():
@@ -416,11 +447,17 @@ class Solver:
                     raise ValueError("{}.set_states: state '{}' of '{}' has shape {}, the parameter {}"
                                      .format(self.name, name, key, array.shape, e.param.shape))
                 arrays[name] = array
-            checked.append((e, int(state.t), arrays))
-        for e, t, arrays in checked:
+            checked.append((e, int(state.t), arrays, pstate))
+        for e, t, arrays, pstate in checked:
             e.t = t
             for name, array in arrays.items():
-                np.copyto(e.states[name].d, array, casting="unsafe")
+                given = pstate[name]
+                if isinstance(given, Variable) and given.d.dtype == e.states[name].d.dtype:
+                    # nnabla's solver holds the given state Variables themselves (shared, as
+                    # get_states' are): a later update of either solver is seen by the other
+                    e.states[name] = given
+                else:
+                    np.copyto(e.states[name].d, array, casting="unsafe")
 
     def save_states(self, path):
         """Write the states to ``path``: ``.h5`` or ``.protobuf``, in nnabla's layouts."""

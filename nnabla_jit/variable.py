@@ -12,7 +12,9 @@ from . import graph
 from . import recompute as _recompute
 from .context import Context  # noqa: F401  (nnabla.variable exports it)
 from .ndarray import NdArray, _as_shape, checked_shape
+from .ops.registry import OpValueError
 from .operators import Operators
+from .ops.registry import OpValueError
 
 __all__ = ["Variable"]
 
@@ -136,7 +138,8 @@ class Variable(Operators):
         return int(np.prod(self._body.shape[axis:], dtype=np.int64))
 
     def reset_shape(self, shape, force=False):
-        """Change the shape in place; the buffers are dropped. ``force`` allows a new size."""
+        """Change the shape in place; the values stay when the size does (as nnabla), else the
+        buffers are dropped. ``force`` allows a new size."""
         shape = _as_shape(shape)
         if not force and int(np.prod(shape, dtype=np.int64)) != self.size:
             raise ValueError("Variable.reset_shape: {} has a different size than {}; pass force=True"
@@ -158,7 +161,12 @@ class Variable(Operators):
             v._body.grad = _reshaped_view(self._body.grad, shape)
             return v
         from . import functions as F
-        return F.reshape(self, given, inplace=True)
+        out = F.reshape(self, given, inplace=True)
+        source = self._body.data
+        if source._array is not None and out._body.data._array is None:
+            # nnabla's in-place Reshape shares the buffer when built: the values read at once
+            out._body.data.hold_view(source.host_as(None))
+        return out
 
     # ------------------------------------------------------------------ flags
     @property
@@ -221,13 +229,24 @@ class Variable(Operators):
 
     @property
     def function_references(self):
-        """The Function nodes that take this variable as an input."""
+        """The Function nodes that take this variable as an input, the latest first (as nnabla)."""
         alive = []
-        for r in self._refs:
+        for r in reversed(self._refs):
             f = r()
             if f is not None:
                 alive.append(f)
         return alive
+
+    @property
+    def get_number_of_references(self):
+        """How many Function nodes take this variable as an input (a property, as nnabla's)."""
+        return len(self.function_references)
+
+    def bool_fill_(self, mask, value):
+        """F.bool_fill of this variable: ``value`` where ``mask`` (a Variable) is non-zero."""
+        return _F().bool_fill(self, mask, value)
+
+    masked_fill_ = bool_fill_
 
     def _add_reference(self, func):
         n = len(self._refs)
@@ -290,11 +309,12 @@ class Variable(Operators):
             f(func)
 
     def visit_check(self, f):
-        """Like ``visit``, but stop and return True as soon as ``f`` returns True."""
+        """Like ``visit``, but stop and return True as soon as ``f`` returns True (else None,
+        as nnabla's)."""
         for func in graph.upstream_functions([self]):
             if f(func):
                 return True
-        return False
+        return None
 
     # ------------------------------------------------------------------ execution
     def forward(self, clear_buffer=False, clear_no_need_grad=False,
@@ -361,18 +381,19 @@ class Variable(Operators):
 
 
 def _infer_shape(shape, size, old_shape):
-    """``shape`` with its -1 (at most one) replaced so that it holds ``size`` elements."""
+    """``shape`` with its -1 (at most one) replaced so that it holds ``size`` elements. Errors
+    are OpValueError (a ValueError and a RuntimeError: nnabla's Reshape raises the latter)."""
     if shape.count(-1) > 1 or any(s < -1 for s in shape):
-        raise ValueError("Variable.reshape: shape {} may hold at most one -1 and no other "
+        raise OpValueError("Variable.reshape: shape {} may hold at most one -1 and no other "
                          "negative size".format(shape))
     known = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
     if -1 in shape:
         if known == 0 or size % known:
-            raise ValueError("Variable.reshape: cannot reshape {} (size {}) into {}".format(
+            raise OpValueError("Variable.reshape: cannot reshape {} (size {}) into {}".format(
                 old_shape, size, shape))
         shape = tuple(size // known if s == -1 else s for s in shape)
     elif known != size:
-        raise ValueError("Variable.reshape: cannot reshape {} (size {}) into {} (size {})".format(
+        raise OpValueError("Variable.reshape: cannot reshape {} (size {}) into {} (size {})".format(
             old_shape, size, shape, known))
     return shape
 

@@ -14,6 +14,7 @@ import pickle
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -103,6 +104,128 @@ call("later")
     assert out["first"] == ("True", "1", "0", "1", "1")
     assert out["after_kill"] == ("True", "1", "0", "1", "2")
     assert out["later"] == ("True", "1", "1", "0", "2")
+
+
+def test_a_run_that_exits_at_once_leaves_its_parallel_kernel_in_the_cache(tmp_path):
+    # the process exits right after its first call, its worker still starting: the worker is
+    # detached, not stopped, and compiles what the run asked for (before: lost at every exit,
+    # so runs shorter than a compilation never got their parallel kernels)
+    out = _run(tmp_path, 'call("first")\n')
+    assert out["first"] == ("True", "1", "0", "1", "1")
+    out = _run(tmp_path, 'print("waited", dc.wait_for_workers(300))\n')
+    assert out["waited"] == ("True",)
+    # the next run loads it: no serial stand-in compiled, no worker started
+    out = _run(tmp_path, 'call("again")\n')
+    assert out["again"] == ("True", "0", "1", "0", "0")
+
+
+def test_a_warm_network_run_compiles_nothing_and_starts_no_worker(tmp_path):
+    # A short training run on an empty cache (import, build, three steps, exit), then a second
+    # run: every kernel the first used, its parallel variants included, is in the cache once
+    # the first run's detached worker is done; the second compiles nothing and starts no worker.
+    body = """
+import numpy as np
+import nnabla_jit as nn, nnabla_jit.functions as F, nnabla_jit.parametric_functions as PF
+import nnabla_jit.solvers as S
+from nnabla_jit import kernel_cache
+x = nn.Variable.from_numpy_array(np.random.randn(64, 1024).astype(np.float32))
+t = nn.Variable.from_numpy_array(np.random.randint(0, 10, (64, 1)))
+loss = F.mean(F.softmax_cross_entropy(PF.affine(F.relu(PF.affine(x, 1024)), 10, name="out"), t))
+solver = S.Momentum(0.01, 0.9)
+solver.set_parameters(nn.get_parameters())
+for _ in range(3):
+    loss.forward(clear_no_need_grad=True)
+    solver.zero_grad()
+    loss.backward(clear_buffer=True)
+    solver.update()
+print("run", dc.pending() > 0, kernel_cache.compile_count() > 0, dc._worker.started)
+"""
+    first = _run(tmp_path / "cache", body, cold=True)
+    assert first["run"][:2] == ("True", "True")   # parallel kernels were deferred: a real test
+    waited = _run(tmp_path / "cache", 'print("waited", dc.wait_for_workers(600))\n', cold=True)
+    assert waited["waited"] == ("True",)
+    second = _run(tmp_path / "cache", body, cold=True)
+    assert second["run"] == ("False", "False", "0")
+
+
+def test_the_worker_finishes_the_requests_after_its_process_has_gone(monkeypatch):
+    gone, order = threading.Event(), []
+
+    def lines():
+        yield json.dumps([deferred_compile._PREFETCH_ID, "m", "prefetch1", ""])
+        yield json.dumps([deferred_compile._PREFETCH_ID, "m", "prefetch2", ""])
+        yield json.dumps([5, "m", "request1", ""])
+        yield json.dumps([6, "m", "request2", ""])
+        gone.set()   # then the input ends: the process has exited
+
+    def compile_stub(line):
+        gone.wait(60)
+        time.sleep(0.2)   # the reader has seen the end of the input
+        order.append(line[2])
+        return "{} ok".format(line[0])
+
+    monkeypatch.setattr(deferred_compile, "_compile", compile_stub)
+    replies = _ClosedPipe()
+    deferred_compile._serve(lines(), replies)
+    # the requests are done, the prefetches dropped (but the first, if it was already under way
+    # when the input ended); replies to nobody are not an error
+    assert order in (["prefetch1", "request1", "request2"], ["request1", "request2"])
+
+
+def test_a_detached_worker_stops_at_its_deadline(monkeypatch):
+    order = []
+    monkeypatch.setattr(deferred_compile, "_compile", lambda line: order.append(line[2]) or "1 ok")
+    deferred_compile._serve([json.dumps([1, "m", "request", ""])], _ClosedPipe(), detached_seconds=-1)
+    assert order in ([], ["request"])   # at most what it had started before the input ended
+
+
+def test_a_worker_compiles_only_what_no_other_has_written_and_one_at_a_time(monkeypatch, tmp_path):
+    fcntl = pytest.importorskip("fcntl")
+    monkeypatch.setattr(deferred_compile.kernel_cache, "numba_dir", lambda: str(tmp_path))
+    compiled, cached = [], {}
+
+    class Kernel:
+        def compile(self, sig):
+            compiled.append(sig)
+
+    monkeypatch.setattr(deferred_compile, "_find", lambda module, name: Kernel())
+    monkeypatch.setattr(deferred_compile, "_load_cached", lambda disp, sig: cached.get(sig))
+    line = [3, "m", "k", base64.b64encode(pickle.dumps((1, 2))).decode()]
+    cached[(1, 2)] = "entry"   # another worker wrote it: loaded, not compiled
+    assert deferred_compile._compile(line) == "3 ok" and compiled == []
+    del cached[(1, 2)]
+    held = os.open(str(tmp_path / deferred_compile._COMPILE_LOCK), os.O_RDWR | os.O_CREAT)
+    fcntl.flock(held, fcntl.LOCK_EX)   # another worker is compiling
+    done = []
+    thread = threading.Thread(target=lambda: done.append(deferred_compile._compile(line)))
+    thread.start()
+    thread.join(0.5)
+    assert compiled == [] and thread.is_alive()   # waits for it
+    os.close(held)
+    thread.join(60)
+    assert done == ["3 ok"] and compiled == [(1, 2)]
+
+
+def test_workers_running_sees_a_worker_of_another_process(monkeypatch, tmp_path):
+    fcntl = pytest.importorskip("fcntl")
+    monkeypatch.setattr(deferred_compile.kernel_cache, "numba_dir", lambda: str(tmp_path))
+    assert not deferred_compile.workers_running()
+    held = os.open(str(tmp_path / deferred_compile._ALIVE_LOCK), os.O_RDWR | os.O_CREAT)
+    fcntl.flock(held, fcntl.LOCK_SH)
+    try:
+        assert deferred_compile.workers_running()
+        assert not deferred_compile.wait_for_workers(0.1)
+    finally:
+        os.close(held)
+    assert deferred_compile.wait_for_workers(1)
+
+
+class _ClosedPipe:
+    def write(self, text):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self):
+        pass
 
 
 def test_not_deferred_when_switched_off(tmp_path):

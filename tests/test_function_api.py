@@ -45,6 +45,54 @@ def test_backward_skips_inputs_without_need_grad():
     np.testing.assert_array_equal(b.g, 0)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_backward_writes_zero_into_inputs_without_a_gradient(dtype):
+    """As nnabla: an input that needs a gradient the function does not give (a clip bound, a
+    metric's input) gets zeros where backward overwrites, and keeps its gradient where it adds."""
+    x = nn.Variable.from_numpy_array(np.array([-2.0, 0.0, 2.0], dtype), need_grad=True)
+    lo, hi = var([-1.0] * 3, need_grad=True), var([1.0] * 3, need_grad=True)
+    y = F.clip_grad_by_value(x, lo, hi)
+    y.forward()
+    y.g = 3
+    lo.g, hi.g = 7, 7
+    y.parent.backward([x, lo, hi], [y], [False, True, False])
+    np.testing.assert_array_equal(lo.g, 7)
+    np.testing.assert_array_equal(hi.g, 0)
+    t = var([[1.0], [0.0]])
+    e = F.top_n_error(var([[0.1, 0.9], [0.8, 0.2]], need_grad=True), t)
+    e.forward()
+    e.parent.inputs[0].g = 5
+    e.parent.backward(e.parent.inputs, [e], [False, False])
+    np.testing.assert_array_equal(e.parent.inputs[0].g, 0)
+
+
+def test_backward_refuses_inputs_nnabla_refuses():
+    """A function without backward, or an input nnabla cannot propagate to (a label), raises
+    when it needs a gradient, in Function.backward as in nnabla."""
+    a, b = var([1.0, 2.0], need_grad=True), var([1.0, 3.0])
+    y = F.equal(a, b)
+    y.forward()
+    with pytest.raises(NotImplementedError, match=r"Equal.backward: no gradient for input 0 \(x0\)"):
+        y.parent.backward([a, b], [y], [False, False])
+    a.need_grad = False
+    y.parent.backward([a, b], [y], [False, False])     # nothing needs a gradient: nothing to do
+    x, t = var([0.5, -0.5], need_grad=True), var([1.0, 0.0], need_grad=True)
+    y = F.sigmoid_cross_entropy(x, t)
+    y.forward()
+    with pytest.raises(NotImplementedError, match=r"SigmoidCrossEntropy.backward: no gradient for "
+                                                  r"input 1 \(target\)"):
+        y.parent.backward([x, t], [y], [False, False])
+
+
+def test_backward_of_empty_outputs_does_nothing():
+    """As nnabla: nothing flows back from an empty output, even through a function without
+    gradient (which raises when the arrays are not empty)."""
+    a = var(np.zeros((0, 3)), need_grad=True)
+    y = F.equal_scalar(a, 1.0)
+    y.forward()
+    y.parent.backward([a], [y], [False])
+
+
 def test_same_variable_twice_gets_both_gradients():
     x = var([1.0, 2.0], need_grad=True)
     y = F.mul2(x, x)
@@ -375,3 +423,37 @@ def test_recompute_of_a_stateful_op_starts_from_the_saved_state():
     f.recompute([x, w, fixed], [y])
     np.testing.assert_array_equal(y.d, first)
     assert f.op.iteration == 1   # the schedule advanced once
+
+
+# ------------------------------------------------- what the differential fixtures found (nnabla's)
+def test_ndarray_copy_from_returns_itself_and_takes_nnablas_arguments():
+    a, b = nn.NdArray.from_numpy_array(np.zeros((2, 2))), nn.NdArray.from_numpy_array(np.ones((2, 2)))
+    assert a.copy_from(arr=b, use_current_context=True) is a
+    np.testing.assert_array_equal(a.data, 1)
+
+
+@pytest.mark.parametrize("method", ["bool_fill", "masked_fill"])
+def test_ndarray_bool_fill_fills_in_place_and_returns_a_new_array(method):
+    a = nn.NdArray.from_numpy_array(np.arange(4.0).reshape(2, 2))
+    mask = nn.NdArray.from_numpy_array(np.array([[1.0, 0.0], [0.0, 1.0]]))
+    r = getattr(a, method)(mask, 9.0)
+    assert r is not a
+    np.testing.assert_array_equal(a.data, [[9, 1], [2, 9]])
+    np.testing.assert_array_equal(r.data, a.data)
+    a.data[0, 1] = 5           # nnabla's result shares the buffer
+    assert r.data[0, 1] == 5
+
+
+def test_variable_graph_walks_answer_as_nnabla():
+    x = var([1.0, 2.0], need_grad=True)
+    first, second, third = F.sin(x), F.cos(x), F.exp(x)
+    assert [f.name for f in x.function_references] == ["Exp", "Cos", "Sin"]   # the latest first
+    assert F.sin(F.cos(x)).visit_check(lambda f: False) is None
+    assert F.sin(F.cos(x)).visit_check(lambda f: f.name == "Cos") is True
+
+
+def test_reshape_and_matmul_errors_are_nnablas_types():
+    with pytest.raises(RuntimeError, match="Variable.reshape: cannot reshape"):
+        var(np.zeros((2, 3))).reshape((4, 2))
+    with pytest.raises(AssertionError, match="both operands must be Variables or NdArrays"):
+        var(np.zeros((2, 3))) @ np.zeros((3, 2), np.float32)

@@ -80,7 +80,7 @@ def test_reports_render_partial_results():
                             "bench": {"results": {"mlp": mlp},
                                       "runs": [{"status": "ok", "elapsed_s": 3}]}}}
     text = gc.render_markdown(results)
-    assert "| MLP | 2.00 (host 0.50) | 4.00 (host 3.90) | 0.50x | error | - |" in text
+    assert "| MLP | 2.00 (host 0.50) | 4.00 (host 3.90) | 0.50x | - | - | error | - |" in text
     assert "KeyError: 1" in text
     assert "0.50x" in gc.summary_text(results)
 
@@ -100,8 +100,8 @@ def test_the_device_check_runs_under_the_simulator(tmp_path):
     out = tmp_path / "gc"
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     env["GPU_CHECK_CRASH_IN"] = "resnet18:default"
-    proc = subprocess.run([sys.executable, SCRIPT, "--simulate", "--out", str(out)], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=1200)
+    proc = subprocess.run([sys.executable, SCRIPT, "--simulate", "--profile", "--out", str(out)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     assert "gpu_check summary" in proc.stdout
     results = json.loads((out / "results.json").read_text())["sections"]
@@ -115,13 +115,19 @@ def test_the_device_check_runs_under_the_simulator(tmp_path):
     bench = results["bench"]["results"]
     assert set(bench) == {"elementwise", "resnet18", "resnet50_b1"}
     assert bench.pop("resnet18")["error"] == "resnet18:default: worker exit code 9"
-    assert [run["status"] for run in results["bench"]["runs"]] == ["exit code 9", "ok"]
+    # the default route with NNABLA_JIT_CUDA_FAST=1, then =0: the worker dies in each
+    assert [run["status"] for run in results["bench"]["runs"]] == ["exit code 9", "ok"] * 2
+    assert [run["fast"] for run in results["bench"]["runs"]] == ["1", "1", "0", "0"]
     for name, r in bench.items():
         assert r["numba"]["ms_per_step"] > 0, (name, r)
+        assert r["numba_fast_off"]["ms_per_step"] > 0, (name, r)   # NNABLA_JIT_CUDA_FAST=0
         has_torch = importlib.util.find_spec("torch") is not None
         assert ("ms_per_step" in r.get("torch", {})) == has_torch, (name, r)
     if importlib.util.find_spec("torch") is None:
         assert "skipped" in results["bench"]["torch"]
+    assert results["profile"]["status"] == "ok", results["profile"]
+    assert "tottime" in (out / "profile.txt").read_text()
+    assert len(list(out.iterdir())) <= 8   # what the device tool brings back
     for name in ("results.md", "gpu_check.log", "pytest.log", "junit.xml", "sections.log"):
         assert (out / name).stat().st_size > 0, name
 

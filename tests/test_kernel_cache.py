@@ -121,12 +121,15 @@ def test_cache_directory_is_created_private(tmp_path):
     assert stat.S_IMODE(os.stat(cache).st_mode) == 0o700
 
 
-def test_cache_directory_readable_by_others_is_narrowed(tmp_path):
+def test_cache_directory_readable_by_others_is_used_and_never_chmodded(tmp_path):
+    # issue 22: the cache changes the mode of no directory (it was narrowed to 0700 before);
+    # what it writes inside is private all the same
     cache = tmp_path / "cache"
     cache.mkdir()
     os.chmod(cache, 0o755)
     assert cache_warnings(consume(cache, tmp_path)) == []
-    assert stat.S_IMODE(os.stat(cache).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(cache).st_mode) == 0o755
+    assert stat.S_IMODE(os.stat(cache / "kernels").st_mode) == 0o700
 
 
 def test_cache_directory_writable_by_others_is_refused(tmp_path):

@@ -11,7 +11,7 @@ def test_default_type_and_shape():
     assert a.shape == (2, 3, 4)
     assert a.ndim == 3 and a.size == 24
     assert a.data.dtype == np.float32
-    assert a.strides == (12, 4, 1)
+    assert a.strides == [12, 4, 1]
     assert a.size_from_axis(1) == 12
     assert a.size_from_axis() == 24
 

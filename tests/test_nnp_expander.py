@@ -171,12 +171,12 @@ def test_loading_a_file_with_loops_unrolls_them(tmp_path):
     executor.network.variables["x"].variable_instance.d = x
     y = executor.network.variables["y"].variable_instance
     y.forward()
-    np.testing.assert_allclose(y.d, _unrolled(values, x), rtol=1e-5)
+    np.testing.assert_allclose(y.d, _unrolled(values, x), rtol=1e-5, atol=1e-6)
     net = NnpLoader(path).get_network("net", batch_size=1)
     net.inputs["x"].d = x
     out = net.outputs["y"]
     out.forward()
-    np.testing.assert_allclose(out.d, _unrolled(values, x), rtol=1e-5)
+    np.testing.assert_allclose(out.d, _unrolled(values, x), rtol=1e-5, atol=1e-6)
     from nnabla_jit.core import graph_def
     graph = graph_def.load(path)
     types = [f.type for net in graph.networks.values() for f in net.functions.values()]

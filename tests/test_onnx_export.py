@@ -271,7 +271,7 @@ CASES = {
     "Reshape": [Case(lambda x: F.reshape(x, (3, -1)), randn(2, 3, 2))],
     "Transpose": [Case(lambda x: F.transpose(x, (2, 0, 1)), randn(2, 3, 4))],
     "Broadcast": [Case(lambda x: F.broadcast(x, (2, 3, 4)), randn(2, 1, 4))],
-    "BroadcastTo": [Case(lambda x, y: F.broadcast_to(x, y, axis=1), randn(3, 4), randn(2, 3, 4, 5))],
+    "BroadcastTo": [Case(lambda x, y: F.broadcast_to(x, y, axis=1), randn(2, 3, 4, 5), randn(3, 4))],
     "Tile": [Case(lambda x: F.tile(x, (2, 1, 3)), randn(2, 3))],
     "Flip": [Case(lambda x: F.flip(x, (0, 2)), randn(2, 3, 4))],
     "Shift": [Case(lambda x: F.shift(x, (1, -2)), randn(3, 5)),

@@ -227,9 +227,12 @@ def test_api_demonstration_toy_regression(tmp_path):
             h = F.tanh(PF.affine(h, hnum, name="fc{}".format(i)))
         return PF.affine(h, 1, name="fc")
 
-    # Seed 2: real nnabla 1.39 reaches a mean loss of 0.00095 over the last 50 steps with it
-    # (nnabla_jit: the same to 6 digits); with seed 0 both stop on a plateau at 0.043.
+    # Seed 2. Where training ends is sensitive to round-off (with one set of libraries nnabla
+    # 1.39 and nnabla_jit both reached 0.00095 over the last 50 steps, with this machine's both
+    # stop at 0.0461), so the check is the early steps against nnabla 1.39's own losses,
+    # recorded with the oracle (steps 0, 1 and 10), and a tenfold decrease.
     np.random.seed(2)
+    nn.seed(313)           # the initializers' generator as a fresh process has it (nnabla's)
     nn.clear_parameters()
     batchsize = 100
     x = nn.Variable([batchsize, 2])
@@ -248,7 +251,10 @@ def test_api_demonstration_toy_regression(tmp_path):
         solver.weight_decay(1e-6)
         solver.update()
         losses.append(float(loss.d))
-    assert np.mean(losses[-50:]) < 0.02 < losses[0]
+    np.testing.assert_allclose([losses[0], losses[1], losses[10]],
+                               [0.9714407324790955, 0.7163705229759216, 0.10893937200307846],
+                               rtol=1e-5)
+    assert np.mean(losses[-50:]) < 0.1 * losses[0]
 
     loss.forward(clear_buffer=True)
     assert y.data.clear_called              # an intermediate: cleared

@@ -26,9 +26,9 @@ def broadcast_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, sh
 @grad_rule('BroadcastTo')
 def broadcast_to_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, axis=-1):
     xs, ys = tuple(input_shapes[0]), tuple(input_shapes[1])
-    a = axis if axis >= 0 else len(ys) - len(xs)
-    aligned = (1,) * a + xs + (1,) * (len(ys) - a - len(xs))
-    return [F.reshape(_sum_to(grad_inputs[0], aligned), xs, inplace=False), None]
+    a = axis if axis >= 0 else len(xs) - len(ys)
+    aligned = (1,) * a + ys + (1,) * (len(xs) - a - len(ys))
+    return [None, F.reshape(_sum_to(grad_inputs[0], aligned), ys, inplace=False)]
 
 
 @grad_rule('Tile')

@@ -273,13 +273,19 @@ def weight_normalization_grad(grad_inputs, inputs, input_shapes, outputs, output
 
 @grad_rule('NormNormalization')
 def norm_normalization_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, p=2.0, axes=None, eps=1e-12):
+    """y = x / max(||x||_p, eps) (nnabla's): where the norm is eps, dx = dy / eps."""
     dy, x = grad_inputs[0], inputs[0]
-    axes = list(axes) if axes else list(range(len(x.shape)))
+    axes = list(axes) if axes is not None else list(range(len(x.shape)))
     ax = F.abs(x)
-    s = F.sum(ax ** p, axis=axes, keepdims=True) + eps
-    s_dyx = F.sum(dy * x, axis=axes, keepdims=True)
+
+    def total(v):   # no axes: each element its own norm
+        return F.sum(v, axis=axes, keepdims=True) if axes else v
+    norm = total(ax ** p) ** (1.0 / p)
+    kept = F.greater_scalar(norm, eps)            # 1 where the norm is above eps
+    n = F.maximum_scalar(norm, eps)
+    s_dyx = total(dy * x)
     # sign(x) |x|^(p-1) written as x |x|^(p-2): F.sign would pass gradients straight through
-    return [dy * s ** (-1.0 / p) - s_dyx * s ** (-1.0 / p - 1.0) * x * ax ** (p - 2.0)]
+    return [dy / n - kept * s_dyx * n ** (-1.0 - p) * x * ax ** (p - 2.0)]
 
 
 @grad_rule('SpectralNorm')
@@ -336,5 +342,6 @@ def mean_subtraction_grad(grad_inputs, inputs, input_shapes, outputs, output_sha
 @grad_rule('ClipGradByNorm')
 def clip_grad_by_norm_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, clip_norm=1.0, axes=None):
     dy = grad_inputs[0]
-    axes = list(axes) if axes else list(range(len(dy.shape)))
-    return [dy * clip_norm * F.sum(dy ** 2, axis=axes, keepdims=True) ** -0.5]
+    axes = list(axes) if axes is not None else list(range(len(dy.shape)))
+    squares = F.sum(dy ** 2, axis=axes, keepdims=True) if axes else dy ** 2
+    return [dy * clip_norm * squares ** -0.5]

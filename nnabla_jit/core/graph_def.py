@@ -344,7 +344,7 @@ def _downstream_outputs(inputs):
         if id(v) in seen_vars:
             continue
         seen_vars.add(id(v))
-        consumers = v.function_references
+        consumers = v.function_references[::-1]   # in the order they were built
         if not consumers and v._parent is not None:
             found.append(v)
         nexts = []

@@ -27,6 +27,7 @@ from . import adjoint  # noqa: F401  (register)
 from . import recurrent, quantization, linalg, geometric, signal, stochastic  # noqa: F401  (register)
 from . import arithmetic, special, validation  # noqa: F401  (register)
 from . import solver_steps  # noqa: F401  (its kernels are bound with the others)
+from .fused import DEVICE_FUSION
 
 __all__ = ["CUDA_OPS", "forward_runner_cuda", "backward_runner_cuda"]
 
@@ -73,4 +74,5 @@ def backward_runner_cuda(step, root=None, seed=None):
         seed, root)
 
 
-runners.register_device("cuda", forward_runner_cuda, backward_runner_cuda, device.MEMORY)
+runners.register_device("cuda", forward_runner_cuda, backward_runner_cuda, device.MEMORY,
+                        DEVICE_FUSION)

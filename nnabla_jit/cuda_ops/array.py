@@ -233,7 +233,7 @@ def _is_broadcast(op):
 
 @forward("Broadcast", "BroadcastTo", "Tile", "Flip", "Pad", "Shift")
 def gather_forward(op, inputs, outputs):
-    x, y = inputs[0], outputs[0]
+    x, y = inputs[op.gathered_input], outputs[0]
     table, starts = _tables(op)
     move(x, y, y.shape, contiguous_strides(_gather_shape(op, x.shape)),
          contiguous_strides(y.shape), table=table, table_start=starts, fill=op.fill)
@@ -241,14 +241,15 @@ def gather_forward(op, inputs, outputs):
 
 @backward("Broadcast", "BroadcastTo", "Tile", "Flip", "Pad", "Shift")
 def gather_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
-    if not propagate_down[0]:
+    k = op.gathered_input
+    if not propagate_down[k]:
         return
-    dy, dx = output_grads[0], input_grads[0]
+    dy, dx = output_grads[0], input_grads[k]
     shape = _gather_shape(op, dx.shape)
     if _is_broadcast(op):   # a sum over the broadcast axes
-        reduction.sum_to_shape(dy, dx.reshape(shape), accum[0])
+        reduction.sum_to_shape(dy, dx.reshape(shape), accum[k])
         return
-    if not accum[0]:
+    if not accum[k]:
         device.fill(dx, 0)
     table, starts = _tables(op)
     n = dy.size

@@ -6,10 +6,12 @@ down), and ``.data`` on the host, which hands out a writable array, makes the de
 (the next CUDA node reading it copies it up). ``clear()`` drops both.
 """
 import functools
+import os
 import sys
 
 import numpy as np
 
+from .. import tracing
 from ..ndarray import NotComputed
 from ..ops import common
 from . import registry
@@ -22,6 +24,17 @@ __all__ = ["load", "unavailable_reason", "properties", "HOW_TO_GET_CUDA", "Devic
            "flat_offset", "contiguous_strides", "broadcast_strides"]
 
 cuda = None  # numba.cuda, bound by load()
+
+
+def switch(name):
+    """Whether the speed-up ``NNABLA_JIT_CUDA_<name>`` is on: its own variable when set, else
+    ``NNABLA_JIT_CUDA_FAST`` (default on; ``NNABLA_JIT_CUDA_FAST=0`` gives the first, plainer
+    CUDA path, to measure before and after in one run or to rule a speed-up out)."""
+    value = os.environ.get("NNABLA_JIT_CUDA_" + name)
+    if value is None:
+        value = os.environ.get("NNABLA_JIT_CUDA_FAST", "1")
+    return value != "0"
+
 
 THREADS = 128   # threads per block of the one-thread-per-element kernels
 
@@ -356,12 +369,21 @@ def upload(host):
 def copy_up(host, array):
     """Copy the NumPy array ``host`` into the device array ``array`` (same shape and type)."""
     _count("host_to_device", host.nbytes)
+    if tracing.recorder is not None:
+        return tracing.recorder.copy("host_to_device", host.nbytes, array.copy_to_device, host)
     array.copy_to_device(host)
 
 
 def copy_down(array, host=None):
     """The device array ``array`` copied into ``host`` (a new NumPy array when None)."""
     _count("device_to_host", array.size * array.dtype.itemsize)
+    if tracing.recorder is not None:
+        return tracing.recorder.copy("device_to_host", array.size * array.dtype.itemsize,
+                                     _copy_to_host, array, host)
+    return _copy_to_host(array, host)
+
+
+def _copy_to_host(array, host):
     if host is None:
         return array.copy_to_host()
     array.copy_to_host(host)
@@ -441,10 +463,18 @@ def workspace(name, size, dtype):
     launches and steps (grown as needed; kernels on one stream run in order, so consecutive
     users of one name do not overlap)."""
     key = (name, np.dtype(dtype))
-    array = _WORKSPACE.get(key)
-    if array is None or array.size < size:
-        array = _WORKSPACE[key] = empty((size,), dtype)
-    return array[:size]
+    held = _WORKSPACE.get(key)
+    if held is None or held[0].size < size:
+        held = _WORKSPACE[key] = (empty((size,), dtype), {})
+    array, views = held
+    if not LAUNCH_CACHE:
+        return array[:size]
+    view = views.get(size)    # numba builds a new array object for every slice: kept per size
+    if view is None:
+        if len(views) >= CONFIGURED_MAX:
+            views.clear()
+        view = views[size] = array[:size]
+    return view
 
 
 def zeros(shape, dtype):
@@ -469,12 +499,137 @@ def add_into(dst, src):
     launch(add_kernel, dst.size, dst.reshape(dst.size), src.reshape(src.size))
 
 
+# numba builds a launch configuration object on every ``kernel[grid, block]``; the same few
+# configurations recur every step, so they are kept (NNABLA_JIT_CUDA_LAUNCH_CACHE=0: built on
+# every launch, as numba does). A configuration holds the dispatcher, the grid and block sizes
+# and the default stream: nothing that changes between launches.
+LAUNCH_CACHE = switch("LAUNCH_CACHE")
+_CONFIGURED = {}
+CONFIGURED_MAX = 8192   # configurations kept; the table starts again when full
+
+
+def configured(kern, grid, block):
+    """``kern[grid, block]``, built once per (kernel, grid, block) (a :class:`ResolvedLaunch`
+    around it under ``NNABLA_JIT_CUDA_RESOLVED_LAUNCH``)."""
+    if not LAUNCH_CACHE:
+        return kern[grid, block]
+    key = (kern, grid, block)
+    config = _CONFIGURED.get(key)
+    if config is None:
+        config = kern[grid, block]
+        if config is kern:   # numba's simulator configures the kernel object itself: not kept
+            return config
+        if RESOLVED_LAUNCH and _RESOLVED_OK[0]:
+            config = ResolvedLaunch(kern, config)
+        if len(_CONFIGURED) >= CONFIGURED_MAX:
+            _CONFIGURED.clear()
+        _CONFIGURED[key] = config
+    return config
+
+
+# numba types a kernel's arguments on every launch (a Python ``typeof`` per device array) to
+# pick the compiled overload. What decides the type of the arguments passed here is cheap to
+# read: a device array's dtype, shape and strides (its layout, 'C', 'F' or 'A', follows from
+# them), a scalar's Python type. ResolvedLaunch keeps, per such key, the overload numba picked
+# for it the first time and launches it directly (the very call numba's dispatcher makes after
+# resolving); anything else (another argument kind, an overload numba did not match exactly, a
+# numba whose dispatcher lacks these parts) takes numba's own path.
+# NNABLA_JIT_CUDA_RESOLVED_LAUNCH=0: numba resolves every launch.
+RESOLVED_LAUNCH = switch("RESOLVED_LAUNCH")
+_RESOLVED_OK = [True]    # False once a dispatcher lacked what ResolvedLaunch reads
+_PLAIN = object()        # a key whose launches take numba's own path
+_SCALAR_TYPES = (bool, float, np.bool_, np.integer, np.floating)
+INT_BOUND = 1 << 62      # Python ints typed int64 whatever their value below this
+ARRAY_CLASS = "DeviceNDArray"   # the device arrays whose type _arg_key reads
+KEYS_MAX = 512           # argument keys kept per configuration; the table starts again when full
+
+
+def _arg_key(value, array_type):
+    """What decides numba's type of the kernel argument ``value``, or None when this is not
+    known here (the launch then takes numba's path)."""
+    kind = type(value)
+    if kind is array_type:
+        return value.dtype, value.shape, value.strides
+    if kind is int:
+        return int if -INT_BOUND < value < INT_BOUND else None
+    if kind is tuple:
+        keys = tuple(_arg_key(v, array_type) for v in value)
+        return None if None in keys else (tuple, keys)
+    if isinstance(value, _SCALAR_TYPES):
+        return kind
+    return None
+
+
+class ResolvedLaunch:
+    """A configured kernel (``kernel[grid, block]``) whose launches reuse numba's overload
+    resolution per argument key (see above)."""
+
+    __slots__ = ("dispatcher", "config", "kernels", "array_type")
+
+    def __init__(self, dispatcher, config):
+        self.dispatcher = dispatcher
+        self.config = config
+        self.kernels = {}         # argument key -> numba's compiled kernel, or _PLAIN
+        self.array_type = None    # numba's device array class, from the first launch
+
+    def __call__(self, *args):
+        key = tuple(_arg_key(a, self.array_type) for a in args)
+        kernel = self.kernels.get(key)
+        if kernel is None or kernel is _PLAIN or None in key:
+            self.config(*args)    # numba's path: resolves (compiling if needed) and launches
+            if kernel is None and None not in key:
+                if len(self.kernels) >= KEYS_MAX:
+                    self.kernels.clear()
+                self._learn(key, args)
+            elif self.array_type is None:
+                self._learn_array_type(args)
+            return
+        config = self.config
+        try:
+            kernel.launch(args, config.griddim, config.blockdim, config.stream, config.sharedmem)
+        except (TypeError, AttributeError):
+            # a numba whose kernels launch otherwise (the failure comes before the launch
+            # itself): numba's own path, for this launch and from now on
+            _RESOLVED_OK[0] = False
+            self.kernels[key] = _PLAIN
+            self.config(*args)
+
+    def _learn_array_type(self, args):
+        """numba's device array class (``DeviceNDArray``), from the arguments."""
+        for a in args:
+            if type(a).__name__ == ARRAY_CLASS:
+                self.array_type = type(a)
+                return
+
+    def _learn(self, key, args):
+        """After numba's launch for ``key``: keep the overload it picked, when it is the one
+        compiled for exactly these argument types."""
+        try:
+            types = tuple(self.dispatcher.typeof_pyval(a) for a in args)
+            kernel = self.dispatcher.overloads.get(types)
+            config = self.config
+            (config.griddim, config.blockdim, config.stream, config.sharedmem, kernel.launch)
+        except Exception:   # a numba without these: its own path from now on
+            _RESOLVED_OK[0] = False
+            self.kernels[key] = _PLAIN
+            return
+        self.kernels[key] = kernel if kernel is not None else _PLAIN
+
+
 def launch(kern, n, *args):
     """Run a one-thread-per-element kernel over ``n`` elements."""
     if n == 0:
         return
     threads = THREADS if n >= THREADS else (n + 31) // 32 * 32
-    kern[(n + threads - 1) // threads, threads](*args)
+    configured(kern, (n + threads - 1) // threads, threads)(*args)
+
+
+def flat(array):
+    """``array`` as a 1-d device array: itself when it is one (numba's reshape builds a new
+    array object even to the same shape), else a reshaped view."""
+    if LAUNCH_CACHE and array.ndim == 1:
+        return array
+    return array.reshape(array.size)
 
 
 def contiguous_strides(shape):

@@ -107,8 +107,7 @@ def _broadcast_layout(out_shape, in_shapes):
     return tuple(int(s) for s in shape), tuple(tuple(int(t) for t in st) for st in strides)
 
 
-def _flat(a):
-    return a.reshape(a.size)
+_flat = device.flat
 
 
 def _scalars(op):

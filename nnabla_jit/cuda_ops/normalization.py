@@ -120,16 +120,26 @@ def statistics_kernel(x, s, ss, n, I, batch_stat, running_mean, running_var, upd
 
 
 @kernel
-def norm_statistics_kernel(s, eps, inv_power, gain, has_gain, stats):
-    """Per channel of a norm: stats[0..3, c] = 0 (the centre), 1 / n with
-    n = (s + eps)^(1 / power), and the scale gain[c] / n (shift 0)."""
+def norm_statistics_kernel(s, eps, inv_power, gain, has_gain, clamp, stats):
+    """Per channel of a norm: stats[0..4, c] = 0 (the centre), 1 / n with
+    n = (s + eps)^(1 / power) (``clamp``: max(s^(1 / power), eps), NormNormalization's), the
+    scale gain[c] / n, the shift 0, and 1 unless the clamp holds n at eps."""
     c = cuda.grid(1)
     if c < stats.shape[1]:
-        inv_norm = (s[c] + eps) ** -inv_power
+        kept = 1.0
+        if clamp:
+            norm = s[c] ** inv_power
+            if norm <= eps:
+                norm = eps
+                kept = 0.0
+            inv_norm = 1.0 / norm
+        else:
+            inv_norm = (s[c] + eps) ** -inv_power
         stats[0, c] = 0.0
         stats[1, c] = inv_norm
         stats[2, c] = inv_norm * gain[c] if has_gain else inv_norm
         stats[3, c] = 0.0
+        stats[4, c] = kept
 
 
 @kernel
@@ -201,7 +211,7 @@ def norm_coefficients_kernel(stats, sum_dx, power, gain, has_gain, dgain, want_g
             dgain[c] = dgain[c] + v if accum_gain else v
         factor = gain[c] if has_gain else 1.0
         coef[0, c] = factor * inv_norm
-        coef[1, c] = -factor * sum_dx[c] * inv_norm ** (1.0 + power)
+        coef[1, c] = -factor * sum_dx[c] * inv_norm ** (1.0 + power) * stats[4, c]
         coef[2, c] = 0.0
 
 
@@ -235,7 +245,7 @@ def masked_copy_kernel(dy, y, dz, accum):
 
 
 def _flat(a):
-    return a.reshape(a.size)
+    return device.flat(a)
 
 
 def _slot(op, arrays, name):
@@ -294,8 +304,8 @@ def _channel_sums(op, x, d, y, center, power, first_as_center, relu=False):
     sums = device.workspace("standardization sums", 2 * C, np.float64).reshape(2, C)
     stand_in = center if center is not None else sums[0]
     threads = min(BLOCK, 1 << max(O * I - 1, 0).bit_length())
-    channel_sums_kernel[C, threads](x, d, y, stand_in, power, first_as_center, relu, sums[0],
-                                    sums[1], O, C, I)
+    device.configured(channel_sums_kernel, C, threads)(
+        x, d, y, stand_in, power, first_as_center, relu, sums[0], sums[1], O, C, I)
     return sums[0], sums[1]
 
 
@@ -462,7 +472,7 @@ def _norm_power(op):
 @forward("WeightNormalization", "NormNormalization")
 def norm_forward(op, inputs, outputs):
     """y = gain x / (sum |x|^p + eps)^(1/p) per channel (WeightNormalization: p = 2, the gain
-    g; NormNormalization: no gain)."""
+    g; NormNormalization: no gain, and x / max(||x||_p, eps))."""
     owned = []
     lay = op.layout
     O, C, I = lay.shape3
@@ -473,10 +483,10 @@ def norm_forward(op, inputs, outputs):
     _, s = _channel_sums(op, x, x, x, zeros, power, False)
     stats = getattr(op, "saved_device_stats", None)
     if stats is None or stats.shape[1] != C:
-        stats = op.saved_device_stats = device.empty((4, C), np.float64)
+        stats = op.saved_device_stats = device.empty((5, C), np.float64)
     gain = _flat(inputs[1]) if len(inputs) > 1 else stats[0]
     device.launch(norm_statistics_kernel, C, s, float(op.eps), 1.0 / power, gain,
-                  len(inputs) > 1, stats)
+                  len(inputs) > 1, op.name == "NormNormalization", stats)
     device.launch(channel_affine_kernel, y.size, x, stats, x, False, False, y, C, I)
     _store(lay, y, outputs[0])
     del x, y
@@ -629,8 +639,8 @@ def clip_grad_by_norm_backward(op, inputs, outputs, output_grads, input_grads, p
     _, squares = _channel_sums(op, d, d, d, zeros, 2, False)
     gain = device.workspace("clip norm", C, np.float64)
     device.fill(gain, float(op.clip_norm))
-    stats = _temporary((4, C), np.float64, owned)
-    device.launch(norm_statistics_kernel, C, squares, 0.0, 0.5, gain, True, stats)
+    stats = _temporary((5, C), np.float64, owned)
+    device.launch(norm_statistics_kernel, C, squares, 0.0, 0.5, gain, True, False, stats)
     coef = device.workspace("standardization coefficients", 3 * C, np.float64).reshape(3, C)
     device.launch(norm_coefficients_kernel, C, stats, zeros, 2, gain, True, zeros, False, False,
                   coef)
@@ -694,8 +704,8 @@ def _vector_sums(a, b, power, sums):
 
 def _scale_by_inverse(s, eps, inv_power, x, y):
     """y = x (s[0] + eps)^-inv_power (y may be x)."""
-    stats = device.workspace("spectral norm scale", 4, np.float64).reshape(4, 1)
-    device.launch(norm_statistics_kernel, 1, s, eps, inv_power, s, False, stats)
+    stats = device.workspace("spectral norm scale", 5, np.float64).reshape(5, 1)
+    device.launch(norm_statistics_kernel, 1, s, eps, inv_power, s, False, False, stats)
     device.launch(channel_affine_kernel, x.size, x, stats, x, False, False, y, 1, x.size)
 
 

@@ -22,6 +22,15 @@ from .registry import backward, forward, kernel
 cuda = None  # numba.cuda, bound by device.load()
 
 BLOCK = 256   # most threads per block (a power of two: the combine halves it)
+# A sum with few outputs over many elements (the loss's Sum over a whole batch, a bias's
+# gradient) would keep one block per output, a few SMs of a hundred, looping for milliseconds:
+# it is split, each output's elements over several blocks writing float64 partial sums, which
+# a second launch adds up (NNABLA_JIT_CUDA_SPLIT_REDUCE=0: one block per output).
+SPLIT = device.switch("SPLIT_REDUCE")
+SPLIT_MIN_REDUCED = 8192      # reduced elements per output from which a sum is split
+SPLIT_MAX_OUTPUTS = 128       # outputs up to which it is (more already fill the GPU)
+SPLIT_PER_BLOCK = 2048        # fewest reduced elements one partial block sums
+SPLIT_MAX_BLOCKS = 1024       # most partial blocks in all
 
 
 @kernel
@@ -82,6 +91,39 @@ def reduce_kernel(x, y, index, kept_shape, kept_strides, red_shape, red_strides,
 
 
 @kernel
+def partial_sum_kernel(x, partial, parts, kept_shape, kept_strides, red_shape, red_strides,
+                       red_size):
+    """partial[j * parts + k] = the sum (in float64) of output j's reduced elements k * BLOCK
+    + t + m * parts * BLOCK (t < BLOCK, m = 0, 1, ...): block j * parts + k's share, read in
+    runs of BLOCK consecutive positions."""
+    values = cuda.shared.array(BLOCK, float64)
+    b = cuda.blockIdx.x
+    j = b // parts
+    k = b - j * parts
+    t = cuda.threadIdx.x
+    base = flat_offset(j, kept_shape, kept_strides)
+    acc = 0.0
+    q = k * BLOCK + t
+    stride = parts * BLOCK
+    while q < red_size:
+        if len(red_shape) == 1:
+            acc += x[base + q * red_strides[0]]
+        else:
+            acc += x[base + flat_offset(q, red_shape, red_strides)]
+        q += stride
+    values[t] = acc
+    cuda.syncthreads()
+    step = BLOCK // 2
+    while step > 0:
+        if t < step:
+            values[t] += values[t + step]
+        cuda.syncthreads()
+        step //= 2
+    if t == 0:
+        partial[b] = values[0]
+
+
+@kernel
 def broadcast_kernel(src, dst, shape, strides, scale, accum):
     """dst[i] (+)= scale * src read through ``strides`` (0 along broadcast axes) at i."""
     i = cuda.grid(1)
@@ -123,12 +165,27 @@ def reduce(x, y, axes, kind=SUM, scale=1.0, accum=False, index=None, p=1.0):
     red_size = int(np.prod(red_shape))
     if y.size == 0:
         return
-    threads = min(BLOCK, 1 << max(red_size - 1, 0).bit_length())
     if index is None:
         index = _no_index()
-    reduce_kernel[y.size, threads](x.reshape(x.size), y.reshape(y.size), index, kept_shape,
-                                   kept_strides, red_shape, red_strides, red_size, kind, scale,
-                                   accum, float(p))
+    parts = _split_parts(kind, y.size, red_size)
+    if parts > 1:
+        partial = device.workspace("reduction's partial sums", y.size * parts, np.float64)
+        device.configured(partial_sum_kernel, y.size * parts, BLOCK)(
+            device.flat(x), partial, parts, kept_shape, kept_strides, red_shape, red_strides,
+            red_size)
+        x, kept_shape, kept_strides = partial, (y.size,), (parts,)
+        red_shape, red_strides, red_size = (parts,), (1,), parts
+    threads = min(BLOCK, 1 << max(red_size - 1, 0).bit_length())
+    device.configured(reduce_kernel, y.size, threads)(
+        device.flat(x), device.flat(y), index, kept_shape, kept_strides, red_shape, red_strides,
+        red_size, kind, scale, accum, float(p))
+
+
+def _split_parts(kind, outputs, red_size):
+    """Into how many blocks each output's sum is split (1: not split)."""
+    if not SPLIT or kind != SUM or outputs > SPLIT_MAX_OUTPUTS or red_size < SPLIT_MIN_REDUCED:
+        return 1
+    return max(1, min(red_size // SPLIT_PER_BLOCK, SPLIT_MAX_BLOCKS // outputs))
 
 
 @functools.cache

@@ -80,6 +80,7 @@ class Embed(Op):
     """Look up rows of the weight: y = w[x0]."""
     keep_input_dtypes = (0,)
     no_grad_inputs = (0,)
+    refused_grad_inputs = (0,)
 
     def setup(self, x, w):
         if len(w) < 1:

@@ -21,12 +21,13 @@ def _store(dst, g, accum):
 
 def gather_op_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     """Adjoint of a per-axis gather: scatter-add dy back through each gathered axis."""
-    if not propagate_down[0]:
+    k = op.gathered_input
+    if not propagate_down[k]:
         return
-    dx = input_grads[0]
+    dx = input_grads[k]
     in_shape = getattr(op, "aligned", None) or getattr(op, "in_shape", None) or dx.shape
     g = scatter_axes(output_grads[0], op.indices, in_shape)
-    _store(dx, g.reshape(dx.shape), accum[0])
+    _store(dx, g.reshape(dx.shape), accum[k])
 
 
 def reshape_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
@@ -166,11 +167,13 @@ def scatter_axes(dy, indices, in_shape):
 
 
 class _GatherOp(Op):
-    """An op whose forward is a gather along some axes: subclasses set ``self.indices``."""
+    """An op whose forward is a gather along some axes of input ``gathered_input``: subclasses
+    set ``self.indices``."""
     fill = 0.0
+    gathered_input = 0
 
     def forward(self, inputs, outputs):
-        y = gather_axes(inputs[0], self.indices, self.fill)
+        y = gather_axes(inputs[self.gathered_input], self.indices, self.fill)
         copy_view(y, outputs[0], False)
 
     backward = gather_op_backward
@@ -226,21 +229,23 @@ class Broadcast(_GatherOp):
 
 @register
 class BroadcastTo(_GatherOp):
-    """Broadcast x to the shape of y, x's axes aligned with y's from ``axis`` on."""
-    no_grad_inputs = (1,)
+    """As nnabla's: y broadcast to the shape of x (x gives only the shape), y's axes aligned with
+    x's from ``axis`` on; a negative axis aligns them with x's last axes."""
+    gathered_input = 1
+    no_grad_inputs = (0,)
 
     def setup(self, x, y):
-        axis = self.axis if self.axis >= 0 else len(y) - len(x)
-        if axis < 0 or axis + len(x) > len(y) or tuple(y[axis:axis + len(x)]) != tuple(x):
-            self.fail("x of shape {} does not match y of shape {} at axis {}", x, y, self.axis)
-        self.aligned = (1,) * axis + tuple(x) + (1,) * (len(y) - axis - len(x))
+        axis = self.axis if self.axis >= 0 else len(x) - len(y)
+        if axis < 0 or axis + len(y) > len(x) or tuple(x[axis:axis + len(y)]) != tuple(y):
+            self.fail("y of shape {} does not match x of shape {} at axis {}", y, x, self.axis)
+        self.aligned = (1,) * axis + tuple(y) + (1,) * (len(x) - axis - len(y))
         self.indices = [np.zeros(b, np.int64) if a == 1 and b != 1 else None
-                        for a, b in zip(self.aligned, y)]
-        return [tuple(y)]
+                        for a, b in zip(self.aligned, x)]
+        return [tuple(x)]
 
     def forward(self, inputs, outputs):
-        y = gather_axes(inputs[0].reshape(self.aligned), self.indices)
-        copy_view(y, outputs[0], False)
+        z = gather_axes(inputs[1].reshape(self.aligned), self.indices)
+        copy_view(z, outputs[0], False)
 
 
 @register
@@ -323,8 +328,8 @@ class Transpose(Op):
 
 @register
 class Slice(Op):
-    """x[start:stop:step] along each axis (Python slice semantics, negatives wrap); given for
-    fewer axes than x has, the entries apply to the last ones."""
+    """x[start:stop:step] along each axis (Python slice semantics, negatives wrap); with fewer
+    entries than axes they slice the last axes, as in nnabla (the leading ones are kept whole)."""
 
     def setup(self, x):
         n = len(x)
@@ -332,7 +337,6 @@ class Slice(Op):
         if not (len(start) == len(stop) == len(step)) or len(start) > n:
             self.fail("start {}, stop {} and step {} must have one entry per axis (input shape {})",
                       tuple(start), tuple(stop), tuple(step), x)
-        # fewer entries than axes slice the last axes (nnabla's Slice); the leading ones are whole
         lead = n - len(start)
         start = [0] * lead + start
         stop = list(x[:lead]) + stop
@@ -417,6 +421,8 @@ class Split(Op):
 
     def setup(self, x):
         self.axis = normalize_axis(self, self.axis, len(x))
+        if x[self.axis] == 0:
+            self.fail("cannot split axis {} of size 0 of input {} (it would give no output)", self.axis, x)
         out = tuple(s for a, s in enumerate(x) if a != self.axis)
         return [out] * x[self.axis]
 
@@ -443,7 +449,8 @@ def one_hot_kernel(index, strides, y):
 
 @register
 class OneHot(Op):
-    """Indices (..., len(shape)) -> one-hot vectors (..., *shape)."""
+    """Indices (..., len(shape)) -> one-hot vectors (..., *shape); a negative index counts from
+    the end, as in nnabla (-1 is the last class)."""
     keep_input_dtypes = (0,)
     no_grad_inputs = (0,)
 
@@ -456,7 +463,9 @@ class OneHot(Op):
 
     def forward(self, inputs, outputs):
         index = integer_indices(self, inputs[0].reshape(-1, len(self.shape)))
-        bad = (index < 0) | (index >= np.array(self.shape))
+        size = np.array(self.shape, np.int64)
+        index = np.where(index < 0, index + size, index)
+        bad = (index < 0) | (index >= size)
         if bad.any():
             self.fail("index {} out of range for shape {}", tuple(int(i) for i in index[bad.any(axis=1)][0]),
                       tuple(self.shape))

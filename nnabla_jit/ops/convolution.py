@@ -31,6 +31,7 @@ from .blas import gemm
 from .common import normalize_axis
 from .kernels import parallel_kernel
 from .registry import Op, register
+from . import winograd
 
 
 # How a kernel starts the array it writes: add into it, from zero, or from the bias.
@@ -69,7 +70,11 @@ def convolution_backward(op, inputs, outputs, output_grads, input_grads, propaga
     geo, dy = op.geo, output_grads[0]
     x, w = inputs[0], inputs[1]
     if propagate_down[0]:
-        geo.map_to_image(dy, w, input_grads[0], init=_mode(accum[0]))
+        wino = getattr(op, "wino", None)
+        if wino is not None and wino.takes(dy) and w.dtype == dy.dtype:
+            wino.data_grad(dy, w, input_grads[0], _mode(accum[0]))
+        else:
+            geo.map_to_image(dy, w, input_grads[0], init=_mode(accum[0]))
     bias = len(inputs) > 2 and propagate_down[2]
     if propagate_down[1]:   # with the bias gradient from the same transposed dy
         geo.filter_grad(x, dy, input_grads[1], accum[1], reuse_col=True, out_b=input_grads[2] if bias else None,
@@ -390,7 +395,8 @@ class ConvGeometry:
                 self.kept_col = np.empty(size, dtype)
             buf = self.kept_col
         else:
-            buf = scratch(name, size, dtype)
+            # dcol (backward's col) is never live with a scratch col: one workspace for both
+            buf = scratch("col" if name == "dcol" else name, size, dtype)
         return buf[:size].reshape(rows, nb * self.O)
 
     def _chunks(self):
@@ -485,11 +491,56 @@ def _init(bias):
     return INIT_BIAS if bias is not None else INIT_ZERO
 
 
+class WinogradRoute:
+    """A Convolution's forward and data gradient through ops/winograd.py, for float32 and
+    float64 (other dtypes take im2col). Its filter tiles are kept across calls while the
+    filter's values stay the same."""
+
+    def __init__(self, geo, pad):
+        B, C, M = geo.B, geo.C, geo.M
+        self.geo = geo
+        self.forward_plan = winograd.WinogradPlan(C, M, geo.img_sp, geo.map_sp, pad, B, COL_ELEMENTS)
+        self.grad_plan = winograd.WinogradPlan(M, C, geo.map_sp, geo.img_sp, tuple(2 - p for p in pad), B,
+                                               COL_ELEMENTS)
+        self.filter = winograd.FilterTiles(flip=False)
+        self.flipped = winograd.FilterTiles(flip=True)
+
+    @staticmethod
+    def takes(a):
+        return a.dtype == np.float32 or a.dtype == np.float64
+
+    def forward(self, x, w, y, bias, init):
+        geo = self.geo
+        geo.col_of = None   # no col was made: the filter gradient must not reuse an old one
+        bias_a = bias if bias is not None else np.zeros(0, x.dtype)
+        self.forward_plan.run(geo.img2(x), self.filter.of(w), geo.map2(y), bias_a, init, scratch)
+
+    def data_grad(self, dy, w, dx, init):
+        geo = self.geo
+        self.grad_plan.run(geo.map2(dy), self.flipped.of(w), geo.img2(dx), np.zeros(0, dy.dtype), init,
+                           scratch)
+
+
+def winograd_route(geo, pad, stride, dilation, group, channel_last):
+    """The Winograd route of a convolution where it applies and wins (else None)."""
+    mode = winograd.mode()
+    if (mode != "0" and len(geo.kernel) == 2
+            and winograd.applies(geo.kernel, stride, dilation, pad, group, channel_last)
+            and (mode == "force" or winograd.wins(geo.C, geo.M, *geo.img_sp))):
+        return WinogradRoute(geo, tuple(pad))
+    return None
+
+
 class _ImageToMap(Op):
     """Ops whose input is the image and output the map (Convolution, DepthwiseConvolution)."""
 
+    wino = None
+
     def forward(self, inputs, outputs):
         bias = inputs[2] if len(inputs) > 2 else None
+        if self.wino is not None and self.wino.takes(inputs[0]) and inputs[1].dtype == inputs[0].dtype:
+            self.wino.forward(inputs[0], inputs[1], outputs[0], bias, _init(bias))
+            return
         self.geo.image_to_map(inputs[0], inputs[1], outputs[0], bias, _init(bias))
 
     def grad_depends_input_data(self, i, j):
@@ -507,6 +558,8 @@ class Convolution(_ImageToMap):
         self.geo = ConvGeometry(self, x, w, self.pad, self.stride, self.dilation, self.group,
                                 self.channel_last, self.base_axis)
         check_bias(self, b, self.geo.M, w)
+        self.wino = winograd_route(self.geo, self.pad, self.stride, self.dilation, self.group,
+                                   self.channel_last)
         return [self.geo.map_shape]
 
     backward = convolution_backward

@@ -212,7 +212,10 @@ def typed_scalars(values, dtype):
 
 
 def broadcast_shape(op, shapes):
-    """NumPy broadcasting of the input shapes, with nnabla's error on mismatch."""
+    """NumPy broadcasting of the input shapes (nnabla's between arrays of one rank; it refuses
+    different ranks, which broadcast here), or none at all for ops with ``broadcasts`` False."""
+    if not getattr(op, "broadcasts", True) and len({tuple(s) for s in shapes}) > 1:
+        op.fail("inputs of shapes {} must have the same shape", ", ".join(str(tuple(s)) for s in shapes))
     try:
         return tuple(np.broadcast_shapes(*shapes))
     except ValueError:
@@ -341,14 +344,17 @@ class ElementwiseOp(Op):
         return d is not None and "y" in _names_in(d)
 
 
-def elementwise(name, forward, baked_args=(), grad_rule=True, **derivatives):
+def elementwise(name, forward, baked_args=(), grad_rule=True, refused_grad_inputs=(), broadcasts=True,
+                **derivatives):
     """Declare and register an elementwise op (see the module docstring).
 
     ``derivatives`` maps ``dx`` (one input) or ``dx0, dx1, ...`` to expressions; an input
     without one receives no gradient (nnabla raises when asked to differentiate it).
     ``baked_args`` are written into fused kernels as literals (see ``_Line``). ``grad_rule``
     False: the op gets no rule for ``nn.grad`` at all (``backward_function/elementwise.py`` makes
-    one from the derivatives of every other line).
+    one from the derivatives of every other line). ``refused_grad_inputs``: the inputs without
+    derivative whose need_grad makes backward raise, as nnabla's does (others get zeros).
+    ``broadcasts`` False: the inputs must have one shape, as nnabla requires of the op.
     """
     spec = TABLE[name]
     n_in = len(spec.inputs)
@@ -365,5 +371,7 @@ def elementwise(name, forward, baked_args=(), grad_rule=True, **derivatives):
     if all(d is None for d in line.derivatives):
         cls.backward = Op.backward
     cls.no_grad_inputs = tuple(k for k, d in enumerate(line.derivatives) if d is None)
+    cls.refused_grad_inputs = tuple(refused_grad_inputs)
+    cls.broadcasts = broadcasts
     register(cls, name=name)
     return cls

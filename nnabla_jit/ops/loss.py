@@ -131,10 +131,11 @@ def kl_multinomial_backward(op, inputs, outputs, output_grads, input_grads, prop
 _TINY = float(np.finfo(np.float32).tiny)   # nnabla clamps log arguments at the float minimum
 
 # nnabla documents 0/1 targets (and truncates others to integers); soft targets work here.
-elementwise("SigmoidCrossEntropy", "softplus(x0) - x0 * x1", dx0="dy * (sigmoid(x0) - x1)")
+elementwise("SigmoidCrossEntropy", "softplus(x0) - x0 * x1", dx0="dy * (sigmoid(x0) - x1)",
+            refused_grad_inputs=(1,), broadcasts=False)
 elementwise("BinaryCrossEntropy",
             "-(x1 * log(maximum(x0, {0})) + (1 - x1) * log(maximum(1 - x0, {0})))".format(_TINY),
-            dx0="dy * (x0 - x1) / (x0 * (1 - x0))", dx1="dy * (log(1 - x0) - log(x0))")
+            dx0="dy * (x0 - x1) / (x0 * (1 - x0))", dx1="dy * (log(1 - x0) - log(x0))", broadcasts=False)
 elementwise("SquaredError", "(x0 - x1) ** 2", dx0="2 * dy * (x0 - x1)", dx1="-2 * dy * (x0 - x1)")
 elementwise("AbsoluteError", "abs(x0 - x1)", dx0="where(x0 > x1, dy, where(x0 < x1, -dy, 0.0))",
             dx1="where(x0 > x1, -dy, where(x0 < x1, dy, 0.0))")
@@ -220,6 +221,7 @@ class LabelOp(Op):
     (the label losses here, TopNError and ConfusionMatrix in ``validation.py``)."""
     keep_input_dtypes = (1,)
     no_grad_inputs = (1,)
+    refused_grad_inputs = (1,)   # the losses refuse a label with need_grad; the metrics pass
 
     def setup(self, x, t):
         self.axis = normalize_axis(self, self.axis, len(x))

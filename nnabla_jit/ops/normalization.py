@@ -188,7 +188,8 @@ def weight_normalization_backward(op, inputs, outputs, output_grads, input_grads
 
 
 def norm_normalization_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
-    """y = x / n, n = (sum |x|^p + eps)^(1/p): dx = dy / n - sum(dy x) n^(-1-p) sign(x) |x|^(p-1)."""
+    """y = x / n, n = max(||x||_p, eps): dx = dy / n - sum(dy x) n^(-1-p) sign(x) |x|^(p-1), the
+    second term absent where n is eps."""
     if not propagate_down[0]:
         return
     lay = op.layout
@@ -196,7 +197,8 @@ def norm_normalization_backward(op, inputs, outputs, output_grads, input_grads, 
     zeros = np.zeros(lay.channels)
     n = op.saved_norm
     _, s = _channel_sums(x3, d3, zeros, 0)
-    _linear_grad(lay, x3, d3, zeros, op.p, 1.0 / n, -s * n ** (-1.0 - op.p), zeros, input_grads[0], accum[0])
+    coef = np.where(n > op.eps, -s * n ** (-1.0 - op.p), 0.0)
+    _linear_grad(lay, x3, d3, zeros, op.p, 1.0 / n, coef, zeros, input_grads[0], accum[0])
 
 
 def spectral_norm_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
@@ -447,6 +449,9 @@ class Standardization(Op):
             self.fail("z of shape {} must have the input's shape {}", tuple(shapes[self.slot["z"]]), x)
         if not self.batch_stat and ("mean" not in self.slot or "variance" not in self.slot):
             self.fail("batch_stat=False needs the running mean and variance inputs")
+        if ("mean" in self.slot) != ("variance" in self.slot):
+            self.fail("the running mean and variance must be given together (only {} is)",
+                      "mean" if "mean" in self.slot else "variance")
         if self.n_outputs == 3 and not self.batch_stat:
             self.fail("batch_stat=False cannot output the batch mean and variance")
         self.with_stats = self.n_outputs == 3
@@ -716,12 +721,13 @@ class WeightNormalization(Op):
 
 @register
 class NormNormalization(Op):
-    """y = x / (sum over ``axes`` of |x|^p + eps)^(1/p)."""
+    """y = x / max(||x||_p over ``axes``, eps), as nnabla's; no axes (``()``): each element its
+    own norm."""
 
     def setup(self, x):
         if self.p <= 0:
             self.fail("p must be positive, got {}", self.p)
-        self.axes = _axes_list(self, self.axes, len(x), "axes") if self.axes else list(range(len(x)))
+        self.axes = _axes_list(self, self.axes, len(x), "axes") if self.axes is not None else list(range(len(x)))
         self.layout = StatLayout(x, x, [a for a in range(len(x)) if a not in self.axes])
         return [x]
 
@@ -731,7 +737,7 @@ class NormNormalization(Op):
         C = lay.channels
         junk, s = np.empty(C), np.empty(C)
         channel_sums.for_size(x3.size)(x3, x3, np.zeros(C), self.p, junk, s)
-        self.saved_norm = (s + self.eps) ** (1.0 / self.p)
+        self.saved_norm = np.maximum(s ** (1.0 / self.p), self.eps)
         y3 = lay.target(outputs[0])
         channel_affine.for_size(x3.size)(x3, 1.0 / self.saved_norm, np.zeros(C), x3, False, False, y3)
         lay.store(y3, outputs[0])
@@ -819,10 +825,13 @@ class MeanSubtraction(Op):
         flat = rmean.reshape(-1)
         if self.update_running_mean and not self.recomputing:
             mean, _ = batch_stats(lay, x3)
+            if not lay.count:   # an empty batch: a NaN mean, as in nnabla
+                mean = np.full_like(mean, np.nan)
             n = float(t.reshape(-1)[0])
             flat[...] = (flat * n + mean) / (n + 1)
             t.reshape(-1)[0] = n + 1
-            self.saved_scale = 1.0 - 1.0 / (lay.count * (n + 1))
+            # an empty batch leaves a NaN mean, as in nnabla, and no gradient to scale
+            self.saved_scale = 1.0 - 1.0 / (lay.count * (n + 1)) if lay.count else 1.0
         C = lay.channels
         channel_affine.for_size(x3.size)(x3, np.ones(C), -flat.astype(np.float64), x3, False, False,
                                          lay.target(outputs[0]))
@@ -834,7 +843,17 @@ class MeanSubtraction(Op):
 
 
 # ------------------------------------------------------------------------ gradient clipping
-elementwise("ClipGradByValue", "x0", dx0="minimum(maximum(dy, x1), x2)")
+@register
+class ClipGradByValue(elementwise("ClipGradByValue", "x0", dx0="minimum(maximum(dy, x1), x2)")):
+    """y = x; dx = dy clipped into [min, max]. The output has x's shape, as in nnabla: the
+    bounds broadcast to it, never it to them."""
+
+    def setup(self, x, lo, hi):
+        out = super().setup(x, lo, hi)
+        if tuple(out[0]) != tuple(x):
+            self.fail("min of shape {} and max of shape {} must broadcast to x's shape {}",
+                      tuple(lo), tuple(hi), tuple(x))
+        return out
 
 
 @register
@@ -842,7 +861,8 @@ class ClipGradByNorm(Op):
     """Identity forward; backward rescales the gradient to norm ``clip_norm`` over ``axes``."""
 
     def setup(self, x):
-        axes = _axes_list(self, self.axes, len(x), "axes") if self.axes else list(range(len(x)))
+        # no axes (()): each element its own norm, as in nnabla
+        axes = _axes_list(self, self.axes, len(x), "axes") if self.axes is not None else list(range(len(x)))
         self.axes = axes
         self.layout = StatLayout(x, x, [a for a in range(len(x)) if a not in axes])
         return [x]

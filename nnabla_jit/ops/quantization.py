@@ -371,6 +371,7 @@ class MinMaxQuantize(Op):
     """Uniform quantization of x into the nudged range [qr_min, qr_max] with levels
     [ql_min, ql_max]; x_min_max / ema update qr_min and qr_max in place during forward."""
     no_grad_inputs = (3, 4)
+    refused_grad_inputs = (3, 4)
     keep_input_dtypes = (1, 2)
 
     def setup(self, x, qr_min, qr_max, ql_min, ql_max):
@@ -455,6 +456,7 @@ def quantize_linear_kernel(x, scale, zero_point, sindex, zindex, y, lo, hi, half
 class QuantizeLinear(Op):
     """y = saturate(round(x / scale) + round(zero_point)) into the int8/uint8 range (as floats)."""
     no_grad_inputs = (1, 2)
+    refused_grad_inputs = (1, 2)
 
     def setup(self, x, scale, zero_point):
         if self.dtype not in (INT8, UINT8):
@@ -477,7 +479,8 @@ class QuantizeLinear(Op):
 
 
 @register
-class DequantizeLinear(elementwise("DequantizeLinear", "(x0 - x2) * x1", dx0="dy * x1")):
+class DequantizeLinear(elementwise("DequantizeLinear", "(x0 - x2) * x1", dx0="dy * x1",
+                                   refused_grad_inputs=(1, 2))):
     """y = (x - zero_point) * scale; only x gets a gradient (dy * scale)."""
 
     def setup(self, x, scale, zero_point):

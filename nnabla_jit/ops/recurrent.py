@@ -265,6 +265,8 @@ class _Recurrent(Op):
         x, h = shapes[0], shapes[1]
         if len(x) != 3:
             self.fail("x must be (T, B, I), got shape {}", x)
+        if x[0] == 0:
+            self.fail("x of shape {} has no time steps (nnabla refuses an empty sequence)", x)
         if self.num_layers < 1:
             self.fail("num_layers must be at least 1, got {}", self.num_layers)
         if not 0.0 <= self.dropout < 1.0:

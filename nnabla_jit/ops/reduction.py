@@ -388,7 +388,9 @@ class _ReduceAll(Op):
 
     def forward(self, inputs, outputs):
         x = inputs[0]
-        outputs[0][...] = sum_of_everything(x) / (x.size if self.mean else 1)
+        total = sum_of_everything(x)
+        # the mean of no elements is NaN, as nnabla's (and NumPy's)
+        outputs[0][...] = (total / x.size if x.size else np.nan) if self.mean else total
 
     backward = sum_backward
 

@@ -207,6 +207,9 @@ class Op:
     keep_input_dtypes = ()  # inputs passed to kernels as stored (int labels, indices, masks)
     output_dtype = None    # None: the context's compute type; else a numpy dtype for all outputs
     no_grad_inputs = ()    # inputs that never receive a gradient (labels, indices, shapes)
+    refused_grad_inputs = ()  # those of them that backward refuses to propagate to (raises), as
+                              # nnabla does (cross-entropy labels, quantization scales); the
+                              # others get a zero gradient where backward overwrites
     python_level = False   # True for PythonFunction adapters: forward/backward take Variables
     data_dependent = False  # True if output shapes/dtypes follow input values (output_specs)
     n_outputs = -1         # the output count the caller asked for (-1: the op's own); see build
@@ -263,7 +266,16 @@ class Op:
 
     # Metrics whose backward nnabla passes over, giving their inputs no gradient, so that
     # F.sink(loss, error).backward() trains; other ops without a gradient raise, as there.
-    PASSES_NO_GRADIENT = frozenset(("TopNError", "BinaryError", "ConfusionMatrix"))
+    PASSES_NO_GRADIENT = frozenset(("TopNError", "BinaryError", "ConfusionMatrix",
+                                    "ONNXNonMaxSuppression"))
+
+    @classmethod
+    def refuses_grad(cls, i):
+        """Whether back-propagating to input ``i`` raises, as in nnabla: every input of an op
+        without backward (but the metrics nnabla passes over), and the refused inputs."""
+        if not cls.has_backward() and not cls.python_level:
+            return cls.name not in cls.PASSES_NO_GRADIENT
+        return i in cls.refused_grad_inputs
 
     def forget_forward(self):
         """Drop what the last forward kept for the next backward (Convolution's col), before a
@@ -315,18 +327,22 @@ def _checked_setup(setup):
     checks: an IndexError, ZeroDivisionError, ... from a combination no check foresaw, or a
     numpy error that names nothing, becomes one line with the op, the input shapes and the
     arguments, and an output shape with a negative dimension is refused here, not when a buffer
-    is allocated."""
+    is allocated. A ValueError becomes an OpValueError (a RuntimeError too, as nnabla's)."""
     @functools.wraps(setup)
     def checked(self, *shapes):
         try:
             out = setup(self, *shapes)
+        except OpValueError:
+            raise
         except (ValueError, TypeError) as e:
-            if self.name and self.name.lower() in str(e).lower():
+            named = bool(self.name) and self.name.lower() in str(e).lower()
+            if named and isinstance(e, TypeError):
                 raise
-            raise type(e)("{}: {} (inputs of shapes {}, arguments {})".format(
-                self.name, e, ", ".join(str(tuple(x)) for x in shapes), self.args)) from e
+            raise (OpValueError if isinstance(e, ValueError) else type(e))(
+                str(e) if named else "{}: {} (inputs of shapes {}, arguments {})".format(
+                    self.name, e, ", ".join(str(tuple(x)) for x in shapes), self.args)) from e
         except (IndexError, KeyError, ZeroDivisionError, OverflowError, AttributeError) as e:
-            raise ValueError("{}: inputs of shapes {} and arguments {} do not fit together ({}: "
+            raise OpValueError("{}: inputs of shapes {} and arguments {} do not fit together ({}: "
                              "{})".format(self.name, ", ".join(str(tuple(x)) for x in shapes),
                                           self.args, type(e).__name__, e)) from e
         for shape in out or ():

@@ -14,7 +14,8 @@ from .loss import LabelOp
 from .registry import register
 
 # no grad rule at all (as in nnabla): nn.grad through it raises
-BinaryError = elementwise("BinaryError", "where((x0 >= 0.5) != (x1 >= 0.5), 1.0, 0.0)", grad_rule=False)
+BinaryError = elementwise("BinaryError", "where((x0 >= 0.5) != (x1 >= 0.5), 1.0, 0.0)", grad_rule=False,
+                          broadcasts=False)
 
 
 @parallel_kernel

@@ -9,6 +9,7 @@ file where a good one was.
 """
 import errno
 import io
+import math
 import os
 import socket
 import tempfile
@@ -16,7 +17,13 @@ import threading
 from contextlib import contextmanager
 
 __all__ = ["FileFormatError", "file_label", "extension_of", "check_readable", "read_bytes",
-           "write_bytes", "atomic_path", "remove_stale_temps"]
+           "write_bytes", "atomic_path", "scratch_path", "remove_stale_temps", "naming_errors",
+           "name_as_file_name", "MAX_SHAPE_ELEMENTS", "check_shape"]
+
+#: A shape read from a file (a network variable, a parameter, an ONNX input or initializer) may
+#: hold at most this many elements (4 TiB of float32): dims of 2**50, or dims whose product
+#: overflows int64, are refused when the file is read rather than failing deep inside numpy.
+MAX_SHAPE_ELEMENTS = 1 << 40
 
 
 class FileFormatError(ValueError):
@@ -166,6 +173,29 @@ def atomic_path(path):
             _active_temps.discard(tmp)
 
 
+@contextmanager
+def scratch_path(beside=None):
+    """Yield the path of a new empty temporary file (beside the path ``beside``, named as
+    :func:`atomic_path`'s temporary files so that a killed save's leftover is cleaned up; in the
+    system's temporary folder without it), removed when the block ends."""
+    if beside is not None:
+        beside = os.fspath(beside)
+        fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(beside) + str(os.getpid()) + ".",
+                                   suffix=".tmp", dir=os.path.dirname(os.path.abspath(beside)))
+    else:
+        fd, tmp = tempfile.mkstemp(suffix=".tmp")
+    os.close(fd)
+    with _active_lock:
+        _active_temps.add(tmp)
+    try:
+        yield tmp
+    finally:
+        with _active_lock:
+            _active_temps.discard(tmp)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
 def _umask():
     # os.umask can only be read by setting it, which races with other threads creating files;
     # Linux reports it in /proc.
@@ -179,6 +209,18 @@ def _umask():
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+@contextmanager
+def naming_errors(path):
+    """Give an OSError raised in the block without a file name (a write through a file object:
+    a full disk, EFBIG) the name ``path``, so that :func:`atomic_path` reports it for its target."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is None and e.errno is not None:
+            raise type(e)(e.errno, e.strerror or str(e), os.fspath(path)) from None
+        raise
 
 
 def write_bytes(target, data):
@@ -198,3 +240,29 @@ def write_bytes(target, data):
         raise TypeError("expected a file name or a file object, got {}".format(type(target).__name__))
     if hasattr(target, "seek"):
         target.seek(0)
+
+
+def name_as_file_name(name, what, source):
+    """``name`` (the ``what`` read from ``source``) where it becomes a file name in an output
+    folder: refused when it would be a path there (a separator, '.', '..', a NUL), so that a
+    name in a file never writes outside the folder the user named."""
+    separators = {"/", "\\", "\0", os.sep} | ({os.altsep} if os.altsep else set())
+    if not name or name in (".", "..") or any(c in name for c in separators):
+        raise ValueError("{} '{}' in {} cannot be a file name (it is a path, '.' or '..'); "
+                         "rename it".format(what, name, file_label(source)))
+    return name
+
+
+def check_shape(dims, what, source):
+    """``dims`` (a shape read from ``source``; -1, a batch, counts as 1) as a tuple of ints;
+    refused, naming ``what``, when it holds more than MAX_SHAPE_ELEMENTS elements (counted with
+    Python ints: no int64 overflow)."""
+    dims = tuple(int(d) for d in dims)
+    elements = math.prod(1 if d == -1 else d for d in dims)
+    if elements > MAX_SHAPE_ELEMENTS:
+        limit = MAX_SHAPE_ELEMENTS
+        text = "2**{}".format(limit.bit_length() - 1) if limit & (limit - 1) == 0 else str(limit)
+        raise FileFormatError(source, "{} has shape {} ({} elements); at most {} elements are "
+                              "read (nnabla_jit.serialization.files.MAX_SHAPE_ELEMENTS)".format(
+                                  what, dims, elements, text))
+    return dims

@@ -8,6 +8,7 @@ parses any mix of these files into one :class:`NnpContents`; :func:`write` write
 """
 import io
 import os
+import struct
 import zipfile
 import zlib
 from collections import OrderedDict
@@ -16,8 +17,8 @@ from google.protobuf import message as _message, text_format
 
 from . import parameters as params_io
 from . import solver_states
-from .files import (FileFormatError, check_readable, extension_of, file_label, read_bytes,
-                    write_bytes)
+from .files import (FileFormatError, atomic_path, check_readable, check_shape, extension_of,
+                    file_label, naming_errors, read_bytes, scratch_path, write_bytes)
 from .proto import nnabla_pb2
 
 __all__ = ["NNP_VERSION", "NnpContents", "read", "write", "parse_text", "parse_binary",
@@ -41,6 +42,7 @@ class NnpContents:
         self.proto = nnabla_pb2.NNablaProtoBuf()
         self.parameters = []
         self.optimizer_states = OrderedDict()
+        self.source = "<NnpContents>"   # the files read, as errors name them
 
 
 # ------------------------------------------------------------------------------------ parsing
@@ -78,6 +80,7 @@ def _read_member(contents, data, name, ext, source, exclude_parameter, parameter
         if parameter_only and ext in TEXT_EXTENSIONS:
             return
         msg = parse_text(data, source) if ext in TEXT_EXTENSIONS else parse_binary(data, source)
+        _check_network_shapes(msg, source)
         if not exclude_parameter:
             contents.parameters.extend(params_io.entries_from_proto(msg, source))
         else:
@@ -88,6 +91,13 @@ def _read_member(contents, data, name, ext, source, exclude_parameter, parameter
             contents.parameters.extend(params_io.read_h5_bytes(data, source))
     elif ext == ".optimizer":
         _read_optimizer_checkpoint(contents, data, name, source)
+
+
+def _check_network_shapes(msg, source):
+    """Refuse a variable shape beyond MAX_SHAPE_ELEMENTS before any graph is built from it."""
+    for network in msg.network:
+        for v in network.variable:
+            check_shape(v.shape.dim, "network '{}': variable '{}'".format(network.name, v.name), source)
 
 
 def _read_optimizer_checkpoint(contents, data, name, source):
@@ -127,22 +137,142 @@ def _too_large(source, info):
                                                              info.compress_size))
 
 
-def _read_archive_member(archive, info, source):
-    """The bytes of one member, read in chunks and refused once past its size limit."""
+#: protobuf parses no message of 2 GiB or more: a ``.protobuf`` or text (``.nntxt``) file, or
+#: member, beyond this is refused before it is read (a 4 GB sparse ``.nntxt`` costs nothing).
+MAX_PROTOBUF_BYTES = 2 ** 31 - 1
+
+
+def _protobuf_too_long(source, size, text):
+    return FileFormatError(source, "the file is {} bytes; protobuf {}files of at most {} bytes are "
+                           "read (protobuf's own limit)".format(size, "text " if text else "",
+                                                                MAX_PROTOBUF_BYTES))
+
+
+def _read_chunks(f, source, limit, too_large, text):
+    """The bytes of the open file ``f``, read in chunks: refused by ``too_large(size)`` once past
+    ``limit`` bytes and, for ``text``, at the first NUL byte (a sparse file of zeros is refused
+    at its first chunk, not after reading it all)."""
+    chunks, total = [], 0
+    while True:
+        chunk = f.read(_CHUNK)
+        if not chunk:
+            break
+        if isinstance(chunk, str):
+            chunk = chunk.encode("utf-8")
+        if text:
+            nul = chunk.find(b"\0")
+            if nul >= 0:
+                raise FileFormatError(source, "not a text file (a NUL byte at offset {})".format(
+                    total + nul))
+        total += len(chunk)
+        if total > limit:
+            raise too_large(total)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _read_protobuf_file(source, text):
+    """The bytes of a ``.protobuf`` or text file (path or file object), within
+    MAX_PROTOBUF_BYTES and, for text, without NUL bytes."""
+    def too_long(size):
+        return _protobuf_too_long(source, size, text)
+    if isinstance(source, (str, os.PathLike)):
+        size = check_readable(source)
+        if size > MAX_PROTOBUF_BYTES:
+            raise too_long(size)
+        with open(os.fspath(source), "rb") as f:
+            return _read_chunks(f, source, MAX_PROTOBUF_BYTES, too_long, text)
+    if hasattr(source, "read"):
+        return _read_chunks(source, source, MAX_PROTOBUF_BYTES, too_long, text)
+    return read_bytes(source)   # raises naming the type
+
+
+def _read_archive_member(archive, info, source, ext=None):
+    """The bytes of one member, read in chunks and refused once past its size limit (and for a
+    protobuf member, past MAX_PROTOBUF_BYTES or, as text, at a NUL byte)."""
     limit = _member_limit(info)
     if info.file_size > limit:
         raise _too_large(source, info)
-    chunks, total = [], 0
+    protobuf = ext in TEXT_EXTENSIONS or ext == ".protobuf"
+    member = "{}:{}".format(file_label(source), info.filename)
+    if protobuf:
+        if info.file_size > MAX_PROTOBUF_BYTES:
+            raise _protobuf_too_long(member, info.file_size, ext in TEXT_EXTENSIONS)
+        limit = min(limit, MAX_PROTOBUF_BYTES)
+
+    def too_large(size):
+        if protobuf and size > MAX_PROTOBUF_BYTES:
+            return _protobuf_too_long(member, size, ext in TEXT_EXTENSIONS)
+        return _too_large(source, info)
     with archive.open(info) as f:
+        return _read_chunks(f, member, limit, too_large, ext in TEXT_EXTENSIONS)
+
+
+class _StoredMember(io.RawIOBase):
+    """A stored (uncompressed) member of a zip archive, read in place: a read-only seekable
+    window of the archive's file, so that h5py reads a member's parameters without the member
+    being copied into memory first (zipfile's own reader would re-read from the start on every
+    backward seek). Its CRC is checked as it is opened."""
+
+    def __init__(self, f, info, source):
+        super().__init__()
+        f.seek(info.header_offset)
+        header = f.read(30)
+        if len(header) != 30 or header[:4] != b"PK\x03\x04":
+            raise FileFormatError(source, "member '{}' has a damaged local header".format(info.filename))
+        name_length, extra_length = struct.unpack("<HH", header[26:30])
+        self._f, self._size, self._pos = f, info.file_size, 0
+        self._start = info.header_offset + 30 + name_length + extra_length
+        crc = 0
         while True:
-            chunk = f.read(_CHUNK)
+            chunk = self.read(_CHUNK)
             if not chunk:
                 break
-            total += len(chunk)
-            if total > limit:
-                raise _too_large(source, info)
-            chunks.append(chunk)
-    return b"".join(chunks)
+            crc = zlib.crc32(chunk, crc)
+        if self._pos != self._size or crc != info.CRC:
+            raise FileFormatError(source, "member '{}' is damaged (CRC or size does not match)".format(
+                info.filename))
+        self._pos = 0
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def tell(self):
+        return self._pos
+
+    def seek(self, offset, whence=io.SEEK_SET):
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def readinto(self, buffer):
+        n = max(0, min(len(buffer), self._size - self._pos))
+        if n == 0:
+            return 0
+        self._f.seek(self._start + self._pos)
+        got = self._f.readinto(memoryview(buffer)[:n])
+        self._pos += got
+        return got
+
+
+def _read_h5_member(contents, archive, opened, info, source, member_source):
+    """The parameters of an ``.h5`` member: read in place when it is stored uncompressed (as
+    nnabla and nnabla_jit write it), else from its bytes."""
+    if info.compress_type != zipfile.ZIP_STORED or info.file_size > _member_limit(info):
+        data = _read_archive_member(archive, info, source, ".h5")
+        contents.parameters.extend(params_io.read_h5(member_source, data))
+        return
+    own = isinstance(opened, (str, os.PathLike))
+    f = open(os.fspath(opened), "rb") if own else opened
+    try:
+        window = _StoredMember(f, info, member_source)
+        contents.parameters.extend(params_io.read_h5(member_source, window))
+    finally:
+        if own:
+            f.close()
 
 
 def _check_version(data, source):
@@ -191,10 +321,14 @@ def _read_nnp(contents, source, exclude_parameter, parameter_only):
                                           "supported".format(info.filename))
                 if ext not in _USED_MEMBER_EXTENSIONS:
                     continue
-                member = _read_archive_member(archive, info, source)
-                _read_member(contents, member, info.filename, ext,
-                             "{}:{}".format(label, info.filename), exclude_parameter,
-                             parameter_only)
+                member_source = "{}:{}".format(label, info.filename)
+                if ext == ".h5":
+                    if not exclude_parameter:
+                        _read_h5_member(contents, archive, opened, info, source, member_source)
+                    continue
+                member = _read_archive_member(archive, info, source, ext)
+                _read_member(contents, member, info.filename, ext, member_source,
+                             exclude_parameter, parameter_only)
     except FileFormatError:
         raise
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, ValueError,
@@ -213,6 +347,7 @@ def read(files, extension=None, exclude_parameter=False, parameter_only=False):
     if isinstance(files, (str, os.PathLike)) or hasattr(files, "read"):
         files = [files]
     contents = NnpContents()
+    contents.source = ", ".join(file_label(f) for f in files) or contents.source
     for source in files:
         ext = extension_of(source, extension, "load")
         if ext not in PARAMETER_EXTENSIONS:
@@ -221,7 +356,17 @@ def read(files, extension=None, exclude_parameter=False, parameter_only=False):
         if ext == ".nnp":
             _read_nnp(contents, source, exclude_parameter, parameter_only)
             continue
-        data = read_bytes(source)
+        if ext == ".h5" and isinstance(source, (str, os.PathLike)):
+            # read in place by h5py: a large file is never held in memory as bytes
+            if check_readable(source) == 0:
+                raise FileFormatError(source, "the file is empty")
+            if not exclude_parameter:
+                contents.parameters.extend(params_io.read_h5(source))
+            continue
+        if ext in TEXT_EXTENSIONS or ext == ".protobuf":
+            data = _read_protobuf_file(source, ext in TEXT_EXTENSIONS)
+        else:
+            data = read_bytes(source)
         if not data and ext == ".h5":
             raise FileFormatError(source, "the file is empty")
         _read_member(contents, data, file_label(source), ext, source, exclude_parameter,
@@ -258,14 +403,29 @@ def write(path, proto, parameters=(), extension=None, parameter_format=".h5",
     """
     ext = extension_of(path, extension, "save")
     proto = _copy_without_parameters(proto)
+    to_path = isinstance(path, (str, os.PathLike))
     if ext in TEXT_EXTENSIONS + (".protobuf",):
         params_io.add_entries_to_proto(proto, parameters)
         data = proto_to_text(proto).encode("utf-8") if ext in TEXT_EXTENSIONS else proto.SerializeToString()
+    elif ext == ".h5" and to_path:
+        with atomic_path(path) as tmp:   # written in place: the file is never held in memory
+            params_io.write_h5(tmp, parameters)
+        return
     elif ext == ".h5":
         data = params_io.h5_bytes(parameters)
     elif ext == ".nnp":
-        data = _nnp_bytes(proto, parameters, parameter_format, network_format,
-                          optimizer_states or {}, solver_types or {}, solver_state_format)
+        members = _nnp_members(proto, parameters, parameter_format, network_format,
+                               optimizer_states or {}, solver_types or {}, solver_state_format)
+        if to_path:
+            with atomic_path(path) as tmp, naming_errors(tmp):
+                with open(tmp, "wb") as f:
+                    _write_nnp(f, members, path)
+                    f.flush()
+                    os.fsync(f.fileno())
+            return
+        buf = io.BytesIO()
+        _write_nnp(buf, members, None)
+        data = buf.getvalue()
     else:
         raise ValueError("save: {}: unsupported file type '{}' (expected .nnp, .nntxt, .prototxt, "
                          ".protobuf or .h5)".format(file_label(path), ext))
@@ -279,8 +439,9 @@ def _copy_without_parameters(proto):
     return out
 
 
-def _nnp_bytes(proto, parameters, parameter_format, network_format, optimizer_states,
-               solver_types, solver_state_format):
+def _nnp_members(proto, parameters, parameter_format, network_format, optimizer_states,
+                 solver_types, solver_state_format):
+    """(name, bytes or a function writing the member to a path) of an ``.nnp``'s members."""
     if network_format not in (".nntxt", ".protobuf"):
         raise ValueError("save: network_format must be '.nntxt' or '.protobuf', got {!r}".format(
             network_format))
@@ -290,7 +451,7 @@ def _nnp_bytes(proto, parameters, parameter_format, network_format, optimizer_st
     network = proto_to_text(proto).encode("utf-8") if network_format == ".nntxt" else proto.SerializeToString()
     members.append(("network" + network_format, network))
     if parameter_format == ".h5":
-        members.append(("parameter.h5", params_io.h5_bytes(parameters)))
+        members.append(("parameter.h5", lambda target: params_io.write_h5(target, parameters)))
     elif parameter_format == ".protobuf":
         pproto = nnabla_pb2.NNablaProtoBuf()
         params_io.add_entries_to_proto(pproto, parameters)
@@ -300,8 +461,19 @@ def _nnp_bytes(proto, parameters, parameter_format, network_format, optimizer_st
                          "got {!r}".format(parameter_format))
     if optimizer_states:
         members += _optimizer_members(optimizer_states, solver_types, solver_state_format)
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as archive:
+    return members
+
+
+def _write_nnp(target, members, beside):
+    """Write the zip of ``members`` to ``target`` (a path or file object); a member given as a
+    writer is written to a scratch file (beside the path ``beside``) and copied in from there,
+    so that the parameters are never held in memory as one more copy."""
+    with zipfile.ZipFile(target, "w") as archive:
         for name, data in members:
-            archive.writestr(name, data)
-    return buf.getvalue()
+            if callable(data):
+                with scratch_path(beside) as tmp:
+                    data(tmp)
+                    archive.write(tmp, name)
+            else:
+                archive.writestr(name, data)
+

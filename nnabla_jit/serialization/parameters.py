@@ -9,6 +9,8 @@ Loading (also from ``.nntxt`` and ``.nnp``) parses and checks the whole file fir
 creates or overwrites the parameters of the current scope: a bad file changes nothing.
 """
 import io
+import math
+import os
 from collections import namedtuple
 from contextlib import contextmanager
 
@@ -18,10 +20,13 @@ from ..ndarray import native
 from ..parameter import (get_current_parameter_scope, get_parameter, get_parameters,
                          set_parameter)
 from ..variable import Variable
-from .files import FileFormatError, extension_of, write_bytes
+from . import hdf5
+from .files import (FileFormatError, atomic_path, check_shape, extension_of, naming_errors,
+                    write_bytes)
 from .proto import nnabla_pb2
 
-__all__ = ["ParameterEntry", "save", "load", "entries_of", "h5_bytes", "read_h5_bytes",
+__all__ = ["ParameterEntry", "save", "load", "entries_of", "h5_bytes", "write_h5", "read_h5",
+           "read_h5_bytes",
            "entries_from_proto", "add_entries_to_proto", "assign_to_scope",
            "scope_restored_on_error"]
 
@@ -35,11 +40,25 @@ def entries_of(params):
 
 
 # ------------------------------------------------------------------------------------ .h5
-def h5_bytes(entries):
-    """The ``.h5`` parameter file of ``entries`` as bytes."""
+def write_h5(target, entries):
+    """Write the ``.h5`` parameter file of ``entries`` to ``target`` (a path, then flushed to the
+    disk, or a seekable file object); each array goes from its buffer to the file, with no copy
+    of the whole set. A path is written through a Python file object: HDF5 writing to a path of
+    its own leaves the library broken after a failed write (a full disk: a later h5py call
+    crashes the process), whereas through a file object the failure is a plain OSError naming
+    the path."""
+    if isinstance(target, (str, os.PathLike)):
+        with naming_errors(target), open(target, "wb") as f:
+            _write_h5(f, entries)
+            f.flush()
+            os.fsync(f.fileno())
+    else:
+        _write_h5(target, entries)
+
+
+def _write_h5(target, entries):
     import h5py
-    buf = io.BytesIO()
-    with h5py.File(buf, "w") as f:
+    with h5py.File(target, "w") as f:
         for i, e in enumerate(entries):
             try:
                 f[e.name] = e.data
@@ -48,22 +67,37 @@ def h5_bytes(entries):
                     e.name, err)) from None
             f[e.name].attrs["need_grad"] = bool(e.need_grad)
             f[e.name].attrs["index"] = np.int64(i)
+
+
+def h5_bytes(entries):
+    """The ``.h5`` parameter file of ``entries`` as bytes."""
+    buf = io.BytesIO()
+    write_h5(buf, entries)
     return buf.getvalue()
 
 
-def read_h5_bytes(data, source):
-    """``ParameterEntry`` list (saved order) from the bytes of an ``.h5`` parameter file."""
-    import h5py
-    try:
-        f = h5py.File(io.BytesIO(data), "r")
-    except (OSError, ValueError, RuntimeError) as e:
-        raise FileFormatError(source, "not a readable HDF5 file ({})".format(e)) from None
+def _size_of(source, data):
+    if data is None:
+        return os.path.getsize(source)
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return len(data)
+    position = data.tell()
+    size = data.seek(0, io.SEEK_END)
+    data.seek(position)
+    return size
+
+
+def read_h5(source, data=None):
+    """``ParameterEntry`` list (saved order) of the ``.h5`` parameter file at path ``source``
+    (read in place: only the values themselves are held in memory), or of ``data`` (its bytes,
+    or a seekable file object) named ``source``. Datasets whose data lies in other files, or that
+    would expand beyond the limits, are refused before anything is read (see ``hdf5.py``)."""
+    size = _size_of(source, data)
+    f = hdf5.open_file(source, data)
     found = []
     with f:
         try:
-            names = []
-            f.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
-            for name in names:
+            for name in hdf5.checked_datasets(f, source, size):
                 ds = f[name]
                 if "need_grad" not in ds.attrs:
                     raise FileFormatError(source, "dataset '{}' has no 'need_grad' attribute; not "
@@ -72,13 +106,18 @@ def read_h5_bytes(data, source):
                     raise FileFormatError(source, "dataset '{}' holds {} data, not numbers".format(
                         name, ds.dtype))
                 index = ds.attrs.get("index", len(found))
-                data = np.array(ds[()], native(ds.dtype))   # '>f4' from another machine: native
+                data = np.asarray(ds[()], native(ds.dtype))   # '>f4' from another machine: native
                 found.append((int(index), name, ParameterEntry(name, data, bool(ds.attrs["need_grad"]))))
         except FileFormatError:
             raise
         except (OSError, KeyError, TypeError, ValueError, RuntimeError) as e:
             raise FileFormatError(source, "damaged HDF5 parameter file ({})".format(e)) from None
     return [e for _, _, e in sorted(found, key=lambda t: (t[0], t[1]))]
+
+
+def read_h5_bytes(data, source):
+    """``ParameterEntry`` list (saved order) from the bytes of an ``.h5`` parameter file."""
+    return read_h5(source, data)
 
 
 # ------------------------------------------------------------------------------------ protobuf
@@ -89,8 +128,8 @@ def entries_from_proto(proto, source):
     meant cannot be told)."""
     entries, seen = [], set()
     for p in proto.parameter:
-        shape = tuple(int(d) for d in p.shape.dim)
-        if any(d < 0 for d in shape) or int(np.prod(shape)) != len(p.data):
+        shape = check_shape(p.shape.dim, "parameter '{}'".format(p.variable_name), source)
+        if any(d < 0 for d in shape) or math.prod(shape) != len(p.data):
             raise FileFormatError(source, "parameter '{}' has shape {} but {} values".format(
                 p.variable_name, shape, len(p.data)))
         if p.variable_name in seen:
@@ -161,17 +200,27 @@ def _check_fits(entries, source):
                                       name, got, have))
 
 
-def assign_to_scope(entries, source):
+def _holding(array, need_grad):
+    """A Variable holding ``array`` itself (a buffer read from a file and used by nothing else:
+    a model is not held twice while it loads)."""
+    v = Variable(array.shape, need_grad=need_grad)
+    v.data.hold_view(np.ascontiguousarray(array))
+    return v
+
+
+def assign_to_scope(entries, source, adopt=False):
     """Create or overwrite the parameters of ``entries`` in the current scope (all or none).
 
     An existing parameter keeps its type: the file's values are cast to it (float64 values
     into a float32 parameter), or refused when that cannot be done safely (floats into an
-    integer parameter)."""
+    integer parameter). With ``adopt``, a new parameter holds its entry's array itself rather
+    than a copy (for entries just read from a file and then dropped)."""
     _check_fits(entries, source)
     for e in entries:
         param = get_parameter(e.name)
         if param is None:
-            set_parameter(e.name, Variable.from_numpy_array(e.data, need_grad=e.need_grad))
+            set_parameter(e.name, _holding(e.data, e.need_grad) if adopt
+                          else Variable.from_numpy_array(e.data, need_grad=e.need_grad))
         else:
             param.need_grad = e.need_grad
             param.d = np.asarray(e.data).astype(param.data.dtype, copy=False)
@@ -218,6 +267,10 @@ def save(path, params, extension=None):
     """``nn.save_parameters``: write ``params`` (path -> Variable) as ``.h5`` or ``.protobuf``."""
     ext = extension_of(path, extension, "save_parameters")
     entries = entries_of(params)
+    if ext == ".h5" and isinstance(path, (str, os.PathLike)):
+        with atomic_path(path) as tmp:   # written in place: no copy of the file in memory
+            write_h5(tmp, entries)
+        return
     if ext == ".h5":
         data = h5_bytes(entries)
     elif ext == ".protobuf":
@@ -240,7 +293,7 @@ def load(path, proto=None, needs_proto=False, extension=".nntxt"):
         raise ValueError("load_parameters: unsupported extension '{}' for {}; use .h5, .protobuf, "
                          ".nntxt or .nnp".format(ext, path))
     contents = nnp.read([path], extension=ext)
-    assign_to_scope(contents.parameters, path)
+    assign_to_scope(contents.parameters, path, adopt=True)
     result = nnabla_pb2.NNablaProtoBuf() if proto is None else proto
     result.MergeFrom(contents.proto)
     if ext == ".h5" and needs_proto:

@@ -11,17 +11,20 @@ States are an ``OrderedDict`` parameter name -> :class:`SolverStateData` ``(t, p
   ``SolverState`` (``t`` and ``state_parameter``: name -> shape and float data).
 """
 import io
+import math
+import os
 from collections import OrderedDict, namedtuple
 
 import numpy as np
 
 from ..ndarray import NdArray, native
 from ..variable import Variable
-from .files import FileFormatError, extension_of, read_bytes, write_bytes
+from . import hdf5
+from .files import FileFormatError, check_readable, check_shape, extension_of, read_bytes, write_bytes
 from .proto import nnabla_pb2
 
 __all__ = ["SolverStateData", "save_states", "load_states", "states_to_h5_bytes",
-           "states_from_h5_bytes", "states_to_proto", "states_from_proto"]
+           "states_from_h5_bytes", "states_from_h5", "states_to_proto", "states_from_proto"]
 
 SolverStateData = namedtuple("SolverStateData", ["t", "pstate"])
 
@@ -63,17 +66,19 @@ def states_to_h5_bytes(states):
 
 def states_from_h5_bytes(data, source):
     """States from the bytes of an ``.h5`` solver-state file (``source`` names it in errors)."""
-    import h5py
-    try:
-        f = h5py.File(io.BytesIO(data), "r")
-    except (OSError, ValueError, RuntimeError) as e:
-        raise FileFormatError(source, "not a readable HDF5 file ({})".format(e)) from None
+    return states_from_h5(source, data)
+
+
+def states_from_h5(source, data=None):
+    """States of the ``.h5`` solver-state file at path ``source`` (read in place), or of its
+    bytes ``data``. Datasets kept in other files or expanding beyond the limits are refused
+    (``hdf5.py``)."""
+    size = len(data) if data is not None else os.path.getsize(source)
+    f = hdf5.open_file(source, data)
     with f:
         found = {}                       # parameter path -> (index, {state: (index, array)}, t)
         try:
-            datasets = []
-            f.visititems(lambda n, o: datasets.append(n) if isinstance(o, h5py.Dataset) else None)
-            for name in datasets:
+            for name in hdf5.checked_datasets(f, source, size):
                 if "/" not in name:
                     raise FileFormatError(source, "dataset '{}' is not inside a parameter group; "
                                           "not an nnabla solver-state file".format(name))
@@ -83,7 +88,7 @@ def states_from_h5_bytes(data, source):
                 if sname == "t":
                     entry[2] = int(ds[()])
                 else:
-                    value = np.array(ds[()], native(ds.dtype))   # '>f4' from another machine
+                    value = np.asarray(ds[()], native(ds.dtype))   # '>f4' from another machine
                     entry[1][sname] = (int(ds.attrs.get("index", 0)), value)
         except FileFormatError:
             raise
@@ -117,8 +122,8 @@ def states_from_proto(solver_msg, source="<Solver message>"):
     for name, entry in sorted(solver_msg.states.items()):
         pstate = OrderedDict()
         for sname, sp in sorted(entry.state_parameter.items()):
-            shape = tuple(sp.shape.dim)
-            if int(np.prod(shape)) != len(sp.data):
+            shape = check_shape(sp.shape.dim, "state '{}' of '{}'".format(sname, name), source)
+            if math.prod(shape) != len(sp.data):
                 raise FileFormatError(source, "state '{}' of '{}' has shape {} but {} values"
                                       .format(sname, name, shape, len(sp.data)))
             pstate[sname] = np.array(sp.data, np.float32).reshape(shape)
@@ -145,6 +150,10 @@ def save_states(path, states, extension=None):
 def load_states(path, extension=None):
     """Read the states written by ``save_states`` (or by nnabla's ``Solver.save_states``)."""
     ext = extension_of(path, extension, "load_states")
+    if ext == ".h5" and isinstance(path, (str, os.PathLike)):
+        if check_readable(path) == 0:
+            raise FileFormatError(path, "the file is empty")
+        return states_from_h5(path)
     data = read_bytes(path)
     if not data:
         raise FileFormatError(path, "the file is empty")

@@ -19,7 +19,9 @@ import threading
 import numpy
 
 from ..logger import logger
+from ..serialization import hdf5
 from ..serialization.files import atomic_path
+from .data_source_loader import read_npy
 
 __all__ = ["DataSource", "DataSourceWithMemoryCache", "DataSourceWithFileCache",
            "DataSourceWithFileCacheError", "SlicedDataSource", "read_cache_file"]
@@ -252,14 +254,15 @@ def read_cache_file(path, variables):
     """{variable: array of the examples} of one cache file: nnabla's ``.npy`` layout (the
     arrays of ``variables`` saved one after the other) or ``.h5`` (one dataset each)."""
     if os.path.splitext(path)[1].lower() == ".h5":
-        import h5py
-        with h5py.File(path, "r") as h5:
-            return {name: h5[name][()] for name in h5.keys()}
+        # only this file's own datasets, each within the expansion limits (hdf5.py)
+        with hdf5.open_file(path) as h5:
+            names = set(hdf5.checked_datasets(h5, path, os.path.getsize(path)))
+            return {name: h5[name][()] for name in h5.keys() if name in names}
     arrays = {}
     with open(path, "rb") as f:
         for name in variables:
             try:
-                arrays[name] = numpy.load(f, allow_pickle=False)
+                arrays[name] = read_npy(f, path)
             except (ValueError, EOFError, OSError) as e:
                 raise DataSourceWithFileCacheError("{}: cannot read the array of variable '{}' "
                                                    "({})".format(path, name, e)) from None

@@ -12,6 +12,7 @@ Only local files are read (nnabla also reads http and S3 locations).
 """
 import contextlib
 import csv
+import math
 import os
 
 import numpy
@@ -21,7 +22,7 @@ from .download import download, get_data_home
 from .image_utils import _pil, imread, imresize
 
 __all__ = ["FileReader", "ResourceFileReader", "load", "load_image", "load_image_imread",
-           "load_csv", "load_npy", "load_wav", "load_audio", "load_audio_pydub", "imread",
+           "load_csv", "load_npy", "read_npy", "load_wav", "load_audio", "load_audio_pydub", "imread",
            "imresize", "auread", "auresize", "download", "get_data_home", "get_file_extension",
            "pydub_available"]
 
@@ -122,9 +123,37 @@ def load_csv(file, shape=None, normalize=False):
         raise ValueError("{}: cannot make an array of its rows ({})".format(name, e)) from None
 
 
+def read_npy(f, label=None):
+    """The next array of the open binary .npy file ``f``. Its header is checked first: one that
+    claims more data than the file holds (a shape of 2**40 elements would have numpy allocate
+    terabytes) is a ValueError naming ``label`` (the file's name by default)."""
+    label = label or getattr(f, "name", "the .npy file")
+    fmt = numpy.lib.format
+    start = f.tell()
+    try:
+        version = fmt.read_magic(f)
+        header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+        shape, _, dtype = header(f)
+    except (ValueError, EOFError) as e:
+        raise ValueError("{}: not a .npy file ({})".format(label, e)) from None
+    data_start = f.tell()
+    end = f.seek(0, os.SEEK_END)
+    needed = math.prod(shape) * dtype.itemsize
+    if needed > end - data_start:
+        raise ValueError("{}: the header says shape {} of {} ({} bytes) but the file holds {} bytes "
+                         "of data".format(label, shape, dtype, needed, end - data_start))
+    f.seek(start)
+    return numpy.load(f, allow_pickle=False)
+
+
 def load_npy(path, shape=None, normalize=False):
-    """The array saved in a .npy file, reshaped to ``shape`` if given."""
-    array = numpy.load(path, allow_pickle=False)
+    """The array saved in a .npy file (a path or a binary file object), reshaped to ``shape``
+    if given."""
+    if isinstance(path, (str, os.PathLike)):
+        with open(path, "rb") as f:
+            array = read_npy(f, os.fspath(path))
+    else:
+        array = read_npy(path)
     return array if shape is None else array.reshape(shape)
 
 
@@ -139,7 +168,8 @@ def load_wav(path, shape=None, normalize=False):
 
 load_audio = load_wav
 
-_LOADERS = {
+# nnabla's name: users and tools add loaders for more extensions to this table.
+_load_functions = {
     ".bmp": load_image, ".jpg": load_image, ".jpeg": load_image, ".png": load_image,
     ".gif": load_image, ".tif": load_image, ".tiff": load_image,
     ".csv": load_csv, ".npy": load_npy, ".wav": load_wav,
@@ -150,10 +180,10 @@ def load(ext):
     """The loader of files with extension ``ext`` (e.g. '.png'): ``loader(file, shape=None,
     normalize=False)``."""
     try:
-        return _LOADERS[ext.lower()]
+        return _load_functions[ext.lower()]
     except KeyError:
         raise ValueError('File format with extension "{}" is not supported (supported: {})'
-                         .format(ext, " ".join(sorted(_LOADERS)))) from None
+                         .format(ext, " ".join(sorted(_load_functions)))) from None
 
 
 def load_audio_pydub(path, shape=None, normalize=False):

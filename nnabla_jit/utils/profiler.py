@@ -1,6 +1,7 @@
 """``GraphProfiler``: how long each function of a graph takes, forward and backward, and how
 long the whole graph and a training step take; ``GraphProfilerCsvWriter`` writes the result in
-nnabla's CSV layout.
+nnabla's CSV layout. ``trace`` (from ``trace.py``) records what one step ran as a Chrome trace
+instead: kernels as they ran, fused regions, compiles, copies.
 
 Each function is timed on its own: its kernels run ``n_run`` times (after one warm-up run), or
 fewer once ``max_measure_execution_time`` seconds have passed, waiting for the device after
@@ -16,8 +17,9 @@ from .. import graph as _graph
 from ..ext_utils import import_extension_module
 from ..ops.registry import NoGradient
 from .inspection import listed, parameter_names, parameter_scope_of
+from .trace import trace
 
-__all__ = ["GraphProfiler", "GraphProfilerCsvWriter", "ProfileStat", "convert_time_scale"]
+__all__ = ["GraphProfiler", "GraphProfilerCsvWriter", "ProfileStat", "convert_time_scale", "trace"]
 
 ProfileStat = namedtuple("ProfileStat", ["parameter_scope", "inputs_shape", "args_info",
                                          "function_name", "mean_time", "n_run"])

@@ -133,8 +133,9 @@ SETUP_CASES = {
         "STFT: pad_mode must be 'constant' when as_istft_backward=True"),
     # the registry's argument handling
     "int64 argument not an integer": (
-        lambda: FB.softmax(V(2, 3), axis=1.5),
-        r"softmax: argument 'axis' = 1.5 is not a valid int64 \(not an integer\)"),
+        # a float truncates as in nnabla (1.5 -> 1); one with no integer value is refused
+        lambda: FB.softmax(V(2, 3), axis=float("nan")),
+        r"softmax: argument 'axis' = nan is not a valid int64 \(cannot convert float NaN"),
     # grad rules called directly (nnabla's backward_functions.registry): a gradient whose
     # shape is not the function output's
     "dropout grad rule dy": (

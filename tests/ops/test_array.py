@@ -21,9 +21,9 @@ def test_reshape_transpose_flip(x):
 def test_broadcast_and_broadcast_to(x, data):
     target = tuple(s if s != 1 else data.draw(st.integers(1, 3)) for s in x.shape)
     check_function(lambda v: F.broadcast(v, target), [x], lambda a: np.broadcast_to(a, target))
-    y = np.zeros((2,) + x.shape + (2,))
-    check_function(lambda v, w: F.broadcast_to(v, w, axis=1), [x, y],
-                   lambda a, b: np.broadcast_to(a.reshape((1,) + a.shape + (1,)), b.shape), wrt=[0])
+    z = np.zeros((2,) + x.shape + (2,))    # nnabla's order: the shape first, the values second
+    check_function(lambda w, v: F.broadcast_to(w, v, axis=1), [z, x],
+                   lambda b, a: np.broadcast_to(a.reshape((1,) + a.shape + (1,)), b.shape), wrt=[1])
 
 
 # nnabla 1.39's shapes and sums for x = arange(2*3*8*8).reshape(2, 3, 8, 8) (recorded with the

@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 import nnabla_jit as nn
 import nnabla_jit.functions as F
+from nnabla_jit.ops.registry import NoGradient
 from nnabla_jit.testing import check_forward, check_function
 from nnabla_jit.testing import strategies as nst
 
@@ -194,11 +195,18 @@ def test_kl_multinomial(p, base_axis, seed):
 
 
 def test_label_inputs_get_no_gradient():
+    """A label gets no gradient; one with need_grad=True is refused, as nnabla refuses it."""
     x = nn.Variable.from_numpy_array(np.zeros((2, 3)), need_grad=True)
     t = nn.Variable.from_numpy_array(np.array([[0.0], [2.0]]), need_grad=True)
     y = F.softmax_cross_entropy(x, t)
     y.forward()
     t.g = 7
+    with pytest.raises(NoGradient, match="SoftmaxCrossEntropy gives no gradient to its input 1 "
+                                         r"\(target\), which has need_grad=True"):
+        y.backward()
+    t.need_grad = False
+    y = F.softmax_cross_entropy(x, t)
+    y.forward()
     y.backward()
     assert np.all(t.g == 7)
     np.testing.assert_allclose(x.g, np.full((2, 3), 1 / 3) - np.eye(3)[[0, 2]])

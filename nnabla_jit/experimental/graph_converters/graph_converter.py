@@ -56,7 +56,7 @@ class FunctionModifier:
     def consumers(self, v):
         """The functions of the graph being converted that read ``v`` (the converter's final
         Sink included, so an output of the graph always has a consumer)."""
-        refs = v.function_references
+        refs = v.function_references[::-1]   # in the order they were built
         if self._graph_functions is None:
             return refs
         return [g for g in refs if id(g) in self._graph_functions]

@@ -59,7 +59,7 @@ def _references(v):
     """The functions reading ``v``, newest first: the order of nnabla's
     ``Variable.function_references``, on which the choice of scope below depends (a graph
     output's first reader is the converter's Sink)."""
-    return v.function_references[::-1]
+    return v.function_references
 
 
 def _made_by(v, type_name):

@@ -18,7 +18,7 @@ import numpy as np
 from .dependencies import BOOL, DOUBLE, FLOAT, INT32, INT64, INT8, UINT8, require_onnx
 
 __all__ = ["GraphBuilder", "Unsupported", "INT64_MIN", "OUTPUT_TYPE", "TYPE_FROM_INPUT", "RANDOM_OPS",
-           "elem_type_of", "evaluate_node"]
+           "elem_type_of", "evaluate_node", "predicted_output_sizes"]
 
 INT64_MIN = int(np.iinfo(np.int64).min)
 
@@ -81,6 +81,39 @@ def evaluate_node(onnx, node, feeds, opset):
     graph = helper.make_graph([node], "fold", inputs, outputs)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     return ReferenceEvaluator(model).run(None, feeds)
+
+
+# Inputs up to this many elements go to shape inference with their values (shape vectors,
+# scales, pads, counts); larger ones with their shapes only.
+_VALUE_INPUT_MAX = 1024
+
+
+def predicted_output_sizes(onnx, node, feeds, opset):
+    """The element counts of ``node``'s outputs on ``feeds`` as onnx's shape inference sees
+    them from the inputs' values (Python ints), before anything is computed; None for an
+    output whose shape it cannot tell."""
+    helper = onnx.helper
+    outputs = [helper.make_empty_tensor_value_info(name) for name in node.output if name]
+    try:
+        inputs, initializers = [], []
+        for name, value in feeds.items():
+            value = np.asarray(value)
+            inputs.append(helper.make_tensor_value_info(
+                name, helper.np_dtype_to_tensor_dtype(value.dtype), value.shape))
+            if value.size <= _VALUE_INPUT_MAX:
+                initializers.append(onnx.numpy_helper.from_array(value, name))
+        graph = helper.make_graph([node], "predict", inputs, outputs, initializers)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    except Exception:   # noqa: BLE001 -- inference is a hint; the evaluation decides
+        return [None] * len(outputs)
+    sizes = []
+    for value_info in inferred.graph.output:
+        tensor = value_info.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
+        known = tensor.HasField("shape") and all(d is not None and d >= 0 for d in dims)
+        sizes.append(int(np.prod([1] + dims, dtype=object)) if known else None)
+    return sizes
 
 
 def _defined(defs, op_type, opset):

@@ -9,6 +9,7 @@ scope, named after the ONNX tensor. Integer and boolean tensors live in float Va
 (nnabla's convention: labels, indices and masks are floats); the element type of each value is
 tracked so that casts do what ONNX says.
 """
+import math
 import os
 from collections import OrderedDict
 
@@ -18,8 +19,9 @@ from tqdm import tqdm
 from ... import functions as F
 from ...parameter import get_parameter, get_parameter_or_create, get_parameters, parameter_scope
 from ...variable import Variable
-from ..files import FileFormatError, file_label, read_bytes
-from .builder import OUTPUT_TYPE, RANDOM_OPS, TYPE_FROM_INPUT, Unsupported, elem_type_of, evaluate_node
+from ..files import FileFormatError, check_shape, file_label, read_bytes
+from .builder import (OUTPUT_TYPE, RANDOM_OPS, TYPE_FROM_INPUT, Unsupported, elem_type_of, evaluate_node,
+                      predicted_output_sizes)
 from .dependencies import BOOL, FLOAT, INT64, require_onnx
 from .external_data import read_external
 from .importers import IMPORTERS
@@ -33,6 +35,11 @@ OLDEST_IMPORT_OPSET = 7
 _CONSTANT_ONLY = {"Constant", "ConstantOfShape", "Range", "HannWindow", "HammingWindow", "BlackmanWindow",
                   "MelWeightMatrix"}
 _INT_TYPES = (2, 3, 4, 5, 6, 7, 12, 13)
+
+#: A constant the importer computes (a node whose inputs are all constants) may hold at most
+#: this many elements: ``ConstantOfShape([2**26])`` is refused before it is made. Raise it for a
+#: model that really folds larger constants.
+MAX_FOLDED_ELEMENTS = 1 << 24
 
 
 class OnnxImportError(ValueError):
@@ -242,7 +249,8 @@ def _tensor_array(onnx, tensor, label, what, directory=""):
     dims = tuple(int(d) for d in tensor.dims)
     if any(d < 0 for d in dims):
         raise FileFormatError(label, "{} '{}' has negative dims {}".format(what, tensor.name, dims))
-    count = int(np.prod(dims, dtype=np.int64))
+    check_shape(dims, "{} '{}'".format(what, tensor.name), label)
+    count = math.prod(dims)
     try:
         dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type))
     except (KeyError, TypeError, ValueError):
@@ -303,19 +311,36 @@ def _unsupported(model):
     return sorted(ops)
 
 
-def _input_shape(value_info, batch_size):
+def _input_shape(value_info, batch_size, label):
     dims = []
     for d in value_info.type.tensor_type.shape.dim:
         dims.append(d.dim_value if d.HasField("dim_value") else (batch_size or 1))
-    return tuple(dims)
+    return check_shape(dims, "input '{}'".format(value_info.name), label)
 
 
 # ------------------------------------------------------------------------------------ converting
+def _too_large(elements):
+    return Unsupported("folding it would make a constant of {} elements; at most {} are folded "
+                       "(nnabla_jit.serialization.onnx.importer.MAX_FOLDED_ELEMENTS)".format(
+                           elements, MAX_FOLDED_ELEMENTS))
+
+
 def _fold(c, node):
-    """Evaluate a node of constants with the reference implementation."""
+    """Evaluate a node of constants with the reference implementation, within
+    MAX_FOLDED_ELEMENTS: checked on the output shapes shape inference predicts from the inputs'
+    values before anything is computed, and on the results."""
     feeds = {i: c.consts[i] for i in node.inputs if i}
-    results = evaluate_node(c.onnx, node.proto, feeds, c.opset)
-    return [np.asarray(r) for r in results]
+    predicted = [n for n in predicted_output_sizes(c.onnx, node.proto, feeds, c.opset) if n is not None]
+    if predicted and max(predicted) > MAX_FOLDED_ELEMENTS:
+        raise _too_large(max(predicted))
+    try:
+        results = [np.asarray(r) for r in evaluate_node(c.onnx, node.proto, feeds, c.opset)]
+    except MemoryError:
+        raise Unsupported("folding it needs more memory than there is") from None
+    largest = max((r.size for r in results), default=0)
+    if largest > MAX_FOLDED_ELEMENTS:
+        raise _too_large(largest)
+    return results
 
 
 def _output_types(c, node):
@@ -404,7 +429,7 @@ def import_onnx(source, batch_size=None, constants=None, progress=False):
         if vi.name in c.consts:
             continue
         c.sources[vi.name] = {vi.name}
-        v = Variable(_input_shape(vi, batch_size))
+        v = Variable(_input_shape(vi, batch_size, label))
         v.name = vi.name
         c.set(vi.name, v, _tracked_type(vi.type.tensor_type.elem_type))
         inputs[vi.name] = v

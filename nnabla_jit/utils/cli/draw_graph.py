@@ -9,6 +9,7 @@ import shutil
 from argparse import RawTextHelpFormatter
 
 from ...serialization import nnp
+from ...serialization.files import name_as_file_name
 from . import CommandError
 from .graph_drawing import layout_network, save_png, to_svg
 
@@ -67,9 +68,11 @@ def draw_graph_command(args):
         if n not in networks:
             raise CommandError("no network '{}' in {} (it has: {})".format(
                 n, args.input, ", ".join(networks)))
+    # a name from the file becomes a file name in the output folder, never a path out of it
+    files = {n: name_as_file_name(n.replace(" ", "_"), "network name", args.input) for n in names}
     os.makedirs(args.output_dir, exist_ok=True)
     for n in names:
-        path = draw_network(networks[n], os.path.join(args.output_dir, n.replace(" ", "_")), args.format)
+        path = draw_network(networks[n], os.path.join(args.output_dir, files[n]), args.format)
         print("Drew network '{}' into {}".format(n, path))
     return True
 

@@ -2,7 +2,9 @@
 
 ``create_tar data.csv data.tar`` writes the tar NNC reads: ``index.csv`` (the CSV with every
 cell that names an existing file replaced by ``data/<12-digit number>_<file name>``) and those
-files under ``data/``. ``upload TOKEN data.csv`` (or a ``.tar``) asks the endpoint
+files under ``data/``. A file outside the CSV's folder (an absolute path, ``../``, a symlink
+leading out) is packed only with ``--allow-outside-files``; otherwise the command stops and
+lists them, so that a CSV cannot make it pack and send, say, ``~/.ssh/id_rsa``. ``upload TOKEN data.csv`` (or a ``.tar``) asks the endpoint
 (``-e``, else ``$NNC_ENDPOINT``, else NNC's) for upload credentials at
 ``/v1/misc/credential?encrypted_text=..&dataset_name=..&dataset_size=..`` and PUTs the tar to
 the S3 ``upload_path`` it answers (``s3://bucket/key`` -> ``key/<name>.tar``), signed with AWS
@@ -107,6 +109,14 @@ def _s3_url(bucket, key, region):
     return "https://{}.s3.{}.amazonaws.com/{}".format(bucket, region, quoted)
 
 
+def _outside_message(csvfilename, base, outside):
+    shown = outside[:20] + (["... {} more".format(len(outside) - 20)] if len(outside) > 20 else [])
+    return ("{} names {} file{} outside its folder {}, not packed unless asked for "
+            "(--allow-outside-files): {}".format(
+                csvfilename, len(outside), "" if len(outside) == 1 else "s",
+                os.path.abspath(base or "."), ", ".join(shown)))
+
+
 def _checked_credentials(endpoint, info):
     """The credential answer, refused naming the endpoint unless it is a JSON object with an
     ``s3://bucket/key`` upload path and string keys (a malformed answer would fail deep in the
@@ -131,9 +141,11 @@ def _checked_credentials(endpoint, info):
 class Uploader:
     """nnabla's uploader: CSV -> tar (``convert``) and tar -> NNC (``upload``)."""
 
-    def __init__(self, log, token=None, progress=None):
+    def __init__(self, log, token=None, progress=None, allow_outside_files=False):
         self._log = log
         self._progress = progress or Progress()
+        # files a CSV names outside its own folder are packed only when asked for
+        self.allow_outside_files = allow_outside_files
 
     def createCsvData(self, csvfilename):
         """The CSV's rows with file cells renamed, and {name in tar: path}."""
@@ -142,9 +154,10 @@ class Uploader:
         rows = read_csv_rows(csvfilename)
         if not rows:
             raise CommandError("{}: the CSV file is empty (a dataset needs a header line)".format(csvfilename))
-        data_files, csv_data = {}, []
+        data_files, csv_data, outside = {}, [], []
         self._progress.init(len(rows), "Create CSV")
         base = os.path.dirname(csvfilename)
+        folder = os.path.realpath(base or ".")
         for line, row in enumerate(rows):
             self._progress(1.0)
             if line and len(row) != len(rows[0]):
@@ -155,6 +168,9 @@ class Uploader:
             for item in row:
                 path = item if os.path.isfile(item) else "/".join([base, "/".join(item.split("\\"))])
                 if os.path.isfile(path):
+                    real = os.path.realpath(path)
+                    if os.path.commonpath([folder, real]) != folder:
+                        outside.append(item if item == real else "{} ({})".format(item, real))
                     name = "data/{:012d}_{}".format(len(data_files), os.path.basename(path))
                     data_files[name] = os.path.abspath(path)
                     new_row.append(name)
@@ -162,6 +178,8 @@ class Uploader:
                     new_row.append(item)
             csv_data.append(new_row)
         self._progress.finish()
+        if outside and not self.allow_outside_files:
+            raise CommandError(_outside_message(csvfilename, base, outside))
         return csv_data, data_files
 
     def createTemporaryTar(self, name, csv_data, data_files, tmpdir):
@@ -278,10 +296,16 @@ class Uploader:
             finishCallback(True)
 
 
+def _add_outside_flag(sub):
+    sub.add_argument("--allow-outside-files", action="store_true",
+                     help="also pack files the CSV names outside its own folder (refused otherwise)")
+
+
 def upload_command(args):
     endpoint = args.endpoint or os.getenv("NNC_ENDPOINT", NNC_ENDPOINT)
     name = os.path.splitext(os.path.basename(args.filename))[0]
-    Uploader(log=log, progress=Progress()).upload(args.token, args.filename, name, endpoint=endpoint)
+    Uploader(log=log, progress=Progress(), allow_outside_files=args.allow_outside_files).upload(
+        args.token, args.filename, name, endpoint=endpoint)
     return True
 
 
@@ -292,12 +316,14 @@ def add_upload_command(subparsers):
     sub.add_argument("-e", "--endpoint", help="set endpoint uri", type=str)
     sub.add_argument("token", help="token for upload")
     sub.add_argument("filename", help="filename to upload")
+    _add_outside_flag(sub)
     sub.set_defaults(func=upload_command)
     return sub
 
 
 def create_tar_command(args):
-    Uploader(log=log, progress=Progress()).convert(args.source, args.destination)
+    Uploader(log=log, progress=Progress(), allow_outside_files=args.allow_outside_files).convert(
+        args.source, args.destination)
     return True
 
 
@@ -307,5 +333,6 @@ def add_create_tar_command(subparsers):
                                             "tar for Neural Network Console.")
     sub.add_argument("source", help="CSV dataset")
     sub.add_argument("destination", help="TAR filename")
+    _add_outside_flag(sub)
     sub.set_defaults(func=create_tar_command)
     return sub

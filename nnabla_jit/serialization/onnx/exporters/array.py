@@ -28,7 +28,7 @@ def broadcast(g, n):
 
 @exports("BroadcastTo")
 def broadcast_to(g, n):
-    return g.op("Expand", [g.reshape(n.x, n.op.aligned), g.ints(n.out_shapes[0])])
+    return g.op("Expand", [g.reshape(n.inputs[1], n.op.aligned), g.ints(n.out_shapes[0])])
 
 
 @exports("Tile")

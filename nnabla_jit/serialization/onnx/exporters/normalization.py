@@ -100,12 +100,12 @@ def weight_normalization(g, n):
 
 @exports("NormNormalization")
 def norm_normalization(g, n):
-    """x / (sum over axes of |x|^p + eps)^(1/p)."""
+    """x / max(||x||_p over axes, eps) (no axes: each element its own norm)."""
     p = float(n.args["p"])
     powered = g.op("Pow", [g.op("Abs", [n.x]), g.scalar(p)])
-    total = g.op("Add", [g.reduce("ReduceSum", powered, list(n.op.axes), True),
-                         g.scalar(float(n.args["eps"]))])
-    return g.op("Div", [n.x, g.op("Pow", [total, g.scalar(1.0 / p)])])
+    total = g.reduce("ReduceSum", powered, list(n.op.axes), True) if n.op.axes else powered
+    norm = g.op("Max", [g.op("Pow", [total, g.scalar(1.0 / p)]), g.scalar(float(n.args["eps"]))])
+    return g.op("Div", [n.x, norm])
 
 
 @exports("MeanSubtraction")

@@ -14,11 +14,18 @@ optimizers' parameter lists name the parameter copies.
 import re
 from collections import OrderedDict
 
+from ....serialization.files import FileFormatError
 from ....serialization.proto import nnabla_pb2
 
-__all__ = ["NnpExpander", "expand_loops", "rename_square_bracket"]
+__all__ = ["NnpExpander", "expand_loops", "rename_square_bracket", "MAX_UNROLLED"]
 
 _LOOP_ENDS = ("RepeatStart", "RepeatEnd")
+_LOOP_CONTROL = _LOOP_ENDS + ("Delay", "RecurrentInput", "RecurrentOutput")
+
+#: At most this many functions (and as many variables) come out of unrolling one network: a
+#: file saying ``repeat_info { times: 100000000 }`` is refused before anything is copied. Raise
+#: it for a larger loop.
+MAX_UNROLLED = 100000
 
 
 def _copy_name(name, repeat_id, i):
@@ -39,11 +46,42 @@ def expand_loops(contents, always=False):
     for entry in contents.parameters:
         if entry.name not in known:
             named.parameter.add().variable_name = entry.name   # the expander reads the naming
-    expanded = NnpExpander(named).execute()
+    try:
+        expanded = NnpExpander(named).execute()
+    except UnrollTooLarge as e:
+        raise FileFormatError(contents.source, str(e)) from None
     del expanded.parameter[:]
     expanded.parameter.extend(proto.parameter)
     contents.proto = expanded
     return contents
+
+
+class UnrollTooLarge(ValueError):
+    """Unrolling a network's loops would make more than :data:`MAX_UNROLLED` functions or
+    variables."""
+
+
+def _check_unrolled_size(network):
+    """Refuse ``network`` before unrolling when its loops would copy more than MAX_UNROLLED
+    functions or variables (counts multiply over nested repeats; Python ints, no overflow)."""
+    times = OrderedDict((ri.id, int(ri.times)) for ri in network.repeat_info)
+    for what, items in (("functions", network.function), ("variables", network.variable)):
+        total = 0
+        for item in items:
+            if what == "functions" and item.type in _LOOP_CONTROL:
+                # RepeatStart/End and Delay go, RecurrentInput/Output become one Split/Stack
+                total += item.type.startswith("Recurrent")
+                continue
+            copies = 1
+            for rid in item.repeat_id:
+                copies *= max(times.get(rid, 1), 1)
+            total += copies
+        if total > MAX_UNROLLED:
+            raise UnrollTooLarge("network '{}': its repeats ({}) would unroll to {} {}; at most {} "
+                                 "are unrolled (nnabla_jit.utils.converter.nnabla.expander."
+                                 "MAX_UNROLLED)".format(network.name, ", ".join(
+                                     "'{}' times {}".format(rid, n) for rid, n in times.items()),
+                                     total, what, MAX_UNROLLED))
 
 
 class NnpExpander:
@@ -76,6 +114,7 @@ class NnpExpander:
 
     # ------------------------------------------------------------------------- networks
     def _expand_network(self, network):
+        _check_unrolled_size(network)
         self._parameter_copies = OrderedDict()
         times = OrderedDict((ri.id, ri.times) for ri in network.repeat_info)
         # nnabla's older files name the copies of parameter 'w{r}' as 'w_r_<i>' and hold
@@ -198,7 +237,8 @@ class NnpExpander:
 
 def _topological_order(functions):
     """``functions`` ordered so that a function comes after the producers of its inputs
-    (depth first from each function in file order, consumers visited in file order)."""
+    (depth first from each function in file order, consumers visited in file order). Iterative:
+    an unrolled network thousands of functions deep needs no Python recursion."""
     functions = list(functions)
     readers = {}
     for f in functions:
@@ -206,24 +246,32 @@ def _topological_order(functions):
             readers.setdefault(name, []).append(f)
     state, order = {}, []
 
-    def visit(f):
-        if state.get(f.name) == "done":
-            return
-        if state.get(f.name) == "open":
-            raise ValueError("NnpExpander: the network is not a DAG (function '{}' is in a cycle)"
-                             .format(f.name))
-        state[f.name] = "open"
+    def consumers(f):
         seen = set()
         for out in f.output:
             for g in readers.get(out, []):
                 if id(g) not in seen:
                     seen.add(id(g))
-                    visit(g)
-        state[f.name] = "done"
-        order.append(f)
-    for f in functions:
-        if f.name not in state:
-            visit(f)
+                    yield g
+
+    for start in functions:
+        if start.name in state:
+            continue
+        state[start.name] = "open"
+        stack = [(start, consumers(start))]
+        while stack:
+            f, pending = stack[-1]
+            g = next(pending, None)
+            if g is None:
+                stack.pop()
+                state[f.name] = "done"
+                order.append(f)
+            elif state.get(g.name) == "open":
+                raise ValueError("NnpExpander: the network is not a DAG (function '{}' is in a cycle)"
+                                 .format(g.name))
+            elif g.name not in state:
+                state[g.name] = "open"
+                stack.append((g, consumers(g)))
     order.reverse()
     return order
 

@@ -16,7 +16,7 @@ import os
 import numpy as np
 
 from ....ops.registry import TABLE
-from ....serialization.files import write_bytes
+from ....serialization.files import name_as_file_name, write_bytes
 from . import csrc_text as text
 from .network_info import create_nnabart_info, preprocess_for_exporter
 from .save_variable_buffer import save_variable_buffer
@@ -70,7 +70,9 @@ class CsrcExporter:
         self._parameter_sizes = [int(np.size(v)) for v in nnp.parameters.values()]
         preprocess_for_exporter(self._info, "CSRC")
         info = self._info
-        self._name = info._network_name
+        # the network's name starts every file name: never a path out of the output folder
+        self._name = name_as_file_name(info._network_name, "network name", nnp.contents.source
+                                       if nnp.contents is not None else "the NNP")
         self._prefix = "nnablart_{}".format(self._name.lower())
         self._functions = [_Function(n, f) for n, f in enumerate(info._network.function)]
         self._index_of = {v.name: n for n, v in enumerate(info._network.variable)}

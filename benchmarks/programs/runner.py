@@ -392,8 +392,8 @@ def table(rows):
         agree = "" if r.get("max_rel_diff") is None else "{:.1e} ({:.1e}; {})".format(
             r["max_rel_diff"], r["first_rel_diff"] or 0.0, r["values"])
         spread = "" if r.get("nnabla_spread") is None else "{:.1e}".format(r["nnabla_spread"])
-        lines.append("| `{}` | {} | {} | {} | {} | {} |".format(
-            r["path"], r["status"], agree, spread, _fmt(r["oracle_s_iter"], ".3f"),
+        lines.append("| {} (`{}`) | {} | {} | {} | {} | {} |".format(
+            r["program"], r["path"], r["status"], agree, spread, _fmt(r["oracle_s_iter"], ".3f"),
             _fmt(r["jit_s_iter"], ".3f")))
     return "\n".join(lines)
 

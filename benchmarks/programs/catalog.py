@@ -8,19 +8,22 @@ name has "loss"). ``tol``: the largest relative difference accepted; determinist
 are held to float32 round-off accumulated over the iterations run. ``floor``: relative
 differences are taken against max(|nnabla's value|, floor). ``links``: files of the program's
 folder it opens by a path relative to the working directory (``./learning_rate.yaml``): they
-are linked into the run's working directory.
+are linked into the run's working directory. ``float64_args``: arguments added to run the
+program in float64 on nnabla_jit (``-t double``), a reference both float32 runs are measured
+against (``runner.py --float64``).
 """
 
 
 class Entry:
     def __init__(self, name, path, args=(), data=(), stop="", compare=None, tol=1e-4, floor=1e-3,
                  timing=None, pythonpath=("utils",), setup=(), stdout_series=None, links=(),
-                 note=""):
+                 float64_args=None, note=""):
         self.name, self.path, self.args = name, path, list(args)
         self.data = [(d, {}) if isinstance(d, str) else (d[0], dict(d[1])) for d in data]
         self.stop, self.compare, self.tol, self.floor = stop, compare, tol, floor
         self.timing, self.pythonpath, self.setup = timing, list(pythonpath), list(setup)
         self.stdout_series, self.links, self.note = stdout_series, list(links), note
+        self.float64_args = list(float64_args) if float64_args else None
 
     def key(self):
         return [self.name, self.path, self.args, self.data, self.stop, self.pythonpath,
@@ -47,6 +50,7 @@ PROGRAMS = [
     Entry("quantization-cifar10", "compression/cifar10/quantization/classification.py",
           args=["-c", "cpu", "-i", "6", "-v", "1000", "-b", "50", "-m", "{cwd}/tmp.monitor"],
           data=["cifar10"], stop="Training loss:6",
+          float64_args=["-t", "double"],
           note="binary connect ResNet-23"),
     Entry("wgan-gp", "image-generation/wgan/train.py",
           args=["-c", "cpu", "-b", "16", "-i", "6", "--maps", "16", "--latent", "16",
@@ -71,6 +75,7 @@ PROGRAMS = [
                 "--val_batch_size", "16", "--train_epochs", "3", "--context", "cpu",
                 "--monitor-path", "{cwd}/monitor", "--model_save_path", "{cwd}/model"],
           data=["cifar10_npy"], links=["learning_rate.yaml"], stop="Training loss:3",
+          float64_args=["--type_config", "double"],
           note="TracIn's training run (ResNet-23, momentum SGD, warmup schedule)"),    Entry("word2vec", "language-modeling/word2vec/word_embedding.py",
           args=["-c", "cpu", "-m", "{cwd}/w2v/", "-b", "50", "-i", "1", "-v", "1000", "-mw", "5"],
           data=["ptb"], stop="Training loss:10",
@@ -110,6 +115,7 @@ PROGRAMS = [
           args=["-c", "cpu", "-b", "50", "-i", "4", "-v", "1000", "-s", "1000", "--mixtype", "mixup",
                 "-p", "{cwd}/result"],
           data=["cifar10"], stop="Training loss:4",
+          float64_args=["-t", "double"],
           note="mixed-data learning (mixup, alpha drawn by np.random), image_augmentation and "
                "random_shift replayed; ResNet-18; validates on all 10000 test images first"),    Entry("pggan", "image-generation/pggan/train.py",
           args=["-c", "cpu", "-b", "4", "--img-path", "{cwd}/celeba/img_align_celeba_png",
@@ -142,6 +148,7 @@ PROGRAMS = [
                 "--attr-path", "{cwd}/data/celeba/list_attr_celeba.txt",
                 "--monitor-path", "{cwd}/result", "--model-save-path", "{cwd}/result"],
           data=["celeba_attributes"], stop="generator_loss:6",
+          float64_args=["--type-config", "double"],
           note="StarGAN: WGAN-GP gradient penalty through nn.grad, unlinked variables, "
                "domain labels permuted by np.random; F.rand replayed"),
 ]

@@ -330,6 +330,30 @@ def judge_by_spread(entry, row, oracle, perturbed, perturbation):
                               FIRST_VALUES_TOLERANCE, row["max_rel_diff"], spread, perturbation))
 
 
+def float64_reference(entry, work, corpus, row, timeout=1800):
+    """Run ``entry`` on nnabla_jit in float64 (its ``float64_args``, nnabla's draws replayed)
+    and put into ``row`` how far each float32 run's losses are from it: which side is nearer
+    exact arithmetic, where the two differ beyond round-off."""
+    oracle_dir = os.path.join(work, "oracle", entry.name)
+    with open(os.path.join(oracle_dir, "result.json")) as f:
+        oracle = json.load(f)
+    with open(os.path.join(work, "runs", entry.name, "result.json")) as f:
+        jit = json.load(f)
+    run_dir = os.path.join(work, "runs-float64", entry.name)
+    double_entry = catalog.Entry(entry.name, entry.path, entry.args + entry.float64_args, entry.data,
+                                 entry.stop, entry.compare, entry.tol, entry.floor, entry.timing,
+                                 entry.pythonpath, entry.setup, entry.stdout_series, entry.links)
+    print("  nnabla_jit run in float64 ...", flush=True)
+    ref = run_side(double_entry, "jit", work, corpus, run_dir,
+                   draws=os.path.join(oracle_dir, "draws.npz"), timeout=timeout)
+    with open(os.path.join(run_dir, "result.json"), "w") as f:
+        json.dump(ref, f)
+    if ref["rc"] == 0:
+        row["float64_nnabla"] = agreement(entry, ref["series"], oracle["series"])[0]
+        row["float64_jit"] = agreement(entry, ref["series"], jit["series"])[0]
+    return row
+
+
 def recompute_row(entry, work, row):
     """The row again from the runs kept in ``work`` (for a change of the rules above)."""
     oracle_path = os.path.join(work, "oracle", entry.name, "result.json")
@@ -352,6 +376,9 @@ def recompute_row(entry, work, row):
         with open(perturbed_path) as f:
             perturbed = json.load(f)
         judge_by_spread(entry, new, oracle, perturbed, row.get("perturbation", 1e-6))
+    for key in ("float64_nnabla", "float64_jit"):
+        if key in row:
+            new[key] = row[key]
     return new
 
 
@@ -386,14 +413,17 @@ def _fmt(v, spec):
 
 def table(rows):
     lines = ["| program | status | loss agreement: max rel. diff (first values; values compared) "
-             "| nnabla's own spread | s/iter nnabla 1.39 | s/iter nnabla_jit |",
-             "|---|---|---|---|---:|---:|"]
+             "| nnabla's own spread | from float64: nnabla, nnabla_jit | s/iter nnabla 1.39 "
+             "| s/iter nnabla_jit |",
+             "|---|---|---|---|---|---:|---:|"]
     for r in rows:
         agree = "" if r.get("max_rel_diff") is None else "{:.1e} ({:.1e}; {})".format(
             r["max_rel_diff"], r["first_rel_diff"] or 0.0, r["values"])
         spread = "" if r.get("nnabla_spread") is None else "{:.1e}".format(r["nnabla_spread"])
-        lines.append("| {} (`{}`) | {} | {} | {} | {} | {} |".format(
-            r["program"], r["path"], r["status"], agree, spread, _fmt(r["oracle_s_iter"], ".3f"),
+        ref = "" if r.get("float64_jit") is None else "{:.1e}, {:.1e}".format(
+            r["float64_nnabla"], r["float64_jit"])
+        lines.append("| {} (`{}`) | {} | {} | {} | {} | {} | {} |".format(
+            r["program"], r["path"], r["status"], agree, spread, ref, _fmt(r["oracle_s_iter"], ".3f"),
             _fmt(r["jit_s_iter"], ".3f")))
     return "\n".join(lines)
 
@@ -432,6 +462,9 @@ def main(argv=None):
                    help="for a program whose losses differ beyond its tolerance, run nnabla again "
                         "with its parameters perturbed by EPS (relative) and report that spread "
                         "(0: not)")
+    p.add_argument("--float64", action="store_true",
+                   help="run the named programs (already run) on nnabla_jit in float64 (their "
+                        "float64_args) and measure both float32 runs against it")
     p.add_argument("--dump", action="store_true",
                    help="debugging: both runs save params0.npz and forward0.npz (see program_hook)")
     a = p.parse_args(argv)
@@ -461,7 +494,17 @@ def main(argv=None):
     rows = []
     for e in entries:
         print("{} ({})".format(e.name, e.path), flush=True)
-        row = run_program(e, a.work, corpus, a.fresh_oracle, a.timeout, a.dump, a.sensitivity)
+        row_path = os.path.join(rows_dir, e.name + ".json")
+        if a.float64:   # the reference run only, beside the kept runs of both sides
+            if not (e.float64_args and os.path.exists(row_path)):
+                continue
+            with open(row_path) as f:
+                row = recompute_row(e, a.work, json.load(f))
+            if row.get("max_rel_diff") is None:
+                continue
+            float64_reference(e, a.work, corpus, row, a.timeout)
+        else:
+            row = run_program(e, a.work, corpus, a.fresh_oracle, a.timeout, a.dump, a.sensitivity)
         rows.append(row)
         os.makedirs(rows_dir, exist_ok=True)
         with open(os.path.join(rows_dir, e.name + ".json.tmp"), "w") as f:

@@ -337,8 +337,7 @@ def float64_reference(entry, work, corpus, row, timeout=1800):
     oracle_dir = os.path.join(work, "oracle", entry.name)
     with open(os.path.join(oracle_dir, "result.json")) as f:
         oracle = json.load(f)
-    with open(os.path.join(work, "runs", entry.name, "result.json")) as f:
-        jit = json.load(f)
+    jit = load_jit_run(entry, work)
     run_dir = os.path.join(work, "runs-float64", entry.name)
     double_entry = catalog.Entry(entry.name, entry.path, entry.args + entry.float64_args, entry.data,
                                  entry.stop, entry.compare, entry.tol, entry.floor, entry.timing,
@@ -354,21 +353,27 @@ def float64_reference(entry, work, corpus, row, timeout=1800):
     return row
 
 
+def load_jit_run(entry, work):
+    """nnabla_jit's kept run of ``entry`` (exit status, series), or None."""
+    run_dir = os.path.join(work, "runs", entry.name)
+    if os.path.exists(os.path.join(run_dir, "result.json")):
+        with open(os.path.join(run_dir, "result.json")) as f:
+            return json.load(f)
+    if os.path.exists(os.path.join(run_dir, "log.txt")):   # a run by an older runner
+        with open(os.path.join(run_dir, "log.txt"), errors="replace") as f:
+            return {"rc": 0, "series": read_series(run_dir, entry, f.read()), "tail": ""}
+    return None
+
+
 def recompute_row(entry, work, row):
     """The row again from the runs kept in ``work`` (for a change of the rules above)."""
     oracle_path = os.path.join(work, "oracle", entry.name, "result.json")
-    run_dir = os.path.join(work, "runs", entry.name)
     if row.get("oracle_rc") != 0 or row.get("jit_rc") != 0 or not os.path.exists(oracle_path):
         return row
     with open(oracle_path) as f:
         oracle = json.load(f)
-    if os.path.exists(os.path.join(run_dir, "result.json")):
-        with open(os.path.join(run_dir, "result.json")) as f:
-            jit = json.load(f)
-    elif os.path.exists(os.path.join(run_dir, "log.txt")):   # a run by an older runner
-        with open(os.path.join(run_dir, "log.txt"), errors="replace") as f:
-            jit = {"rc": 0, "series": read_series(run_dir, entry, f.read()), "tail": ""}
-    else:
+    jit = load_jit_run(entry, work)
+    if jit is None:
         return row
     new = compare_runs(entry, oracle, jit)
     perturbed_path = os.path.join(work, "oracle-perturbed", entry.name, "result.json")

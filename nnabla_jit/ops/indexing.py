@@ -227,6 +227,8 @@ class GatherNd(Op):
         m = indices[0]
         if m > len(x):
             self.fail("indices of shape {} index {} dimensions of x of shape {}", indices, m, x)
+        if m == 0:
+            self.fail("indices of shape {} hold no index rows (M = 0)", indices)
         self.index_shape = tuple(x[:m])
         self.block = prod(x[m:])
         rows = prod(indices[1:])
@@ -501,9 +503,9 @@ class Unique(Op):
     data_dependent = True
 
     def setup(self, x):
-        if not self.flatten:
-            if self.axis is None:
-                self.fail("axis is required when flatten is False")
+        if not self.flatten and self.axis is None:
+            self.fail("axis is required when flatten is False")
+        if self.axis is not None:   # nnabla checks the axis with flatten=True too
             self.axis = normalize_axis(self, self.axis, len(x))
         self.n_inverse = prod(x) if self.flatten else x[self.axis]
         self.input_shape = tuple(x)

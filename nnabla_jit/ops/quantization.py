@@ -379,6 +379,8 @@ class MinMaxQuantize(Op):
         if any(q != qs[0] for q in qs):
             self.fail("qr_min {}, qr_max {}, ql_min {} and ql_max {} must have the same shape",
                       *qs)
+        if self.x_min_max and len(qs[0]) != len(x):   # nnabla reduces x into them axis by axis
+            self.fail("with x_min_max, qr_min {} must have as many dimensions as x {}", qs[0], tuple(x))
         self.qindex = broadcast_index(self, "qr_min", qs[0], tuple(x))
         padded = (1,) * (len(x) - len(qs[0])) + qs[0]
         self.stat_axes = tuple(a for a, s in enumerate(padded) if s == 1)
@@ -421,6 +423,9 @@ def check_quantization_params(op, x, scale, zero_point):
     if not len(x) == len(scale) == len(zero_point):
         op.fail("x {}, scale {} and zero_point {} must have the same number of dimensions",
                 x, scale, zero_point)
+    for name, p in (("scale", scale), ("zero_point", zero_point)):
+        if any(n == 0 and m != 0 for n, m in zip(x, p)):   # nnabla broadcasts no axis onto size 0
+            op.fail("{} {} cannot broadcast to x {}, which has an empty axis", name, tuple(p), tuple(x))
     return (broadcast_index(op, "scale", tuple(scale), tuple(x)),
             broadcast_index(op, "zero_point", tuple(zero_point), tuple(x)))
 

@@ -25,7 +25,7 @@ from numba import njit, prange
 from .common import integer_indices, normalize_axis
 from .elementwise import ElementwiseOp, elementwise
 from .kernels import parallel_kernel
-from .registry import NoGradient, Op, accumulate, register
+from .registry import Op, accumulate, register
 
 
 # ------------------------------------------------------------------ backward kernels
@@ -104,8 +104,7 @@ def bool_scatter_backward(op, inputs, outputs, output_grads, input_grads, propag
 
 
 def sort_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
-    if op.only_index:
-        raise NoGradient("Sort: only_index=True outputs indices, which have no gradient")
+    # only_index=True: the index output's gradient is unsorted as the values' would be (nnabla)
     if propagate_down[0]:
         unsort_lines(output_grads[0].reshape(op.shape3), op.order(inputs[0]),
                             input_grads[0].reshape(op.shape3), accum[0])

@@ -613,18 +613,75 @@ class Sort(Op):
         return True
 
 
+# nnabla selects the top k with a binary heap (libstdc++'s make_heap / pop_heap / push_heap /
+# sort_heap over (key, position) pairs, the smallest key on top); which of equal values it keeps,
+# and their order, follow from that heap, so these loops take the same steps.
+@njit(cache=True)
+def _heap_sift_up(keys, pos, hole, top, key, p):
+    """Move the hole up towards ``top`` while its parent's key is larger, then put (key, p) there."""
+    parent = (hole - 1) // 2
+    while hole > top and keys[parent] > key:
+        keys[hole], pos[hole] = keys[parent], pos[parent]
+        hole = parent
+        parent = (hole - 1) // 2
+    keys[hole], pos[hole] = key, p
+
+
+@njit(cache=True)
+def _heap_adjust(keys, pos, hole, length, key, p):
+    """Move the hole down to a leaf along the smaller child, then sift (key, p) up from there."""
+    top = hole
+    child = hole
+    while child < (length - 1) // 2:
+        child = 2 * (child + 1)
+        if keys[child] > keys[child - 1]:
+            child -= 1
+        keys[hole], pos[hole] = keys[child], pos[child]
+        hole = child
+    if length % 2 == 0 and child == (length - 2) // 2:
+        child = 2 * (child + 1)
+        keys[hole], pos[hole] = keys[child - 1], pos[child - 1]
+        hole = child - 1
+    _heap_sift_up(keys, pos, hole, top, key, p)
+
+
+@njit(cache=True)
+def _heap_pop_to(keys, pos, length, result):
+    """The top entry goes to ``result``; the entry that was there is re-inserted in [0, length)."""
+    key, p = keys[result], pos[result]
+    keys[result], pos[result] = keys[0], pos[0]
+    _heap_adjust(keys, pos, 0, length, key, p)
+
+
 @njit(cache=True)
 def top_k_rows(x2, k, by_abs, largest, index):
     """index[n] = the k positions of row x2[n] with the largest (or smallest) values or
-    magnitudes, best first; ties keep the lower position first."""
+    magnitudes, best first, chosen and ordered among equal values as nnabla's heap does."""
+    keys = np.empty(k, x2.dtype)
+    pos = np.empty(k, np.int64)
     for n in range(x2.shape[0]):
-        keys = np.empty(x2.shape[1], x2.dtype)
-        for s in range(x2.shape[1]):
+        for s in range(k):
             v = abs(x2[n, s]) if by_abs else x2[n, s]
-            keys[s] = -v if largest else v
-        order = np.argsort(keys, kind="mergesort")
+            keys[s], pos[s] = (v if largest else -v), s
+        if k > 1:
+            parent = (k - 2) // 2
+            while True:
+                _heap_adjust(keys, pos, parent, k, keys[parent], pos[parent])
+                if parent == 0:
+                    break
+                parent -= 1
+        for s in range(k, x2.shape[1]):
+            v = abs(x2[n, s]) if by_abs else x2[n, s]
+            v = v if largest else -v
+            if v > keys[0]:
+                if k > 1:
+                    _heap_pop_to(keys, pos, k - 1, k - 1)
+                keys[k - 1], pos[k - 1] = v, s
+                _heap_sift_up(keys, pos, k - 1, 0, v, s)
+        for last in range(k - 1, 0, -1):
+            _heap_pop_to(keys, pos, last, last)
         for j in range(k):
-            index[n, j] = order[j]
+            index[n, j] = pos[j]
 
 
 class _TopK(Op):

@@ -138,11 +138,13 @@ _SINGLES = [
     (("gather_nd",), ("indices.dim0=0",), "error-type*", "indices with no index rows (M = 0)", INTENDED,
      "nnabla raises IndexError from a C++ range check (it reads index -1 of a vector); nnabla_jit "
      "raises its OpValueError naming the indices"),
-    (("group_normalization", "instance_normalization"), ("batch_axis=(-1,)", "batch_axis=(2, 0)"), "*values*",
-     "a batch axis after the channel axis", NOT_YET,
-     "nnabla computes other statistics (not yet understood); nnabla_jit normalizes over the axes "
-     "that are neither batch nor channel"),
-    (("instance_normalization", "tensor_normalization"), ("x.last=1",), "gradvalues*",
+    (("group_normalization",), ("batch_axis=(-1,)", "batch_axis=(2, 0)"), "*values*",
+     "a batch axis after the channel axis", NNABLA_BUG,
+     "nnabla reshapes x to (..., num_groups, C / num_groups, ...) and passes batch_axis unshifted to "
+     "its InstanceNormalization, so a batch axis after the channel axis names the axis before it "
+     "(batch_axis=(2,) of (N, C, L) keeps each channel and normalizes over N and L, without groups); "
+     "nnabla_jit keeps the axis named"),
+    (("instance_normalization", "tensor_normalization"), ("x.last=1", "batch_axis=(2, 0)"), "gradvalues*",
      "gradients where a statistic is taken over one element", INTENDED,
      "the variance is 0 and the gradient 0; nnabla's rounding error (1e-4) is scaled up by 1/sqrt(eps)"),
 ]

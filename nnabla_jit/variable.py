@@ -320,6 +320,9 @@ class Variable(Operators):
     def forward(self, clear_buffer=False, clear_no_need_grad=False,
                 function_pre_hook=None, function_post_hook=None):
         """Compute this variable from the graph's roots."""
+        if self._parent is None:   # as nnabla: a leaf holds its data; nothing computes it
+            raise RuntimeError("Variable.forward: the variable of shape {} has no parent (no function "
+                               "computes it)".format(self.shape))
         graph.forward([self], clear_buffer, clear_no_need_grad, function_pre_hook, function_post_hook)
 
     def backward(self, grad=1, clear_buffer=False, communicator_callbacks=None,
@@ -329,14 +332,10 @@ class Variable(Operators):
                        function_pre_hook, function_post_hook)
 
     def no_grad(self):
-        """Set need_grad=False on every variable upstream of this one; return self."""
-        for func in graph.upstream_functions([self]):
-            for v in list(func.inputs) + list(func.outputs):
-                if v is not None:
-                    v._need_grad = False
-        self._need_grad = False
-        graph.graph_changed()
-        return self
+        """The copy of this variable in a copy of its graph, as nnabla 1.39 returns it: new leaves
+        sharing the data, fresh functions; need_grad flags as they were (nnabla's answer)."""
+        from .function import copy_network   # function.py imports this module
+        return copy_network(self)
 
     def bool_fill_(self, mask, value):
         """Fill with ``value`` where ``mask`` is non-zero, in place; return the new variable."""

@@ -304,8 +304,10 @@ def test_ndarray_cast_data_ptr_and_modification_count():
     assert isinstance(out, np.ndarray) and out.dtype == np.int32 and a.dtype == np.int32
     assert a.cast(np.float32, nn.get_current_context()) is None and a.dtype == np.float32
     assert a.modification_count == 1
-    ptr = a.data_ptr(np.float32)
+    ptr = a.data_ptr(np.float32, nn.get_current_context())
     assert ptr == a.data.ctypes.data
+    with pytest.raises(RuntimeError, match="ctx=None"):   # as nnabla 1.39 without a context
+        a.data_ptr(np.float32)
     a.clear()
     assert a.modification_count == 0
 

@@ -209,11 +209,28 @@ def test_clear_all_graph_links():
     assert y.parent is None
 
 
-def test_no_grad_method():
-    x = nn.Variable.from_numpy_array(np.ones((2, 2)), need_grad=True)
+def test_no_grad_method_copies_the_network_as_nnabla():
+    # nnabla 1.39 (recorded): a copy of the graph on new leaves sharing the data; the flags stay
+    x = nn.Variable.from_numpy_array(np.arange(4.0).reshape(2, 2), need_grad=True)
     w = nn.Variable.from_numpy_array(np.ones((2, 2)), need_grad=True)
-    y = F.affine(x, w).no_grad()
-    assert not y.need_grad and not w.need_grad
+    y = F.sin(x) * w
+    z = y.no_grad()
+    assert z is not y and z.parent is not y.parent and z.parent.name == "Mul2"
+    assert z.need_grad and y.need_grad and x.need_grad and w.need_grad
+    sin_input = z.parent.inputs[0].parent.inputs[0]
+    assert sin_input is not x and sin_input.need_grad
+    x.d = np.arange(4.0).reshape(2, 2) + 1   # the copy reads the shared data
+    z.forward()
+    np.testing.assert_allclose(z.d, np.sin(np.arange(4.0).reshape(2, 2) + 1), rtol=1e-6)
+    leaf = x.no_grad()
+    assert leaf is not x and leaf.parent is None and leaf.need_grad
+    np.testing.assert_array_equal(leaf.d, x.d)
+
+
+def test_forward_of_a_leaf_raises_as_nnabla():
+    x = nn.Variable.from_numpy_array(np.ones((2, 2)))
+    with pytest.raises(RuntimeError, match="has no parent"):
+        x.forward()
 
 
 def test_bool_fill_():

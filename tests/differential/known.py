@@ -179,19 +179,9 @@ KNOWN_METHODS = [
     Known(("Variable", "NdArray"), ("* < *", "* <= *", "* > *", "* >= *", "absV", "absA"), ("no-error*",),
           "<, <=, >, >= and abs()", INTENDED,
           "nnabla raises TypeError; nnabla_jit builds F.less, ..., F.abs (elementwise)"),
-    Known(("NdArray",), ("A *= A2", "A /= A2"), ("value*",), "*= and /= between NdArrays", NOT_YET,
-          "nnabla returns a new NdArray (only += and -= write in place); nnabla_jit writes in place"),
-    Known(("Variable",), ("Variable.no_grad",), ("value*",), "Variable.no_grad()", NOT_YET,
-          "nnabla rebuilds the network without gradients and returns the copy's output (for a leaf, "
-          "a new Variable sharing the data); nnabla_jit clears need_grad upstream and returns self"),
-    Known(("Variable",), ("Variable.forward leaf", "Variable.bool_fill_", "Variable.masked_fill_"),
-          ("no-error*",), "forward() of a variable without parent", NOT_YET,
-          "nnabla raises RuntimeError; nnabla_jit does nothing"),
     Known(("Variable",), ("Variable setitem *",), ("value*",), "item assignment on a Variable",
           NOT_YET, "nnabla makes the variable the output of a ScatterNd node, computed at the next "
                    "forward; nnabla_jit writes the values at once"),
-    Known(("NdArray",), ("NdArray.data_ptr",), ("no-error*",), "NdArray.data_ptr(dtype)", NOT_YET,
-          "nnabla raises RuntimeError without a context; nnabla_jit returns the address"),
 ]
 
 

@@ -368,15 +368,27 @@ class Variable(Operators):
         return _F()._getitem(self, key)
 
     def __setitem__(self, key, value):
-        """``x[key] = value`` stores ``value`` (a Variable's or NdArray's data, an array or a
-        number) into this variable's data now, as nnabla does for a leaf."""
-        if isinstance(value, Variable):
-            value = value.d
-        elif isinstance(value, NdArray):
-            value = value.data
-        if isinstance(key, (Variable, NdArray)):
-            key = key.d if isinstance(key, Variable) else key.data
-        self.d[key] = value
+        """``x[key] = value`` as nnabla 1.39: x becomes the output of a ScatterNd node writing
+        ``value`` (a Variable, NdArray, array or number) at the positions ``key`` selects into x's
+        previous value; the next forward computes it (at once under auto_forward)."""
+        _F()._setitem(self, key, value)
+
+    def _hand_over(self):
+        """A new Variable that takes this one's place in the graph (its buffers, parent and
+        need_grad); this one is left a leaf holding a copy of the data, for a new function to
+        make it its output (``x[key] = value``)."""
+        old = Variable(self.shape, self._need_grad)
+        old._body, old._parent, old._rank = self._body, self._parent, self._rank
+        if self._parent is not None:
+            node = self._parent
+            node._outputs = [weakref.ref(old) if r() is self else r for r in node._outputs]
+        data = self._body.data
+        self._body = VariableBody(self.shape, data.dtype)
+        if data.holds_values:
+            self._body.data.copy_from(data)
+        self._parent = None
+        graph.graph_changed()
+        return old
 
 
 def _infer_shape(shape, size, old_shape):

@@ -227,6 +227,30 @@ def test_no_grad_method_copies_the_network_as_nnabla():
     np.testing.assert_array_equal(leaf.d, x.d)
 
 
+def test_setitem_builds_a_scatter_that_the_next_forward_runs_as_nnabla():
+    # nnabla 1.39 (recorded): the old values until a forward, then the assigned ones
+    x = np.arange(6.0).reshape(2, 3)
+    for key, value, expected in ((0, 7.0, [7, 7, 7, 3, 4, 5]), ((slice(None), 1), np.array([8.0, 9.0]), [0, 8, 2, 3, 9, 5]),
+                                 ((0, 1), 5.0, [0, 5, 2, 3, 4, 5]), (np.array([True, False]), 4.0, [4, 4, 4, 3, 4, 5])):
+        v = nn.Variable.from_numpy_array(x, need_grad=True)
+        v[key] = value
+        assert v.parent.name == "ScatterNd"
+        np.testing.assert_array_equal(v.d.ravel(), x.ravel())
+        v.forward()
+        np.testing.assert_array_equal(v.d.ravel(), expected)
+    v = nn.Variable.from_numpy_array(x)
+    v[1] = nn.Variable.from_numpy_array(np.array([1.0, 2.0, 3.0]))
+    v.forward()
+    np.testing.assert_array_equal(v.d.ravel(), [0, 1, 2, 1, 2, 3])
+    leaf = nn.Variable.from_numpy_array(x)
+    y = F.identity(leaf)   # a computed variable: its function's output moves to the scatter's input
+    y[0] = 1.0
+    assert y.parent.name == "ScatterNd" and y.parent.inputs[2].parent.name == "Identity"
+    y.forward()
+    np.testing.assert_array_equal(y.d.ravel(), [1, 1, 1, 3, 4, 5])
+    np.testing.assert_array_equal(leaf.d, x)
+
+
 def test_forward_of_a_leaf_raises_as_nnabla():
     x = nn.Variable.from_numpy_array(np.ones((2, 2)))
     with pytest.raises(RuntimeError, match="has no parent"):

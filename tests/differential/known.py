@@ -179,9 +179,6 @@ KNOWN_METHODS = [
     Known(("Variable", "NdArray"), ("* < *", "* <= *", "* > *", "* >= *", "absV", "absA"), ("no-error*",),
           "<, <=, >, >= and abs()", INTENDED,
           "nnabla raises TypeError; nnabla_jit builds F.less, ..., F.abs (elementwise)"),
-    Known(("Variable",), ("Variable setitem *",), ("value*",), "item assignment on a Variable",
-          NOT_YET, "nnabla makes the variable the output of a ScatterNd node, computed at the next "
-                   "forward; nnabla_jit writes the values at once"),
 ]
 
 

@@ -18,6 +18,7 @@ from ..ops.convolution_variants import (_corners as cpu_corners, correlation_at 
                                         separable_at as cpu_separable_at)
 from . import blas, device, reduction
 from .convolution import _Launch, _zero_unless_accum
+from .device import unravel3
 from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
@@ -33,10 +34,8 @@ def separable_kernel(x, kv, kh, y):
     i = cuda.grid(1)
     if i < y.size:
         C, Ho, Wo = y.shape[1], y.shape[2], y.shape[3]
-        w = i % Wo
-        h = (i // Wo) % Ho
-        c = (i // (Wo * Ho)) % C
-        n = i // (Wo * Ho * C)
+        n, c, hw = unravel3(i, C, Ho * Wo)
+        _, h, w = unravel3(hw, Ho, Wo)
         y[n, c, h, w] = separable_at(x, kv, kh, n, c, h, w)
 
 
@@ -48,10 +47,8 @@ def separable_input_grad_kernel(kv, kh, dy, dx, accum):
     if i < dx.size:
         C, H, W = dx.shape[1], dx.shape[2], dx.shape[3]
         Ho, Wo = dy.shape[2], dy.shape[3]
-        q = i % W
-        p = (i // W) % H
-        c = (i // (W * H)) % C
-        n = i // (W * H * C)
+        n, c, pq = unravel3(i, C, H * W)
+        _, p, q = unravel3(pq, H, W)
         acc = 0.0
         for a in range(kv.shape[1]):
             h = p - a
@@ -75,10 +72,8 @@ def separable_kernel_grad_kernel(x, other, dy, dk, vertical, accum):
     i = cuda.grid(1)
     if i < dk.size:
         T, Ho, Wo = dk.shape[1], dk.shape[2], dk.shape[3]
-        w = i % Wo
-        h = (i // Wo) % Ho
-        t = (i // (Wo * Ho)) % T
-        n = i // (Wo * Ho * T)
+        n, t, hw = unravel3(i, T, Ho * Wo)
+        _, h, w = unravel3(hw, Ho, Wo)
         acc = 0.0
         for c in range(x.shape[1]):
             g = dy[n, c, h, w]
@@ -115,11 +110,8 @@ def correlation_kernel(x1, x2, y, patch, shift, patch_step, shift_step, top, lef
     i = cuda.grid(1)
     if i < y.size:
         Ho, Wo, Cy, Cx = y.shape[1], y.shape[2], y.shape[3], y.shape[4]
-        ix = i % Cx
-        iy = (i // Cx) % Cy
-        wo = (i // (Cx * Cy)) % Wo
-        ho = (i // (Cx * Cy * Wo)) % Ho
-        n = i // (Cx * Cy * Wo * Ho)
+        n, ho, rest = unravel3(i, Ho, Wo * Cy * Cx)
+        wo, iy, ix = unravel3(rest, Cy, Cx)
         y[n, ho, wo, iy, ix] = correlation_at(x1, x2, n, ho, wo, iy, ix, patch, shift,
                                               patch_step, shift_step, top, left)
 
@@ -134,10 +126,8 @@ def correlation_grad_kernel(partner, dy, dx, patch, shift, patch_step, shift_ste
     if i < dx.size:
         H, W, C = dx.shape[1], dx.shape[2], dx.shape[3]
         Ho, Wo, Cy, Cx = dy.shape[1], dy.shape[2], dy.shape[3], dy.shape[4]
-        c = i % C
-        p = (i // C) % W
-        q = (i // (C * W)) % H
-        n = i // (C * W * H)
+        n, q, pc = unravel3(i, H, W * C)
+        _, p, c = unravel3(pc, W, C)
         acc = 0.0
         for iy in range(Cy):
             sy = iy * shift_step[0] - shift[0]
@@ -196,10 +186,7 @@ def deformable_tap(i, geom, n_batch, channels, dg):
     H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw = geom
     K, O = KH * KW, OH * OW
     HW = H * W
-    r = i // (n_batch * O)
-    bo = i - r * (n_batch * O)
-    b = bo // O
-    o = bo - b * O
+    r, b, o = unravel3(i, n_batch, O)
     c = r // K
     k = r - c * K
     g = c // (channels // dg)

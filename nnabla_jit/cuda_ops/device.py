@@ -650,6 +650,11 @@ def broadcast_strides(shape, out_shape):
 
 
 # ---------------------------------------------------------------------------- kernels
+# Which element a one-thread-per-element kernel handles: (outer, row, col) of its flat index
+# over (outer, rows, inner), the rule of ops/common.py, for every kernel of this package.
+unravel3 = device_function(common.unravel3.py_func)
+
+
 @device_function
 def flat_offset(i, shape, strides):
     """The element offset of the C-order position ``i`` over ``shape`` in an array with

@@ -17,6 +17,7 @@ from numba import float64
 
 from ..ops import geometric as cpu_geometric
 from . import blas, device
+from .device import unravel3
 from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
@@ -37,9 +38,7 @@ def coordinates_kernel(grid, from_flow, width, sizes, pixel_units, align_corners
     i = cuda.grid(1)
     if i < coords.size:
         n_out, nd = coords.shape[1], coords.shape[2]
-        b = i // (n_out * nd)
-        o = (i // nd) % n_out
-        d = i % nd
+        b, o, d = unravel3(i, n_out, nd)
         if from_flow:
             g = grid[b, d, o] + (o % width if d == 0 else o // width)
         else:
@@ -55,9 +54,7 @@ def warp_kernel(x, coords, sizes, strides, nearest, y):
     i = cuda.grid(1)
     if i < y.size:
         channels, n_out = y.shape[1], y.shape[2]
-        b = i // (channels * n_out)
-        c = (i // n_out) % channels
-        o = i % n_out
+        b, c, o = unravel3(i, channels, n_out)
         nd = coords.shape[2]
         acc = float64(0.0)
         for k in range(1 if nearest else 1 << nd):
@@ -202,10 +199,8 @@ def gather_corners_kernel(x, coords, sizes, strides, nearest, corners):
     t = cuda.grid(1)
     channels, n_out, n_corners = corners.shape[1], corners.shape[2], corners.shape[3]
     if t < corners.size:
-        b = t // (channels * n_out * n_corners)
-        c = (t // (n_out * n_corners)) % channels
-        o = (t // n_corners) % n_out
-        k = t % n_corners
+        b, c, ok = unravel3(t, channels, n_out * n_corners)
+        _, o, k = unravel3(ok, n_out, n_corners)
         flat, _ = corner(coords, sizes, strides, b, o, k, coords.shape[2], nearest)
         corners[b, c, o, k] = x[b, c, flat] if flat >= 0 else 0.0
 
@@ -215,9 +210,7 @@ def floor_kernel(coords, base):
     i = cuda.grid(1)
     if i < base.size:
         n_out, nd = base.shape[1], base.shape[2]
-        b = i // (n_out * nd)
-        o = (i // nd) % n_out
-        d = i % nd
+        b, o, d = unravel3(i, n_out, nd)
         base[b, o, d] = math.floor(coords[b, o, d])
 
 
@@ -227,10 +220,8 @@ def scatter_corners_kernel(dcorners, coords, sizes, strides, nearest, dx):
     t = cuda.grid(1)
     channels, n_out, n_corners = dcorners.shape[1], dcorners.shape[2], dcorners.shape[3]
     if t < dcorners.size:
-        b = t // (channels * n_out * n_corners)
-        c = (t // (n_out * n_corners)) % channels
-        o = (t // n_corners) % n_out
-        k = t % n_corners
+        b, c, ok = unravel3(t, channels, n_out * n_corners)
+        _, o, k = unravel3(ok, n_out, n_corners)
         flat, _ = corner(coords, sizes, strides, b, o, k, coords.shape[2], nearest)
         if flat >= 0:
             cuda.atomic.add(dx, (b, c, flat), dcorners[b, c, o, k])

@@ -16,6 +16,7 @@ import numpy as np
 from numba import float64
 
 from . import blas, device
+from .device import unravel3
 from .registry import backward, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
@@ -119,9 +120,7 @@ def scaled_transpose_kernel(m, dy, y, what, dx, accum):
     i = cuda.grid(1)
     n = dx.shape[1]
     if i < dx.size:
-        b = i // (n * n)
-        r = (i // n) % n
-        c = i % n
+        b, r, c = unravel3(i, n, n)
         if what == INVERSE:
             s = -1.0
         elif what == DET:
@@ -141,9 +140,7 @@ def phi_kernel(p):
     i = cuda.grid(1)
     n = p.shape[1]
     if i < p.size:
-        b = i // (n * n)
-        r = (i // n) % n
-        c = i % n
+        b, r, c = unravel3(i, n, n)
         if c > r:
             p[b, r, c] = 0.0
         elif c == r:
@@ -156,9 +153,7 @@ def symmetric_part_kernel(s, dx, accum):
     i = cuda.grid(1)
     n = dx.shape[1]
     if i < dx.size:
-        b = i // (n * n)
-        r = (i // n) % n
-        c = i % n
+        b, r, c = unravel3(i, n, n)
         v = 0.5 * (s[b, r, c] + s[b, c, r])
         if accum:
             dx[b, r, c] += v
@@ -173,9 +168,7 @@ def diagonal_kernel(x2, y3, to_matrix, accum):
     t = cuda.grid(1)
     n = y3.shape[1]
     if t < y3.size:
-        b = t // (n * n)
-        i = (t // n) % n
-        j = t % n
+        b, i, j = unravel3(t, n, n)
         if to_matrix:
             v = x2[b, i] if i == j else 0.0
             if accum:
@@ -205,9 +198,7 @@ def triangle_kernel(x3, y3, k, upper, accum):
     t = cuda.grid(1)
     rows, cols = y3.shape[1], y3.shape[2]
     if t < y3.size:
-        b = t // (rows * cols)
-        i = (t // cols) % rows
-        j = t % cols
+        b, i, j = unravel3(t, rows, cols)
         keep = j - i >= k if upper else j - i <= k
         if accum:
             if keep:

@@ -7,6 +7,7 @@ import math
 
 from ..ops.common import label_of as cpu_label_of
 from . import device
+from .device import unravel3
 from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
@@ -54,10 +55,7 @@ def softmax_cross_entropy_backward_kernel(prob3, t3, dy, dx3, accum):
     r = cuda.grid(1)
     n_outer, n_class, n_inner = prob3.shape
     if r < prob3.size:
-        o = r // (n_class * n_inner)
-        rest = r - o * n_class * n_inner
-        c = rest // n_inner
-        i = rest - c * n_inner
+        o, c, i = unravel3(r, n_class, n_inner)
         k = label_of(t3, o, i, n_class)
         g = dy[o * n_inner + i] if k >= 0 else 0.0
         v = g * (prob3[o, c, i] - (1.0 if c == k else 0.0))
@@ -108,10 +106,7 @@ def categorical_cross_entropy_backward_kernel(x3, t3, dy, dx3, accum):
     r = cuda.grid(1)
     n_outer, n_class, n_inner = x3.shape
     if r < x3.size:
-        o = r // (n_class * n_inner)
-        rest = r - o * n_class * n_inner
-        c = rest // n_inner
-        i = rest - c * n_inner
+        o, c, i = unravel3(r, n_class, n_inner)
         k = label_of(t3, o, i, n_class)
         v = -dy[o * n_inner + i] / x3[o, c, i] if c == k else 0.0
         if accum:

@@ -15,6 +15,7 @@ from numba import float64
 
 from ..ops import recurrent as cpu_cells
 from . import blas, device
+from .device import unravel3
 from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
@@ -91,9 +92,7 @@ def copy3_kernel(src, dst):
     i = cuda.grid(1)
     rows, cols = dst.shape[1], dst.shape[2]
     if i < dst.shape[0] * rows * cols:
-        t = i // (rows * cols)
-        b = (i // cols) % rows
-        k = i % cols
+        t, b, k = unravel3(i, rows, cols)
         dst[t, b, k] = src[t, b, k]
 
 

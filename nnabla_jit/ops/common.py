@@ -79,6 +79,15 @@ def sum_to_shape(g, dst, accum):
         dst[...] = g
 
 
+@njit(cache=True, inline="always")
+def unravel3(i, rows, inner):
+    """(outer, row, col) of flat position ``i`` of a C-order (outer, rows, inner) array: which
+    element a task of a flattened loop handles. Every one-thread-per-element CUDA kernel that
+    names its element's coordinates does it with this rule (``cuda_ops/device.py`` compiles its
+    py_func); with four axes, the last part is split again."""
+    return i // (rows * inner), (i // inner) % rows, i % inner
+
+
 @njit(cache=True)
 def label_of(t3, o, i, n_classes):
     """The class index at (o, i), a float label truncated toward zero as nnabla's C++ cast does

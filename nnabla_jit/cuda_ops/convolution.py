@@ -59,6 +59,17 @@ def element_of(i, channels, n_positions, channel_last):
     return b, c, p
 
 
+@device_function
+def write_init(out, i, v, init, bias, channel):
+    """out[i] = v added to out[i] (INIT_ADD), to zero, or to bias[channel] (INIT_BIAS)."""
+    if init == INIT_ADD:
+        out[i] += v
+    elif init == INIT_BIAS:
+        out[i] = v + bias[channel]
+    else:
+        out[i] = v
+
+
 @kernel
 def im2col_kernel(img, col, n_batch, channels, group, channel_last, img_sp, map_sp,
                   kernel_shape, stride, pad, dilation, n_img, n_map, n_taps):
@@ -108,12 +119,7 @@ def col2im_kernel(col, img, bias, init, n_batch, channels, group, channel_last, 
                 step *= map_sp[d]
             if valid:
                 acc += col[col_row(c, k, n_taps, channels // group, channel_last), b * n_map + o]
-        if init == INIT_ADD:
-            img[i] += acc
-        elif init == INIT_BIAS:
-            img[i] = acc + bias[c]
-        else:
-            img[i] = acc
+        write_init(img, i, acc, init, bias, c)
 
 
 @kernel
@@ -122,13 +128,7 @@ def rows_to_map_kernel(rows, mp, bias, init, n_map, channel_last):
     i = cuda.grid(1)
     if i < mp.size:
         b, m, o = element_of(i, rows.shape[0], n_map, channel_last)
-        v = rows[m, b * n_map + o]
-        if init == INIT_ADD:
-            mp[i] += v
-        elif init == INIT_BIAS:
-            mp[i] = v + bias[m]
-        else:
-            mp[i] = v
+        write_init(mp, i, rows[m, b * n_map + o], init, bias, m)
 
 
 @kernel

@@ -18,7 +18,7 @@ from ..ops.convolution_variants import (_corners as cpu_corners, correlation_at 
                                         separable_at as cpu_separable_at)
 from . import blas, device, reduction
 from .convolution import _Launch, _zero_unless_accum
-from .device import unravel3
+from .device import store, unravel3
 from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
@@ -58,10 +58,7 @@ def separable_input_grad_kernel(kv, kh, dy, dx, accum):
                 w = q - b
                 if 0 <= w < Wo:
                     acc += dy[n, c, h, w] * kv[n, a, h, w] * kh[n, b, h, w]
-        if accum:
-            dx[n, c, p, q] += acc
-        else:
-            dx[n, c, p, q] = acc
+        store(dx, (n, c, p, q), acc, accum)
 
 
 @kernel
@@ -80,10 +77,7 @@ def separable_kernel_grad_kernel(x, other, dy, dk, vertical, accum):
             for u in range(other.shape[1]):
                 v = x[n, c, h + t, w + u] if vertical else x[n, c, h + u, w + t]
                 acc += g * v * other[n, u, h, w]
-        if accum:
-            dk[n, t, h, w] += acc
-        else:
-            dk[n, t, h, w] = acc
+        store(dk, (n, t, h, w), acc, accum)
 
 
 @forward("AdaptiveSeparableConvolution")
@@ -151,10 +145,7 @@ def correlation_grad_kernel(partner, dy, dx, patch, shift, patch_step, shift_ste
                         if s < 0 or s % patch_step[1] != 0 or s // patch_step[1] >= Wo:
                             continue
                         acc += dy[n, t // patch_step[0], s // patch_step[1], iy, ix] * v
-        if accum:
-            dx[n, q, p, c] += acc
-        else:
-            dx[n, q, p, c] = acc
+        store(dx, (n, q, p, c), acc, accum)
 
 
 def _correlation_args(op):

@@ -651,8 +651,10 @@ def broadcast_strides(shape, out_shape):
 
 # ---------------------------------------------------------------------------- kernels
 # Which element a one-thread-per-element kernel handles: (outer, row, col) of its flat index
-# over (outer, rows, inner), the rule of ops/common.py, for every kernel of this package.
+# over (outer, rows, inner), and how it writes a result it may accumulate: ops/common.py's
+# rules, for every kernel of this package.
 unravel3 = device_function(common.unravel3.py_func)
+store = device_function(common.store.py_func)   # a result written, or added with accum
 
 
 @device_function

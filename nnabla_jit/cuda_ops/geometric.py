@@ -17,7 +17,7 @@ from numba import float64
 
 from ..ops import geometric as cpu_geometric
 from . import blas, device
-from .device import unravel3
+from .device import store, unravel3
 from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
@@ -193,15 +193,22 @@ def warp_backward(op, inputs, outputs, output_grads, input_grads, propagate_down
 
 
 # ---------------------------------------------------------------------------- grad-rule internals
+@device_function
+def corner_element(t, shape, coords, sizes, strides, nearest):
+    """(b, c, o, k, flat): element t of a (batch, channels, n_out, n_corners) corners array and
+    the flat image position of its corner (-1 outside the image)."""
+    b, c, ok = unravel3(t, shape[1], shape[2] * shape[3])
+    _, o, k = unravel3(ok, shape[2], shape[3])
+    flat, _ = corner(coords, sizes, strides, b, o, k, coords.shape[2], nearest)
+    return b, c, o, k, flat
+
+
 @kernel
 def gather_corners_kernel(x, coords, sizes, strides, nearest, corners):
     """corners[b, c, o, k] = x[b, c, corner k of sample (b, o)] (0 outside the image)."""
     t = cuda.grid(1)
-    channels, n_out, n_corners = corners.shape[1], corners.shape[2], corners.shape[3]
     if t < corners.size:
-        b, c, ok = unravel3(t, channels, n_out * n_corners)
-        _, o, k = unravel3(ok, n_out, n_corners)
-        flat, _ = corner(coords, sizes, strides, b, o, k, coords.shape[2], nearest)
+        b, c, o, k, flat = corner_element(t, corners.shape, coords, sizes, strides, nearest)
         corners[b, c, o, k] = x[b, c, flat] if flat >= 0 else 0.0
 
 
@@ -218,11 +225,8 @@ def floor_kernel(coords, base):
 def scatter_corners_kernel(dcorners, coords, sizes, strides, nearest, dx):
     """dx[b, c, corner k of (b, o)] += dcorners[b, c, o, k] (atomic)."""
     t = cuda.grid(1)
-    channels, n_out, n_corners = dcorners.shape[1], dcorners.shape[2], dcorners.shape[3]
     if t < dcorners.size:
-        b, c, ok = unravel3(t, channels, n_out * n_corners)
-        _, o, k = unravel3(ok, n_out, n_corners)
-        flat, _ = corner(coords, sizes, strides, b, o, k, coords.shape[2], nearest)
+        b, c, o, k, flat = corner_element(t, dcorners.shape, coords, sizes, strides, nearest)
         if flat >= 0:
             cuda.atomic.add(dx, (b, c, flat), dcorners[b, c, o, k])
 
@@ -232,10 +236,7 @@ def times_slope_kernel(dcoords, slope, dgrid, accum):
     i = cuda.grid(1)
     if i < dgrid.size:
         g = dcoords[i] * slope[i]
-        if accum:
-            dgrid[i] += g
-        else:
-            dgrid[i] = g
+        store(dgrid, i, g, accum)
 
 
 @forward("WarpCoordinates")

@@ -15,11 +15,14 @@ import math
 import numpy as np
 from numba import float64
 
+from ..ops.linalg import triangle_at as cpu_triangle_at
 from . import blas, device
-from .device import unravel3
-from .registry import backward, forward, kernel
+from .device import store, unravel3
+from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
+
+triangle_at = device_function(cpu_triangle_at.py_func)   # an element of Triu/Tril, as the CPU's
 
 INVERSE, DET, LOGDET = 0, 1, 2   # what gauss_jordan_kernel writes
 
@@ -128,10 +131,7 @@ def scaled_transpose_kernel(m, dy, y, what, dx, accum):
         else:
             s = dy[b]
         v = s * m[b, c, r]
-        if accum:
-            dx[b, r, c] += v
-        else:
-            dx[b, r, c] = v
+        store(dx, (b, r, c), v, accum)
 
 
 @kernel
@@ -155,10 +155,7 @@ def symmetric_part_kernel(s, dx, accum):
     if i < dx.size:
         b, r, c = unravel3(i, n, n)
         v = 0.5 * (s[b, r, c] + s[b, c, r])
-        if accum:
-            dx[b, r, c] += v
-        else:
-            dx[b, r, c] = v
+        store(dx, (b, r, c), v, accum)
 
 
 @kernel
@@ -171,15 +168,9 @@ def diagonal_kernel(x2, y3, to_matrix, accum):
         b, i, j = unravel3(t, n, n)
         if to_matrix:
             v = x2[b, i] if i == j else 0.0
-            if accum:
-                y3[b, i, j] += v
-            else:
-                y3[b, i, j] = v
+            store(y3, (b, i, j), v, accum)
         elif i == j:
-            if accum:
-                x2[b, i] += y3[b, i, i]
-            else:
-                x2[b, i] = y3[b, i, i]
+            store(x2, (b, i), y3[b, i, i], accum)
 
 
 @kernel
@@ -199,12 +190,7 @@ def triangle_kernel(x3, y3, k, upper, accum):
     rows, cols = y3.shape[1], y3.shape[2]
     if t < y3.size:
         b, i, j = unravel3(t, rows, cols)
-        keep = j - i >= k if upper else j - i <= k
-        if accum:
-            if keep:
-                y3[b, i, j] += x3[b, i, j]
-        else:
-            y3[b, i, j] = x3[b, i, j] if keep else 0.0
+        triangle_at(x3, y3, b, i, j, k, upper, accum)
 
 
 # ---------------------------------------------------------------------------- helpers

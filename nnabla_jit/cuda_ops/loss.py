@@ -8,7 +8,7 @@ import math
 from ..ops import loss as cpu_loss
 from ..ops.common import label_of as cpu_label_of
 from . import device
-from .device import unravel3
+from .device import store, unravel3
 from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
@@ -19,8 +19,7 @@ softmax_at = device_function(cpu_loss.softmax_at.py_func)
 softmax_cross_entropy_grad = device_function(cpu_loss.softmax_cross_entropy_grad.py_func)
 categorical_cross_entropy_grad = device_function(cpu_loss.categorical_cross_entropy_grad.py_func)
 kl_divergence_at = device_function(cpu_loss.kl_divergence_at.py_func)
-kl_grad_p = device_function(cpu_loss.kl_grad_p.py_func)
-kl_grad_q = device_function(cpu_loss.kl_grad_q.py_func)
+kl_backward_at = device_function(cpu_loss.kl_backward_at.py_func)
 
 
 @device_function
@@ -35,14 +34,21 @@ def counted_label(t3, r, n_inner, n_class, bad):
     return o, i, k
 
 
+@device_function
+def class_element(r, t3, n_class, n_inner):
+    """(o, c, i, k): element r of (outer, n_class, n_inner) scores and its sample's class index
+    (``label_of``)."""
+    o, c, i = unravel3(r, n_class, n_inner)
+    return o, c, i, label_of(t3, o, i, n_class)
+
+
 @kernel
 def softmax_cross_entropy_kernel(x3, t3, prob3, y, bad):
     """y = logsumexp(x) - x[label] per sample (o, i); the softmax into prob3; bad[0] counts
     invalid labels."""
     r = cuda.grid(1)
-    n_outer, n_class, n_inner = x3.shape
-    if r < n_outer * n_inner:
-        o, i, k = counted_label(t3, r, n_inner, n_class, bad)
+    if r < t3.size:   # one thread per sample
+        o, i, k = counted_label(t3, r, x3.shape[2], x3.shape[1], bad)
         logsumexp = softmax_at(x3, prob3, o, i)
         y[r] = logsumexp - x3[o, k, i] if k >= 0 else 0.0
 
@@ -51,16 +57,11 @@ def softmax_cross_entropy_kernel(x3, t3, prob3, y, bad):
 def softmax_cross_entropy_backward_kernel(prob3, t3, dy, dx3, accum):
     """dx (+)= dy (softmax - onehot(label)); 0 for ignored samples."""
     r = cuda.grid(1)
-    n_outer, n_class, n_inner = prob3.shape
     if r < prob3.size:
-        o, c, i = unravel3(r, n_class, n_inner)
-        k = label_of(t3, o, i, n_class)
-        g = dy[o * n_inner + i] if k >= 0 else 0.0
+        o, c, i, k = class_element(r, t3, prob3.shape[1], prob3.shape[2])
+        g = dy[o * prob3.shape[2] + i] if k >= 0 else 0.0
         v = softmax_cross_entropy_grad(g, prob3[o, c, i], c, k)
-        if accum:
-            dx3[o, c, i] += v
-        else:
-            dx3[o, c, i] = v
+        store(dx3, (o, c, i), v, accum)
 
 
 @forward("SoftmaxCrossEntropy")
@@ -92,9 +93,8 @@ def softmax_cross_entropy_backward(op, inputs, outputs, output_grads, input_grad
 def categorical_cross_entropy_kernel(x3, t3, y, bad):
     """y = -log(x[label]) per sample (o, i); bad[0] counts invalid labels."""
     r = cuda.grid(1)
-    n_outer, n_class, n_inner = x3.shape
-    if r < n_outer * n_inner:
-        o, i, k = counted_label(t3, r, n_inner, n_class, bad)
+    if r < t3.size:   # one thread per sample
+        o, i, k = counted_label(t3, r, x3.shape[2], x3.shape[1], bad)
         y[r] = -math.log(x3[o, k, i]) if k >= 0 else 0.0
 
 
@@ -102,15 +102,10 @@ def categorical_cross_entropy_kernel(x3, t3, y, bad):
 def categorical_cross_entropy_backward_kernel(x3, t3, dy, dx3, accum):
     """dx[label] (+)= -dy / x[label]; the other classes get 0."""
     r = cuda.grid(1)
-    n_outer, n_class, n_inner = x3.shape
     if r < x3.size:
-        o, c, i = unravel3(r, n_class, n_inner)
-        k = label_of(t3, o, i, n_class)
-        v = categorical_cross_entropy_grad(dy[o * n_inner + i], x3[o, c, i], c, k)
-        if accum:
-            dx3[o, c, i] += v
-        else:
-            dx3[o, c, i] = v
+        o, c, i, k = class_element(r, t3, x3.shape[1], x3.shape[2])
+        v = categorical_cross_entropy_grad(dy[o * x3.shape[2] + i], x3[o, c, i], c, k)
+        store(dx3, (o, c, i), v, accum)
 
 
 def checked_labels(op, t3, launch_kernel):
@@ -159,21 +154,7 @@ def kl_multinomial_backward_kernel(p2, q2, dy, dp2, dq2, want_p, want_q, accum_p
     j = cuda.grid(1)
     if j < p2.size:
         n, k = j // p2.shape[1], j % p2.shape[1]
-        g = dy[n]
-        p = p2[n, k]
-        q = q2[n, k]
-        if want_p:
-            v = kl_grad_p(g, p, q)
-            if accum_p:
-                dp2[n, k] += v
-            else:
-                dp2[n, k] = v
-        if want_q:
-            v = kl_grad_q(g, p, q)
-            if accum_q:
-                dq2[n, k] += v
-            else:
-                dq2[n, k] = v
+        kl_backward_at(p2, q2, dy[n], n, k, dp2, dq2, want_p, want_q, accum_p, accum_q)
 
 
 @forward("KLMultinomial")

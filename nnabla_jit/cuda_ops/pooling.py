@@ -15,18 +15,20 @@ winners, that scatter and its gather; Unpooling and RoiAlign are described where
 import numpy as np
 
 from ..ops import pooling_geometry
-from ..ops.pooling import roi_corners as cpu_roi_corners, roi_grid as cpu_roi_grid
+from ..ops.pooling import bilinear_at as cpu_bilinear_at, roi_grid as cpu_roi_grid, roi_sample as cpu_roi_sample
 from ..ops.pooling_geometry import AVERAGE, MAX
 from . import array, device, reduction
-from .device import contiguous_strides, unravel3
+from .device import contiguous_strides, store, unravel3
 from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
 
 roi_grid = device_function(cpu_roi_grid.py_func)         # RoiAlign's sampling, as the CPU's
-roi_corners = device_function(cpu_roi_corners.py_func)
+roi_sample = device_function(cpu_roi_sample.py_func)
+bilinear_at = device_function(cpu_bilinear_at.py_func)
 window_bounds = device_function(pooling_geometry.window_bounds.py_func)   # the windows, as the CPU's
 covering_windows = device_function(pooling_geometry.covering_windows.py_func)
+sample_element = device_function(pooling_geometry.sample_element.py_func)
 
 
 @kernel
@@ -36,9 +38,7 @@ def pool_kernel(x, y, index, sizes, out_sizes, kernel_shape, stride, pad, C, mod
     i = cuda.grid(1)
     if i < y.size:
         D, H, W = sizes
-        OD, OH, OW = out_sizes
-        n, od, rest = unravel3(i, OD, OH * OW * C)
-        oh, ow, c = unravel3(rest, OW, C)
+        n, od, oh, ow, c = sample_element(i, out_sizes, C)
         d_lo, d_hi, d_extent, d_near = window_bounds(od, D, kernel_shape[0], stride[0], pad[0],
                                                      including_pad)
         h_lo, h_hi, h_extent, h_near = window_bounds(oh, H, kernel_shape[1], stride[1], pad[1],
@@ -81,8 +81,7 @@ def spread_kernel(dy, dx, sizes, out_sizes, kernel_shape, stride, pad, C, mode, 
     if i < dx.size:
         D, H, W = sizes
         OD, OH, OW = out_sizes
-        n, d, rest = unravel3(i, D, H * W * C)
-        h, w, c = unravel3(rest, W, C)
+        n, d, h, w, c = sample_element(i, sizes, C)
         d0, d1 = covering_windows(d, OD, kernel_shape[0], stride[0], pad[0])
         h0, h1 = covering_windows(h, OH, kernel_shape[1], stride[1], pad[1])
         w0, w1 = covering_windows(w, OW, kernel_shape[2], stride[2], pad[2])
@@ -100,10 +99,7 @@ def spread_kernel(dy, dx, sizes, out_sizes, kernel_shape, stride, pad, C, mode, 
                             ow, W, kernel_shape[2], stride[2], pad[2], including_pad)[2]
                         scale = 1.0 / count if count > 0 else 0.0
                     acc += dy[base + ((od * OH + oh) * OW + ow) * C + c] * scale
-        if accum:
-            dx[i] += acc
-        else:
-            dx[i] = acc
+        store(dx, i, acc, accum)
 
 
 @kernel
@@ -122,10 +118,7 @@ def gather_at_max_kernel(g, index, out, out_per_sample, in_per_sample, C, accum)
     if i < out.size:
         n, _, c = unravel3(i, out_per_sample // C, C)
         v = g[n * in_per_sample + index[i] * C + c]
-        if accum:
-            out[i] += v
-        else:
-            out[i] = v
+        store(out, i, v, accum)
 
 
 def _flat(a):
@@ -282,10 +275,10 @@ def unpooling_backward(op, inputs, outputs, output_grads, input_grads, propagate
                   contiguous_strides(dx.shape), table, starts, dy.size)
 
 
-# RoiAlign: one thread per output bin, averaging its bilinear samples (the CPU's roi_grid and
-# roi_corners); the backward spreads each bin's gradient over the same samples with atomic
-# adds (bins of overlapping boxes share pixels). A box whose batch index is out of range is
-# counted into host memory mapped into the device, and the CPU's check then reports it.
+# RoiAlign: one thread per output bin, averaging its bilinear samples (the CPU's roi_grid,
+# roi_sample and bilinear_at); the backward spreads each bin's gradient over the same samples
+# with atomic adds (bins of overlapping boxes share pixels). A box whose batch index is out of
+# range is counted into host memory mapped into the device, and the CPU's check then reports it.
 @device_function
 def roi_bin(i, C, OH, OW, channel_last):
     """(box, channel, bin row, bin column) of element i of RoiAlign's output."""
@@ -320,19 +313,14 @@ def roi_align_kernel(x, boxes, y, n_images, H, W, C, OH, OW, scale_y, scale_x, s
             return
         cs, ss = (1, C) if channel_last else (H * W, 1)
         base = n * C * H * W + c * cs
-        y1, x1, bin_h, bin_w, gh, gw = roi_grid(boxes[r], OH, OW, scale_y, scale_x,
-                                                sampling_ratio)
+        grid = roi_grid(boxes[r], OH, OW, scale_y, scale_x, sampling_ratio)
+        gh, gw = grid[4], grid[5]
         acc = 0.0
         for iy in range(gh):
-            sy = y1 + oh * bin_h + (iy + 0.5) * bin_h / gh
             for ix in range(gw):
-                sx = x1 + ow * bin_w + (ix + 0.5) * bin_w / gw
-                ya, xa, yb, xb, ly, lx, inside = roi_corners(sy, sx, H, W)
+                ya, xa, yb, xb, ly, lx, inside = roi_sample(grid, oh, ow, iy, ix, H, W)
                 if inside:
-                    acc += ((1 - ly) * (1 - lx) * x[base + (ya * W + xa) * ss]
-                            + (1 - ly) * lx * x[base + (ya * W + xb) * ss]
-                            + ly * (1 - lx) * x[base + (yb * W + xa) * ss]
-                            + ly * lx * x[base + (yb * W + xb) * ss])
+                    acc += bilinear_at(x, base, ss, W, ya, xa, yb, xb, ly, lx)
         count = gh * gw
         y[i] = acc / count if count != 0 else np.nan
 
@@ -349,17 +337,15 @@ def roi_align_backward_kernel(dy, boxes, dx, n_images, H, W, C, OH, OW, scale_y,
             return
         cs, ss = (1, C) if channel_last else (H * W, 1)
         base = n * C * H * W + c * cs
-        y1, x1, bin_h, bin_w, gh, gw = roi_grid(boxes[r], OH, OW, scale_y, scale_x,
-                                                sampling_ratio)
+        grid = roi_grid(boxes[r], OH, OW, scale_y, scale_x, sampling_ratio)
+        gh, gw = grid[4], grid[5]
         count = gh * gw
         if count == 0:
             return
         v = dy[i] / count
         for iy in range(gh):
-            sy = y1 + oh * bin_h + (iy + 0.5) * bin_h / gh
             for ix in range(gw):
-                sx = x1 + ow * bin_w + (ix + 0.5) * bin_w / gw
-                ya, xa, yb, xb, ly, lx, inside = roi_corners(sy, sx, H, W)
+                ya, xa, yb, xb, ly, lx, inside = roi_sample(grid, oh, ow, iy, ix, H, W)
                 if inside:
                     cuda.atomic.add(dx, base + (ya * W + xa) * ss, v * (1 - ly) * (1 - lx))
                     cuda.atomic.add(dx, base + (ya * W + xb) * ss, v * (1 - ly) * lx)

@@ -15,7 +15,7 @@ from numba import float64
 
 from ..ops import recurrent as cpu_cells
 from . import blas, device
-from .device import unravel3
+from .device import store, unravel3
 from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
@@ -111,10 +111,7 @@ def column_sums_kernel(g, out, accum):
         acc = float64(0.0)
         for r in range(g.shape[0]):
             acc += g[r, j]
-        if accum:
-            out[j] += acc
-        else:
-            out[j] = acc
+        store(out, j, acc, accum)
 
 
 # ---------------------------------------------------------------------------- helpers

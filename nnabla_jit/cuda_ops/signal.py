@@ -20,7 +20,7 @@ from numba import float64
 
 from ..ops import signal as cpu_signal
 from . import blas, device
-from .device import unravel3
+from .device import store, unravel3
 from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
@@ -205,14 +205,8 @@ def split_spectrum_kernel(z, yr, yi, accum_r, accum_i):
     bins, n_frames = yr.shape[1], yr.shape[2]
     if t < yr.size:
         b, k, f = unravel3(t, bins, n_frames)
-        if accum_r:
-            yr[b, k, f] += z[b, f, 0, k]
-        else:
-            yr[b, k, f] = z[b, f, 0, k]
-        if accum_i:
-            yi[b, k, f] += z[b, f, 1, k]
-        else:
-            yi[b, k, f] = z[b, f, 1, k]
+        store(yr, (b, k, f), z[b, f, 0, k], accum_r)
+        store(yi, (b, k, f), z[b, f, 1, k], accum_i)
 
 
 @kernel
@@ -235,10 +229,7 @@ def scale_samples_kernel(src, scale, dst, accum):
         b = t // length
         i = t % length
         v = src[b, i] * scale[i]
-        if accum:
-            dst[b, i] += v
-        else:
-            dst[b, i] = v
+        store(dst, (b, i), v, accum)
 
 
 def _matrix(op, name, dtype):

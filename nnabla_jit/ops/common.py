@@ -88,6 +88,17 @@ def unravel3(i, rows, inner):
     return i // (rows * inner), (i // inner) % rows, i % inner
 
 
+@njit(cache=True, inline="always")
+def store(out, at, value, accum):
+    """out[at] = value, or out[at] += value with ``accum``: how a kernel writes a result that may
+    be added to the gradient already there (``at``: an index or a tuple of indices). The CUDA
+    kernels compile the same rule (``cuda_ops/device.py``)."""
+    if accum:
+        out[at] += value
+    else:
+        out[at] = value
+
+
 @njit(cache=True)
 def label_of(t3, o, i, n_classes):
     """The class index at (o, i), a float label truncated toward zero as nnabla's C++ cast does
@@ -111,3 +122,12 @@ def integer_indices(op, a, arg="index"):
         if bad.any():
             op.fail("{} {} is not an integer index", arg, flat[bad][0].item())
     return a.astype(np.int64)
+
+
+@njit(cache=True, inline="always")
+def sample_label(t3, r, n_classes):
+    """(o, i, k): sample r of (O, 1, I) labels t3 as (o, i), and its class index (``label_of``)."""
+    I = t3.shape[2]
+    o = r // I
+    i = r - o * I
+    return o, i, label_of(t3, o, i, n_classes)

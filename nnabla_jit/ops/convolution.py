@@ -270,13 +270,21 @@ def col2im(col, img, bias, init, img_sp, map_sp, stride, koff, group, channel_la
                             sample[uint64(dst + i * step)] += row[uint64(src + i)]
 
 
-@parallel_kernel
-def rows_to_map(rows, mp, bias, init, channel_last):
-    """mp (+)= rows (M, nb * O) laid out as a map (nb, M * O), or (nb, O * M) channel-last."""
+@njit(cache=True, inline="always")
+def rows_layout(mp, rows, channel_last):
+    """(nb, M, O, ms, os): what rows_to_map and map_to_rows read off a map (nb, M * O) and its
+    GEMM rows (M, nb * O) -- samples, channels, positions, and the map's sample strides."""
     nb = mp.shape[0]
     M = rows.shape[0]
     O = rows.shape[1] // nb if nb > 0 else 0
     ms, os_ = sample_strides(M, O, channel_last)
+    return nb, M, O, ms, os_
+
+
+@parallel_kernel
+def rows_to_map(rows, mp, bias, init, channel_last):
+    """mp (+)= rows (M, nb * O) laid out as a map (nb, M * O), or (nb, O * M) channel-last."""
+    nb, M, O, ms, os_ = rows_layout(mp, rows, channel_last)
     for task in prange(nb * M):
         b = task // M
         m = task - b * M
@@ -291,10 +299,7 @@ def rows_to_map(rows, mp, bias, init, channel_last):
 @parallel_kernel
 def map_to_rows(mp, rows, channel_last):
     """rows[m, b * O + o] = the map's element (m, o) of sample b."""
-    nb = mp.shape[0]
-    M = rows.shape[0]
-    O = rows.shape[1] // nb if nb > 0 else 0
-    ms, os_ = sample_strides(M, O, channel_last)
+    nb, M, O, ms, os_ = rows_layout(mp, rows, channel_last)
     for task in prange(nb * M):
         b = task // M
         m = task - b * M

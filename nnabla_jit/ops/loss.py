@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit, prange
 
 from . import common
-from .common import label_of, normalize_axis, outer_axis_inner
+from .common import label_of, normalize_axis, outer_axis_inner, sample_label, store
 from .elementwise import elementwise
 from .kernels import parallel_kernel
 from .registry import Op, register
@@ -65,15 +65,23 @@ def kl_divergence_at(p2, q2, n):
 
 
 @njit(cache=True, inline="always")
-def kl_grad_p(g, p, q):
-    """d KL / d p of one element, times the row's gradient g."""
-    return g * (math.log(p) - math.log(q) + 1.0)
-
-
-@njit(cache=True, inline="always")
-def kl_grad_q(g, p, q):
-    """d KL / d q of one element, times the row's gradient g."""
-    return -g * p / q
+def kl_backward_at(p2, q2, g, n, k, dp2, dq2, want_p, want_q, accum_p, accum_q):
+    """Element (n, k) of dp = g (log(p / q) + 1) and dq = -g p / q (the wanted ones; added to
+    them with accum), g the gradient of row n. Calls no other jitted function: the CUDA kernel
+    compiles its py_func."""
+    p, q = p2[n, k], q2[n, k]
+    if want_p:
+        v = g * (math.log(p) - math.log(q) + 1.0)
+        if accum_p:
+            dp2[n, k] += v
+        else:
+            dp2[n, k] = v
+    if want_q:
+        v = -g * p / q
+        if accum_q:
+            dq2[n, k] += v
+        else:
+            dq2[n, k] = v
 
 
 # ------------------------------------------------------------------ backward kernels
@@ -140,15 +148,9 @@ def categorical_cross_entropy_backward_kernel(x3, t3, dy, dx3, accum):
     """dx[label] (+)= -dy / x[label]; every other element gets 0."""
     O, C, I = x3.shape
     for r in prange(O * I):
-        o = r // I
-        i = r - o * I
-        k = label_of(t3, o, i, C)
+        o, i, k = sample_label(t3, r, C)
         for c in range(C):
-            v = categorical_cross_entropy_grad(dy[r], x3[o, c, i], c, k)
-            if accum:
-                dx3[o, c, i] += v
-            else:
-                dx3[o, c, i] = v
+            store(dx3, (o, c, i), categorical_cross_entropy_grad(dy[r], x3[o, c, i], c, k), accum)
 
 
 def categorical_cross_entropy_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
@@ -162,21 +164,8 @@ def categorical_cross_entropy_backward(op, inputs, outputs, output_grads, input_
 def kl_multinomial_backward_kernel(p2, q2, dy, dp2, dq2, want_p, want_q, accum_p, accum_q):
     """dp = dy (log(p / q) + 1), dq = -dy p / q."""
     for n in prange(p2.shape[0]):
-        g = dy[n]
         for k in range(p2.shape[1]):
-            p, q = p2[n, k], q2[n, k]
-            if want_p:
-                v = kl_grad_p(g, p, q)
-                if accum_p:
-                    dp2[n, k] += v
-                else:
-                    dp2[n, k] = v
-            if want_q:
-                v = kl_grad_q(g, p, q)
-                if accum_q:
-                    dq2[n, k] += v
-                else:
-                    dq2[n, k] = v
+            kl_backward_at(p2, q2, dy[n], n, k, dp2, dq2, want_p, want_q, accum_p, accum_q)
 
 
 def kl_multinomial_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
@@ -255,9 +244,7 @@ def categorical_cross_entropy_kernel(x3, t3, y):
     O, C, I = x3.shape
     bad = 0
     for r in prange(O * I):
-        o = r // I
-        i = r - o * I
-        k = label_of(t3, o, i, C)
+        o, i, k = sample_label(t3, r, C)
         if k == -2:
             bad += 1
             y[r] = 0.0

@@ -16,7 +16,7 @@ from .kernels import parallel_kernel
 from .pooling_geometry import AVERAGE, MAX, SUM, PoolGeometry, window_bounds
 from .registry import Op, register
 
-__all__ = ["MAX", "AVERAGE", "SUM", "PoolGeometry", "roi_grid", "roi_corners"]
+__all__ = ["MAX", "AVERAGE", "SUM", "PoolGeometry", "roi_grid", "roi_sample", "bilinear_at"]
 
 
 # ------------------------------------------------------------------ backward kernels
@@ -140,7 +140,7 @@ def unpooling_backward(op, inputs, outputs, output_grads, input_grads, propagate
                                                         input_grads[0].reshape(op.x2), op.C, accum[0])
 
 
-# The sampling of RoiAlign, shared with its forward kernel below and with the CUDA kernels
+# The sampling of RoiAlign, shared with its kernels below and with the CUDA kernels
 # (cuda_ops/pooling.py compiles their py_func as device functions: leaves, math only).
 @njit(cache=True, inline="always")
 def roi_grid(box, OH, OW, scale_y, scale_x, sampling_ratio):
@@ -155,9 +155,13 @@ def roi_grid(box, OH, OW, scale_y, scale_x, sampling_ratio):
 
 
 @njit(cache=True, inline="always")
-def roi_corners(y, x, H, W):
-    """(y0, x0, y1, x1, ly, lx, inside) of a bilinear sample, clamped at the border as Mask
-    R-CNN's RoiAlign does; a sample beyond one pixel outside reads 0."""
+def roi_sample(grid, oh, ow, iy, ix, H, W):
+    """(y0, x0, y1, x1, ly, lx, inside): the corners and weights of sample (iy, ix) of bin (oh, ow)
+    of a box's ``roi_grid``, clamped at the border as Mask R-CNN's RoiAlign does; a sample beyond
+    one pixel outside reads 0."""
+    top, left, bin_h, bin_w, gh, gw = grid
+    y = top + oh * bin_h + (iy + 0.5) * bin_h / gh
+    x = left + ow * bin_w + (ix + 0.5) * bin_w / gw
     if y < -1.0 or y > H or x < -1.0 or x > W:
         return 0, 0, 0, 0, 0.0, 0.0, False
     y, x = max(y, 0.0), max(x, 0.0)
@@ -175,6 +179,16 @@ def roi_corners(y, x, H, W):
     return ya, xa, yb, xb, y - ya, x - xa, True
 
 
+@njit(cache=True, inline="always")
+def bilinear_at(img, base, ss, W, ya, xa, yb, xb, ly, lx):
+    """The bilinear sample of a plane of ``img`` (element (y, x) at base + (y * W + x) * ss) with
+    corners (ya, xa), (yb, xb) and weights ly, lx."""
+    return ((1 - ly) * (1 - lx) * img[base + (ya * W + xa) * ss]
+            + (1 - ly) * lx * img[base + (ya * W + xb) * ss]
+            + ly * (1 - lx) * img[base + (yb * W + xa) * ss]
+            + ly * lx * img[base + (yb * W + xb) * ss])
+
+
 @parallel_kernel
 def roi_align_backward_kernel(dy, boxes, dx, H, W, C, OH, OW, scale_y, scale_x, sampling_ratio, channel_last):
     """Spread each bin's gradient over its bilinear samples (one task per channel: no races)."""
@@ -184,7 +198,8 @@ def roi_align_backward_kernel(dy, boxes, dx, H, W, C, OH, OW, scale_y, scale_x, 
     for c in prange(C):
         for r in range(R):
             img, g = dx[int(boxes[r, 0])], dy[r]
-            y1, x1, bin_h, bin_w, gh, gw = roi_grid(boxes[r], OH, OW, scale_y, scale_x, sampling_ratio)
+            grid = roi_grid(boxes[r], OH, OW, scale_y, scale_x, sampling_ratio)
+            gh, gw = grid[4], grid[5]
             count = gh * gw
             if count == 0:
                 continue
@@ -192,10 +207,8 @@ def roi_align_backward_kernel(dy, boxes, dx, H, W, C, OH, OW, scale_y, scale_x, 
                 for ow in range(OW):
                     v = g[c * ocs + (oh * OW + ow) * oss] / count
                     for iy in range(gh):
-                        sy = y1 + oh * bin_h + (iy + 0.5) * bin_h / gh
                         for ix in range(gw):
-                            sx = x1 + ow * bin_w + (ix + 0.5) * bin_w / gw
-                            ya, xa, yb, xb, ly, lx, inside = roi_corners(sy, sx, H, W)
+                            ya, xa, yb, xb, ly, lx, inside = roi_sample(grid, oh, ow, iy, ix, H, W)
                             if inside:
                                 img[c * cs + (ya * W + xa) * ss] += v * (1 - ly) * (1 - lx)
                                 img[c * cs + (ya * W + xb) * ss] += v * (1 - ly) * lx
@@ -504,21 +517,17 @@ def roi_align_kernel(x, boxes, y, H, W, C, OH, OW, scale_y, scale_x, sampling_ra
     for task in prange(R * C):
         r, c = task // C, task % C
         img, out = x[int(boxes[r, 0])], y[r]
-        y1, x1, bin_h, bin_w, gh, gw = roi_grid(boxes[r], OH, OW, scale_y, scale_x, sampling_ratio)
+        grid = roi_grid(boxes[r], OH, OW, scale_y, scale_x, sampling_ratio)
+        gh, gw = grid[4], grid[5]
         count = gh * gw
         for oh in range(OH):
             for ow in range(OW):
                 acc = 0.0
                 for iy in range(gh):
-                    sy = y1 + oh * bin_h + (iy + 0.5) * bin_h / gh
                     for ix in range(gw):
-                        sx = x1 + ow * bin_w + (ix + 0.5) * bin_w / gw
-                        ya, xa, yb, xb, ly, lx, inside = roi_corners(sy, sx, H, W)
+                        ya, xa, yb, xb, ly, lx, inside = roi_sample(grid, oh, ow, iy, ix, H, W)
                         if inside:
-                            acc += ((1 - ly) * (1 - lx) * img[c * cs + (ya * W + xa) * ss]
-                                    + (1 - ly) * lx * img[c * cs + (ya * W + xb) * ss]
-                                    + ly * (1 - lx) * img[c * cs + (yb * W + xa) * ss]
-                                    + ly * lx * img[c * cs + (yb * W + xb) * ss])
+                            acc += bilinear_at(img, c * cs, ss, W, ya, xa, yb, xb, ly, lx)
                 out[c * ocs + (oh * OW + ow) * oss] = acc / count if count != 0 else np.nan
 
 

@@ -45,6 +45,20 @@ def covering_windows(pos, n_out, k, s, p):
     return first, last
 
 
+@njit(cache=True, inline="always")
+def sample_element(i, sizes, C):
+    """(n, d, h, w, c) of flat element i of samples laid out (N, D, H, W, C), ``sizes`` = (D, H,
+    W): which element a one-thread-per-element kernel of an input or an output handles."""
+    D, H, W = sizes
+    c = i % C
+    r = i // C
+    w = r % W
+    r //= W
+    h = r % H
+    r //= H
+    return r // D, r % D, h, w, c
+
+
 def window_extents(n, k, s, p, n_out, including_pad):
     """The extents (``window_bounds``) of the n_out windows along one pooled dim, as an array (the
     ONNX exporter's divisors)."""

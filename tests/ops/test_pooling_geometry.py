@@ -4,9 +4,8 @@ import itertools
 import numpy as np
 import pytest
 
-from nnabla_jit.cuda_ops import device as cuda_device, pooling as cuda_pooling
 from nnabla_jit.ops import common
-from nnabla_jit.ops.pooling_geometry import PoolGeometry, covering_windows, window_bounds, window_extents
+from nnabla_jit.ops.pooling_geometry import PoolGeometry, covering_windows, sample_element, window_bounds, window_extents
 
 
 class _Op:
@@ -62,14 +61,9 @@ def test_geometry_pads_the_pooled_dims_to_three(channel_last):
     assert geo.x2 == ((2, 35 * 3) if channel_last else (6, 35))
 
 
-def test_cuda_kernels_compile_the_cpu_rules():
-    """The device functions are the CPU helpers' own py_func, not second codings (before
-    numba.cuda binds them, the module holds the function it will compile)."""
-    for device_fn, cpu_fn in [(cuda_pooling.window_bounds, window_bounds),
-                              (cuda_pooling.covering_windows, covering_windows),
-                              (cuda_device.unravel3, common.unravel3)]:
-        compiled_from = getattr(device_fn, "fn", None) or getattr(device_fn, "py_func")
-        assert compiled_from is cpu_fn.py_func
+def test_sample_element_is_c_order():
+    for i in range(2 * 3 * 4 * 5 * 2):
+        assert sample_element.py_func(i, (3, 4, 5), 2) == np.unravel_index(i, (2, 3, 4, 5, 2))
 
 
 def test_unravel3_is_c_order():

@@ -20,7 +20,7 @@ atomics are needed. Any number of spatial dims. ``rows`` is a map with its batch
 its positions, whatever the layout, so the GEMMs never see the layout.
 """
 from ..ops import convolution as cpu_conv
-from ..ops.convolution import INIT_ADD, INIT_BIAS, INIT_ZERO
+from ..ops.convolution import INIT_ADD, INIT_BIAS, INIT_ZERO, init_for_accum, init_for_bias
 from . import blas, device, reduction
 from .device import unravel3
 from .registry import backward, device_function, forward, kernel
@@ -140,7 +140,7 @@ def map_to_rows_kernel(mp, rows, n_map, channel_last):
         rows[m, b * n_map + o] = mp[i]
 
 
-class _Launch:
+class ConvLaunch:
     """One node's geometry as the kernels take it, and the three products over device arrays."""
 
     def __init__(self, op):
@@ -207,11 +207,7 @@ class _Launch:
                     accum=accum, a_batch=self.same, b_batch=self.same)
 
 
-def _init(accum):
-    return INIT_ADD if accum else INIT_ZERO
-
-
-def _zero_unless_accum(grads, propagate_down, accum):
+def zero_unless_accum(grads, propagate_down, accum):
     """The gradients of an empty batch: zero, or unchanged when accumulated."""
     for g, pd, acc in zip(grads, propagate_down, accum):
         if pd and not acc and g.size:
@@ -222,8 +218,7 @@ def _zero_unless_accum(grads, propagate_down, accum):
 def convolution_forward(op, inputs, outputs):
     if outputs[0].size:
         bias = inputs[2] if len(inputs) > 2 else None
-        _Launch(op).image_to_map(inputs[0], inputs[1], outputs[0], bias,
-                                 INIT_ZERO if bias is None else INIT_BIAS)
+        ConvLaunch(op).image_to_map(inputs[0], inputs[1], outputs[0], bias, init_for_bias(bias))
 
 
 @backward("Convolution", "DepthwiseConvolution")
@@ -231,12 +226,12 @@ def convolution_backward(op, inputs, outputs, output_grads, input_grads, propaga
     """dx = col2im(W^T rows(dy)), dW (+)= rows(dy) col(x)^T, db (+)= the row sums of rows(dy)."""
     dy = output_grads[0]
     if dy.size == 0:
-        _zero_unless_accum(input_grads, propagate_down, accum)
+        zero_unless_accum(input_grads, propagate_down, accum)
         return
-    launch = _Launch(op)
+    launch = ConvLaunch(op)
     rows = launch.rows(dy)
     if propagate_down[0]:
-        launch.rows_to_image(rows, inputs[1], input_grads[0], init=_init(accum[0]))
+        launch.rows_to_image(rows, inputs[1], input_grads[0], init=init_for_accum(accum[0]))
     if propagate_down[1]:
         launch.filter_grad(inputs[0], rows, input_grads[1], accum[1])
     if len(inputs) > 2 and propagate_down[2]:
@@ -248,10 +243,9 @@ def deconvolution_forward(op, inputs, outputs):
     """y = col2im(W^T rows(x)) (+ b): the convolution's data gradient."""
     y = outputs[0]
     if y.size:
-        launch = _Launch(op)
+        launch = ConvLaunch(op)
         bias = inputs[2] if len(inputs) > 2 else None
-        launch.rows_to_image(launch.rows(inputs[0]), inputs[1], y, bias,
-                             INIT_ZERO if bias is None else INIT_BIAS)
+        launch.rows_to_image(launch.rows(inputs[0]), inputs[1], y, bias, init_for_bias(bias))
 
 
 @backward("Deconvolution", "DepthwiseDeconvolution")
@@ -260,11 +254,11 @@ def deconvolution_backward(op, inputs, outputs, output_grads, input_grads, propa
     """dx = conv(dy, W), dW (+)= rows(x) col(dy)^T, db (+)= the channel sums of dy."""
     dy = output_grads[0]
     if dy.size == 0:
-        _zero_unless_accum(input_grads, propagate_down, accum)
+        zero_unless_accum(input_grads, propagate_down, accum)
         return
-    launch = _Launch(op)
+    launch = ConvLaunch(op)
     if propagate_down[0]:
-        launch.image_to_map(dy, inputs[1], input_grads[0], init=_init(accum[0]))
+        launch.image_to_map(dy, inputs[1], input_grads[0], init=init_for_accum(accum[0]))
     if propagate_down[1]:
         launch.filter_grad(dy, launch.rows(inputs[0]), input_grads[1], accum[1])
     if len(inputs) > 2 and propagate_down[2]:

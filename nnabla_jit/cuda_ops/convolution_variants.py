@@ -13,11 +13,11 @@ offset and mask gradients come from the col gradient W^T rows(dy), one thread pe
 adding into the corners it read and the offset and mask it used (atomically: several col
 elements share them).
 """
-from ..ops.convolution import INIT_BIAS, INIT_ZERO
-from ..ops.convolution_variants import (_corners as cpu_corners, correlation_at as cpu_correlation_at,
+from ..ops.convolution import init_for_bias
+from ..ops.convolution_variants import (bilinear_corners as cpu_corners, correlation_at as cpu_correlation_at,
                                         separable_at as cpu_separable_at)
 from . import blas, device, reduction
-from .convolution import _Launch, _zero_unless_accum
+from .convolution import ConvLaunch, zero_unless_accum
 from .device import store, unravel3
 from .registry import backward, device_function, forward, kernel
 
@@ -254,7 +254,7 @@ def _flat(a):
     return a.reshape(a.size)
 
 
-class _DeformableLaunch(_Launch):
+class _DeformableLaunch(ConvLaunch):
     """The convolution's products with the deformable col of the given offsets (and mask)."""
 
     def __init__(self, op, offset, mask):
@@ -296,8 +296,7 @@ def deformable_convolution_forward(op, inputs, outputs):
     if outputs[0].size:
         a, launch = _deformable_inputs(op, inputs)
         bias = a.get("bias")
-        launch.image_to_map(a["x"], a["weight"], outputs[0], bias,
-                            INIT_ZERO if bias is None else INIT_BIAS)
+        launch.image_to_map(a["x"], a["weight"], outputs[0], bias, init_for_bias(bias))
 
 
 @backward("DeformableConvolution")
@@ -308,7 +307,7 @@ def deformable_convolution_backward(op, inputs, outputs, output_grads, input_gra
             if propagate_down[i]}
     dy = output_grads[0]
     if dy.size == 0:
-        _zero_unless_accum(input_grads, propagate_down, accum)
+        zero_unless_accum(input_grads, propagate_down, accum)
         return
     rows = launch.rows(dy)
     if "weight" in want:

@@ -59,6 +59,11 @@ def normalize_axis(op, axis, ndim, arg="axis"):
     return axis % ndim
 
 
+def shape_size(shape):
+    """The number of elements of ``shape`` (a Python int; 1 for ())."""
+    return int(np.prod(shape, dtype=np.int64))
+
+
 def outer_axis_inner(shape, axis):
     """(outer, size, inner): the input seen as a 3-d array around ``axis``."""
     outer = int(np.prod(shape[:axis], dtype=np.int64))

@@ -39,7 +39,7 @@ INIT_ADD, INIT_ZERO, INIT_BIAS = 0, 1, 2
 
 
 # ------------------------------------------------------------------ backward kernels
-def _mode(accum):
+def init_for_accum(accum):
     """The write mode of a gradient: add into it (accum) or overwrite it."""
     return INIT_ADD if accum else INIT_ZERO
 
@@ -61,7 +61,7 @@ def channel_sums(a2, out, accum, channel_last):
         out[c] = out[c] + acc if accum else acc
 
 
-def _bias_grad(a2, db, accum, channel_last):
+def bias_grad(a2, db, accum, channel_last):
     channel_sums.for_size(a2.size)(a2, db, accum, channel_last)
 
 
@@ -72,15 +72,15 @@ def convolution_backward(op, inputs, outputs, output_grads, input_grads, propaga
     if propagate_down[0]:
         wino = getattr(op, "wino", None)
         if wino is not None and wino.takes(dy) and w.dtype == dy.dtype:
-            wino.data_grad(dy, w, input_grads[0], _mode(accum[0]))
+            wino.data_grad(dy, w, input_grads[0], init_for_accum(accum[0]))
         else:
-            geo.map_to_image(dy, w, input_grads[0], init=_mode(accum[0]))
+            geo.map_to_image(dy, w, input_grads[0], init=init_for_accum(accum[0]))
     bias = len(inputs) > 2 and propagate_down[2]
     if propagate_down[1]:   # with the bias gradient from the same transposed dy
         geo.filter_grad(x, dy, input_grads[1], accum[1], reuse_col=True, out_b=input_grads[2] if bias else None,
                         b_accumulate=bias and accum[2])
     elif bias:
-        _bias_grad(geo.map2(dy), input_grads[2], accum[2], geo.channel_last)
+        bias_grad(geo.map2(dy), input_grads[2], accum[2], geo.channel_last)
 
 
 def deconvolution_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
@@ -88,11 +88,11 @@ def deconvolution_backward(op, inputs, outputs, output_grads, input_grads, propa
     geo, dy = op.geo, output_grads[0]
     x, w = inputs[0], inputs[1]
     if propagate_down[0]:
-        geo.image_to_map(dy, w, input_grads[0], init=_mode(accum[0]))
+        geo.image_to_map(dy, w, input_grads[0], init=init_for_accum(accum[0]))
     if propagate_down[1]:   # the col of dy is still in the buffer when dx was just computed
         geo.filter_grad(dy, x, input_grads[1], accum[1], reuse_col=propagate_down[0])
     if len(inputs) > 2 and propagate_down[2]:
-        _bias_grad(geo.img2(dy), input_grads[2], accum[2], geo.channel_last)
+        bias_grad(geo.img2(dy), input_grads[2], accum[2], geo.channel_last)
 
 
 # ------------------------------------------------------------------------------ extras
@@ -508,7 +508,7 @@ class ConvGeometry:
 
 
 # ------------------------------------------------------------------------------ ops
-def _init(bias):
+def init_for_bias(bias):
     return INIT_BIAS if bias is not None else INIT_ZERO
 
 
@@ -560,9 +560,9 @@ class _ImageToMap(Op):
     def forward(self, inputs, outputs):
         bias = inputs[2] if len(inputs) > 2 else None
         if self.wino is not None and self.wino.takes(inputs[0]) and inputs[1].dtype == inputs[0].dtype:
-            self.wino.forward(inputs[0], inputs[1], outputs[0], bias, _init(bias))
+            self.wino.forward(inputs[0], inputs[1], outputs[0], bias, init_for_bias(bias))
             return
-        self.geo.image_to_map(inputs[0], inputs[1], outputs[0], bias, _init(bias))
+        self.geo.image_to_map(inputs[0], inputs[1], outputs[0], bias, init_for_bias(bias))
 
     def grad_depends_input_data(self, i, j):
         return (i == 0 and j == 1) or (i == 1 and j == 0)
@@ -610,7 +610,7 @@ class _MapToImage(Op):
 
     def forward(self, inputs, outputs):
         bias = inputs[2] if len(inputs) > 2 else None
-        self.geo.map_to_image(inputs[0], inputs[1], outputs[0], bias, _init(bias))
+        self.geo.map_to_image(inputs[0], inputs[1], outputs[0], bias, init_for_bias(bias))
 
     def grad_depends_input_data(self, i, j):
         return (i == 0 and j == 1) or (i == 1 and j == 0)

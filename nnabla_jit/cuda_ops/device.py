@@ -5,11 +5,15 @@ be the newer one: a CUDA node writing an output makes the host copy stale (``.da
 down), and ``.data`` on the host, which hands out a writable array, makes the device copy stale
 (the next CUDA node reading it copies it up). ``clear()`` drops both.
 """
+import ctypes
 import functools
+import inspect
 import os
 import sys
+from importlib import metadata
 
 import numpy as np
+from numba.core import types as numba_types
 
 from .. import tracing
 from ..ndarray import NotComputed
@@ -564,16 +568,30 @@ class ResolvedLaunch:
     """A configured kernel (``kernel[grid, block]``) whose launches reuse numba's overload
     resolution per argument key (see above)."""
 
-    __slots__ = ("dispatcher", "config", "kernels", "array_type")
+    __slots__ = ("dispatcher", "config", "kernels", "array_type", "packed", "packers")
 
     def __init__(self, dispatcher, config):
         self.dispatcher = dispatcher
         self.config = config
         self.kernels = {}         # argument key -> numba's compiled kernel, or _PLAIN
         self.array_type = None    # numba's device array class, from the first launch
+        self.packed = {}          # value key -> a packed launch (see "packed launches" below)
+        self.packers = {}         # argument key -> _Packer, or _PLAIN
 
     def __call__(self, *args):
-        key = tuple(_arg_key(a, self.array_type) for a in args)
+        array_type = self.array_type
+        vkey = None
+        if PACKED_LAUNCH and array_type is not None:
+            driver = _PACKING[0]
+            if driver is _UNRESOLVED:
+                driver = packing_driver()
+            if driver is not None:
+                vkey = _value_keys(args, array_type, driver)
+                entry = self.packed.get(vkey) if vkey is not None else None
+                if entry is not None:
+                    driver.launch_kernel(*entry[0], cooperative=entry[1])
+                    return
+        key = tuple(_arg_key(a, array_type) for a in args)
         kernel = self.kernels.get(key)
         if kernel is None or kernel is _PLAIN or None in key:
             self.config(*args)    # numba's path: resolves (compiling if needed) and launches
@@ -585,6 +603,8 @@ class ResolvedLaunch:
                 self._learn_array_type(args)
             return
         config = self.config
+        if vkey is not None and _launch_packed(self, kernel, key, vkey, args):
+            return
         try:
             kernel.launch(args, config.griddim, config.blockdim, config.stream, config.sharedmem)
         except (TypeError, AttributeError):
@@ -614,6 +634,232 @@ class ResolvedLaunch:
             self.kernels[key] = _PLAIN
             return
         self.kernels[key] = kernel if kernel is not None else _PLAIN
+
+
+# ---------------------------------------------------------------------------- packed launches
+# ======== numba-cuda internals: every private numba-cuda name this project reads is in this
+# section (and ResolvedLaunch above) ========
+#
+# After resolving, numba's ``_Kernel.launch`` still converts every argument on every launch
+# (``_prepare_args``: ``wrap_arg(...).to_device``, the device pointer, one ctypes object per
+# field) before its one driver call, ``driver.launch_kernel``. Those parameters depend only on
+# the arguments' values: for a device array its size, item size, data pointer, shape and
+# strides (the array model's meminfo and parent are 0); for a scalar its value as numba's type
+# of it; tuples flattened. A packed launch builds that list once per value key (the arrays'
+# pointers, shapes and strides, the scalars' values) and afterwards launches with one dict
+# lookup and the driver call. The first packing for each overload and argument key is checked
+# against numba's own ``_prepare_args`` for the same arguments; any difference, a numba-cuda
+# version other than the ones read (PACKED_VERSIONS), a launch_kernel of another signature,
+# a debug kernel or one with argument extensions take numba's own path.
+# A packed launch uses the kernel's function handle of the device current when it was packed:
+# the CUDA path runs on one device per process. NNABLA_JIT_CUDA_PACKED_LAUNCH=0: numba
+# converts the arguments of every launch.
+PACKED_LAUNCH = switch("PACKED_LAUNCH")
+PACKED_VERSIONS = ((0, 30),)   # numba-cuda (major, minor) whose launch was read for this
+PACKED_MAX = 1024              # packed launches kept per configuration; the table starts again
+LAUNCH_KERNEL_PARAMS = ("cufunc_handle", "gx", "gy", "gz", "bx", "by", "bz", "sharedmem",
+                        "hstream", "args", "cooperative")
+_UNRESOLVED = object()
+_PACKING = [_UNRESOLVED]       # the _PackingDriver, None when packing is off, or _UNRESOLVED
+PACKING_STATS = {"packed": 0, "checked": 0, "refused": 0, "reason": None}
+POINTER_ATTR = "_nnabla_jit_pointer"   # a device array's data pointer, kept on it
+
+
+class _PackingDriver:
+    """numba-cuda's ``driver.launch_kernel`` and ``driver.device_pointer``."""
+
+    def __init__(self, launch_kernel, device_pointer):
+        self.launch_kernel = launch_kernel
+        self.device_pointer = device_pointer
+
+
+def packing_unavailable_reason(version, launch_kernel):
+    """Why packed launches cannot be used with numba-cuda ``version`` (a string, None when
+    numba-cuda is not installed) and its ``launch_kernel``; None when they can."""
+    if version is None:
+        return "numba-cuda is not installed (numba's own CUDA target or its simulator)"
+    try:
+        major_minor = tuple(int(p) for p in version.split(".")[:2])
+    except ValueError:
+        return "numba-cuda version {!r} not understood".format(version)
+    if major_minor not in PACKED_VERSIONS:
+        return "numba-cuda {} is not one whose launch was read ({})".format(
+            version, ", ".join("%d.%d" % v for v in PACKED_VERSIONS))
+    try:
+        params = tuple(inspect.signature(launch_kernel).parameters)
+    except (TypeError, ValueError):
+        return "numba-cuda's launch_kernel has no readable signature"
+    if params != LAUNCH_KERNEL_PARAMS:
+        return "numba-cuda's launch_kernel takes {}".format(params)
+    return None
+
+
+def _resolve_packing():
+    """The _PackingDriver of this numba-cuda, or None (the reason in PACKING_STATS)."""
+    from numba import config as numba_config
+    if numba_config.ENABLE_CUDASIM:
+        PACKING_STATS["reason"] = "the CUDA simulator has no driver"
+        return None
+    try:
+        version = metadata.version("numba-cuda")
+    except Exception:
+        version = None
+    try:
+        from numba.cuda.cudadrv import driver as cuda_driver
+        launch_kernel, device_pointer = cuda_driver.launch_kernel, cuda_driver.device_pointer
+    except Exception as e:
+        PACKING_STATS["reason"] = "numba-cuda's driver module differs ({})".format(e)
+        return None
+    reason = packing_unavailable_reason(version, launch_kernel)
+    PACKING_STATS["reason"] = reason
+    return None if reason is not None else _PackingDriver(launch_kernel, device_pointer)
+
+
+def packing_driver():
+    """The _PackingDriver in use (resolved on first call), or None."""
+    if _PACKING[0] is _UNRESOLVED:
+        _PACKING[0] = _resolve_packing() if PACKED_LAUNCH else None
+    return _PACKING[0]
+
+
+def device_pointer(array, driver):
+    """``array``'s data pointer as an int (``driver.device_pointer``), kept on the array: a
+    device array object never changes its memory."""
+    held = getattr(array, "__dict__", None)
+    if held is None:
+        return int(driver.device_pointer(array))
+    ptr = held.get(POINTER_ATTR)
+    if ptr is None:
+        ptr = held[POINTER_ATTR] = int(driver.device_pointer(array))
+    return ptr
+
+
+def _value_key(value, array_type, driver):
+    """What decides the packed parameters of the argument ``value``, or None when unknown."""
+    kind = type(value)
+    if kind is array_type:
+        return value.dtype, value.shape, value.strides, device_pointer(value, driver)
+    if kind is int:
+        return (int, value) if -INT_BOUND < value < INT_BOUND else None
+    if kind is tuple:
+        keys = tuple(_value_key(v, array_type, driver) for v in value)
+        return None if None in keys else (tuple, keys)
+    if isinstance(value, _SCALAR_TYPES):
+        # 0.0 and -0.0 are equal keys, yet other parameters: zeros are keyed by their text
+        return (kind, value) if value else (kind, value, repr(value))
+    return None
+
+
+def _value_keys(args, array_type, driver):
+    keys = tuple([_value_key(a, array_type, driver) for a in args])
+    return None if None in keys else keys
+
+
+class _Unpackable(Exception):
+    """An argument type this packer does not convert as numba does (numba's path)."""
+
+
+def pack_arguments(argument_types, args, pointer):
+    """The kernel parameters numba-cuda's ``_Kernel._prepare_args`` builds for ``args`` of
+    ``argument_types`` (numba types), as ctypes objects; ``pointer(array)`` gives a device
+    array's data pointer. _Unpackable for a type it does not cover."""
+    params = []
+    for ty, value in zip(argument_types, args):
+        _pack(ty, value, pointer, params)
+    return params
+
+
+def _pack(ty, value, pointer, params):
+    types = numba_types
+    if isinstance(ty, types.Array):
+        c_intp = ctypes.c_ssize_t
+        params.extend((ctypes.c_void_p(0), ctypes.c_void_p(0), c_intp(value.size),
+                       c_intp(value.dtype.itemsize), ctypes.c_void_p(pointer(value))))
+        params.extend(c_intp(n) for n in value.shape)
+        params.extend(c_intp(n) for n in value.strides)
+    elif isinstance(ty, types.Integer):
+        params.append(getattr(ctypes, "c_%s" % ty)(value))
+    elif ty == types.float16:
+        params.append(ctypes.c_uint16(np.float16(value).view(np.uint16)))
+    elif ty == types.float64:
+        params.append(ctypes.c_double(value))
+    elif ty == types.float32:
+        params.append(ctypes.c_float(value))
+    elif ty == types.boolean:
+        params.append(ctypes.c_uint8(int(value)))
+    elif ty == types.complex64:
+        params.extend((ctypes.c_float(value.real), ctypes.c_float(value.imag)))
+    elif ty == types.complex128:
+        params.extend((ctypes.c_double(value.real), ctypes.c_double(value.imag)))
+    elif isinstance(ty, types.BaseTuple) and len(ty) == len(value):
+        for t, v in zip(ty, value):
+            _pack(t, v, pointer, params)
+    else:
+        raise _Unpackable(ty)
+
+
+def same_parameters(mine, numbas):
+    """Whether two lists of ctypes parameters are the same types holding the same values."""
+    return len(mine) == len(numbas) and all(
+        type(a) is type(b) and a.value == b.value for a, b in zip(mine, numbas))
+
+
+class _Packer:
+    """What a packed launch of one overload reads once: the function handle, the argument
+    types, the launch configuration; ``checked`` once compared with numba's conversion."""
+
+    __slots__ = ("prefix", "argument_types", "cooperative", "checked")
+
+    def __init__(self, kernel, config):
+        if kernel.debug or kernel.extensions:
+            raise _Unpackable("a debug kernel or one with argument extensions")
+        griddim, blockdim = tuple(config.griddim), tuple(config.blockdim)
+        if len(griddim) != 3 or len(blockdim) != 3:
+            raise _Unpackable("launch dimensions {} {}".format(griddim, blockdim))
+        stream = config.stream
+        stream_handle = stream and stream.handle.value or 0
+        handle = kernel._codelibrary.get_cufunc().handle
+        self.prefix = (handle,) + griddim + blockdim + (config.sharedmem, stream_handle)
+        self.argument_types = tuple(kernel.argument_types)
+        self.cooperative = bool(kernel.cooperative)
+        self.checked = False
+
+
+def _launch_packed(resolved, kernel, key, vkey, args):
+    """Pack the launch of ``kernel`` (the overload ``resolved`` keeps for argument key ``key``)
+    for value key ``vkey`` and launch it; False, launching nothing, when it cannot be packed
+    (the caller launches through numba)."""
+    driver = packing_driver()
+    if driver is None:
+        return False
+    packer = resolved.packers.get(key)
+    if packer is _PLAIN:
+        return False
+    pointer = functools.partial(device_pointer, driver=driver)
+    try:
+        if packer is None:
+            packer = resolved.packers[key] = _Packer(kernel, resolved.config)
+        params = pack_arguments(packer.argument_types, args, pointer)
+        if not packer.checked:
+            numbas, retr = [], []
+            for ty, value in zip(kernel.argument_types, args):
+                kernel._prepare_args(ty, value, resolved.config.stream, retr, numbas)
+            PACKING_STATS["checked"] += 1
+            if retr or not same_parameters(params, numbas):
+                raise _Unpackable("parameters differ from numba's: {} vs {}".format(
+                    params, numbas))
+            packer.checked = True
+    except Exception as e:   # _Unpackable, or a numba-cuda without these parts
+        resolved.packers[key] = _PLAIN
+        PACKING_STATS["refused"] += 1
+        PACKING_STATS["reason"] = "{}: {}".format(getattr(kernel, "entry_name", kernel), e)[:500]
+        return False
+    if len(resolved.packed) >= PACKED_MAX:
+        resolved.packed.clear()
+    entry = resolved.packed[vkey] = ((*packer.prefix, params), packer.cooperative)
+    PACKING_STATS["packed"] += 1
+    driver.launch_kernel(*entry[0], cooperative=entry[1])
+    return True
 
 
 def launch(kern, n, *args):

@@ -8,6 +8,7 @@ down), and ``.data`` on the host, which hands out a writable array, makes the de
 import ctypes
 import functools
 import inspect
+import math
 import os
 import sys
 from importlib import metadata
@@ -25,7 +26,7 @@ __all__ = ["load", "unavailable_reason", "properties", "HOW_TO_GET_CUDA", "Devic
            "DeviceMemory", "MEMORY", "fresh_on_device", "written_on_device", "read", "write", "accumulator", "zeroed",
            "upload", "copy_up", "copy_down", "host_counter", "read_counter", "stats",
            "reset_stats", "zeros", "empty", "release", "free_pool", "POOL_DEPTH", "workspace", "launch", "fill", "copy", "add_into",
-           "flat_offset", "contiguous_strides", "broadcast_strides"]
+           "flat_offset", "contiguous_strides", "broadcast_strides", "flat", "reshaped", "row"]
 
 cuda = None  # numba.cuda, bound by load()
 
@@ -297,10 +298,10 @@ class DeviceMemory:
         added in afterwards: one workspace per slot, reused by every node and step (the add
         that reads it is queued before any later kernel writes it)."""
         shape = tuple(shape)
-        size = int(np.prod(shape, dtype=np.int64))
+        size = math.prod(shape)
 
         def get(dtype):
-            array = workspace(("repeated input's gradient", slot), size, dtype).reshape(shape)
+            array = reshaped(workspace(("repeated input's gradient", slot), size, dtype), shape)
             fill(array, 0)
             return array
         return get
@@ -432,7 +433,7 @@ def empty(shape, dtype):
     """An uninitialised device array: one from the pool when one of its size and type is
     there, else a new allocation."""
     shape, dtype = tuple(int(s) for s in shape), np.dtype(dtype)
-    size = int(np.prod(shape, dtype=np.int64))
+    size = math.prod(shape)
     bucket = _POOL.get((size, dtype))
     if bucket:
         _STATS["reused"] += 1
@@ -490,17 +491,17 @@ def zeros(shape, dtype):
 
 def fill(array, value):
     """Set every element of a device array to ``value``."""
-    launch(fill_kernel, array.size, array.reshape(array.size), value)
+    launch(fill_kernel, array.size, flat(array), value)
 
 
 def copy(src, dst):
     """dst = src (converted to dst's type) for device arrays of one size."""
-    launch(cast_kernel, dst.size, src.reshape(src.size), dst.reshape(dst.size))
+    launch(cast_kernel, dst.size, flat(src), flat(dst))
 
 
 def add_into(dst, src):
     """dst += src for device arrays of one size."""
-    launch(add_kernel, dst.size, dst.reshape(dst.size), src.reshape(src.size))
+    launch(add_kernel, dst.size, flat(dst), flat(src))
 
 
 # numba builds a launch configuration object on every ``kernel[grid, block]``; the same few
@@ -875,7 +876,45 @@ def flat(array):
     array object even to the same shape), else a reshaped view."""
     if LAUNCH_CACHE and array.ndim == 1:
         return array
-    return array.reshape(array.size)
+    return reshaped(array, array.size)
+
+
+# numba builds a new device array object for every reshape and index (``a.reshape(n)``,
+# ``a[0]``: a shape check, a dummy array, a memory view), and the launchers take the same views
+# of the same buffers every step. They are kept on the array they are views of, per shape or
+# index (a view holds the memory, not the array it came from, so the pool's count of who holds
+# an array is unchanged). A kept view must never be handed out as a buffer of its own (the
+# pool's arrays are reshaped with numba's reshape). NNABLA_JIT_CUDA_VIEW_CACHE=0: new views
+# on every launch.
+VIEW_CACHE = switch("VIEW_CACHE")
+VIEWS_ATTR = "_nnabla_jit_views"
+VIEWS_MAX = 32     # views kept per array; its table starts again when full
+
+
+def _kept_view(array, key, make):
+    held = getattr(array, "__dict__", None) if VIEW_CACHE else None
+    if held is None:     # views not kept, or an array that cannot keep them (NumPy's)
+        return make()
+    views = held.get(VIEWS_ATTR)
+    if views is None:
+        views = held[VIEWS_ATTR] = {}
+    view = views.get(key)
+    if view is None:
+        if len(views) >= VIEWS_MAX:
+            views.clear()
+        view = views[key] = make()
+    return view
+
+
+def reshaped(array, *shape):
+    """``array.reshape(*shape)`` of a device array, the view kept on it (see above)."""
+    key = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+    return _kept_view(array, key, lambda: array.reshape(key))
+
+
+def row(array, i):
+    """``array[i]`` of a device array, the view kept on it (see above)."""
+    return _kept_view(array, ("row", i), lambda: array[i])
 
 
 def contiguous_strides(shape):

@@ -267,7 +267,7 @@ def _view(lay, a, owned):
     if lay.perm is None:
         return _flat(a)
     box, strides = _permuted(lay)
-    t = _temporary(a.shape, a.dtype, owned).reshape(a.size)
+    t = device.flat(_temporary(a.shape, a.dtype, owned))
     move(a, t, box, strides, contiguous_strides(box))
     return t
 
@@ -301,12 +301,13 @@ def _release_all(owned):
 def _channel_sums(op, x, d, y, center, power, first_as_center, relu=False):
     """(sum_d, sum_e) per channel (``channel_sums_kernel``), in a float64 workspace."""
     O, C, I = op.layout.shape3
-    sums = device.workspace("standardization sums", 2 * C, np.float64).reshape(2, C)
-    stand_in = center if center is not None else sums[0]
+    sums = device.reshaped(device.workspace("standardization sums", 2 * C, np.float64), 2, C)
+    sum_d, sum_e = device.row(sums, 0), device.row(sums, 1)
     threads = min(BLOCK, 1 << max(O * I - 1, 0).bit_length())
     device.configured(channel_sums_kernel, C, threads)(
-        x, d, y, stand_in, power, first_as_center, relu, sums[0], sums[1], O, C, I)
-    return sums[0], sums[1]
+        x, d, y, center if center is not None else sum_d, power, first_as_center, relu, sum_d,
+        sum_e, O, C, I)
+    return sum_d, sum_e
 
 
 def _broadcast_product(a, out, g=None, b=None):
@@ -358,21 +359,22 @@ def _standardize(op, inputs, outputs, owned):
     stats = getattr(op, "saved_device_stats", None)
     if stats is None or stats.shape[1] != C:
         stats = op.saved_device_stats = device.empty((4, C), np.float64)
+    stand_in = device.row(stats, 0)   # for the arrays a launch does not read or write
     s, ss = (_channel_sums(op, x, x, x, None, 2, True) if op.batch_stat and x.size
-             else (stats[0], stats[1]))   # stand-ins, not read
+             else (stand_in, stand_in))
     rm, rv = _slot(op, inputs, "mean"), _slot(op, inputs, "variance")
     update = op.batch_stat and rm is not None and not op.recomputing
     n = lay.count
     per_channel = op.channel_params
     gamma = _slot(op, inputs, "gamma") if per_channel else None
     beta = _slot(op, inputs, "beta") if per_channel else None
-    mean_out = _flat(outputs[1]) if op.with_stats else stats[0]
-    var_out = _flat(outputs[2]) if op.with_stats else stats[0]
-    device.launch(statistics_kernel, C, x if x.size else stats[0], s, ss, n, I, op.batch_stat,
-                  rm if rm is not None else stats[0], rv if rv is not None else stats[0], update,
+    mean_out = _flat(outputs[1]) if op.with_stats else stand_in
+    var_out = _flat(outputs[2]) if op.with_stats else stand_in
+    device.launch(statistics_kernel, C, x if x.size else stand_in, s, ss, n, I, op.batch_stat,
+                  rm if rm is not None else stand_in, rv if rv is not None else stand_in, update,
                   float(getattr(op, "decay_rate", 0.0)), n / (n - 1.0) if n > 1 else np.inf,
-                  float(op.eps), gamma if gamma is not None else stats[0], gamma is not None,
-                  beta if beta is not None else stats[0], beta is not None, stats, mean_out,
+                  float(op.eps), gamma if gamma is not None else stand_in, gamma is not None,
+                  beta if beta is not None else stand_in, beta is not None, stats, mean_out,
                   var_out, op.with_stats)
     z = _view(lay, inputs[op.slot["z"]], owned) if "z" in op.slot else None
     device.launch(channel_affine_kernel, y.size, x, stats, z if z is not None else x,
@@ -442,18 +444,20 @@ def _standardization_grads(op, inputs, outputs, output_grads, input_grads, propa
     if not (need_sums or propagate_down[0]):
         return
     x = _view(lay, inputs[0], owned) if inputs[0] is not None else dy   # unread for dbeta alone
+    stand_in = mean = device.row(stats, 0)
     if need_sums:
-        sum_d, sum_dxc = _channel_sums(op, x, dy, y, stats[0], 0, False, op.relu)
+        sum_d, sum_dxc = _channel_sums(op, x, dy, y, mean, 0, False, op.relu)
     else:
-        sum_d = sum_dxc = stats[0]   # stand-ins, not read
-    coef = device.workspace("standardization coefficients", 3 * C, np.float64).reshape(3, C)
+        sum_d = sum_dxc = stand_in   # not read
+    coef = device.reshaped(device.workspace("standardization coefficients", 3 * C, np.float64),
+                           3, C)
     grad = (lambda name: _flat(input_grads[slot[name]]) if params_wanted and wanted(name)
-            else stats[0])
+            else stand_in)
     acc = (lambda name: bool(accum[slot[name]]) if wanted(name) else False)
-    dmean = _flat(output_grads[1]) if op.with_stats else stats[0]
-    dvar = _flat(output_grads[2]) if op.with_stats else stats[0]
+    dmean = _flat(output_grads[1]) if op.with_stats else stand_in
+    dvar = _flat(output_grads[2]) if op.with_stats else stand_in
     device.launch(gradient_coefficients_kernel, C, stats, sum_d, sum_dxc, max(lay.count, 1),
-                  gamma if gamma is not None else stats[0], gamma is not None, op.batch_stat,
+                  gamma if gamma is not None else stand_in, gamma is not None, op.batch_stat,
                   dmean, dvar, op.with_stats, grad("beta"), params_wanted and wanted("beta"),
                   acc("beta"), grad("gamma"), params_wanted and wanted("gamma"), acc("gamma"),
                   coef)
@@ -484,7 +488,7 @@ def norm_forward(op, inputs, outputs):
     stats = getattr(op, "saved_device_stats", None)
     if stats is None or stats.shape[1] != C:
         stats = op.saved_device_stats = device.empty((5, C), np.float64)
-    gain = _flat(inputs[1]) if len(inputs) > 1 else stats[0]
+    gain = _flat(inputs[1]) if len(inputs) > 1 else device.row(stats, 0)
     device.launch(norm_statistics_kernel, C, s, float(op.eps), 1.0 / power, gain,
                   len(inputs) > 1, op.name == "NormNormalization", stats)
     device.launch(channel_affine_kernel, y.size, x, stats, x, False, False, y, C, I)
@@ -505,11 +509,13 @@ def norm_backward(op, inputs, outputs, output_grads, input_grads, propagate_down
     power = _norm_power(op)
     stats = op.saved_device_stats
     x, dy = _view(lay, inputs[0], owned), _view(lay, output_grads[0], owned)
-    _, s = _channel_sums(op, x, dy, dy, stats[0], 0, False)   # stats[0]: the zero centre
-    coef = device.workspace("standardization coefficients", 3 * C, np.float64).reshape(3, C)
+    stand_in = device.row(stats, 0)
+    _, s = _channel_sums(op, x, dy, dy, stand_in, 0, False)   # stats[0]: the zero centre
+    coef = device.reshaped(device.workspace("standardization coefficients", 3 * C, np.float64),
+                           3, C)
     device.launch(norm_coefficients_kernel, C, stats, s, power,
-                  _flat(inputs[1]) if has_gain else stats[0], has_gain,
-                  _flat(input_grads[1]) if want_gain else stats[0], want_gain,
+                  _flat(inputs[1]) if has_gain else stand_in, has_gain,
+                  _flat(input_grads[1]) if want_gain else stand_in, want_gain,
                   bool(accum[1]) if want_gain else False, coef)
     if propagate_down[0]:
         dx = _target(lay, input_grads[0], owned)
@@ -580,7 +586,7 @@ def mean_subtraction_forward(op, inputs, outputs):
         device.fill(zeros, 0)
         s, _ = _channel_sums(op, x, x, x, zeros, 0, False)
     else:
-        s = stats[0]   # a stand-in, not read
+        s = device.row(stats, 0)   # a stand-in, not read
     t = _flat(inputs[2])
     device.launch(running_mean_kernel, C, s, float(max(lay.count, 1)), _flat(inputs[1]), t,
                   update and x.size > 0, stats, coef)
@@ -641,7 +647,8 @@ def clip_grad_by_norm_backward(op, inputs, outputs, output_grads, input_grads, p
     device.fill(gain, float(op.clip_norm))
     stats = _temporary((5, C), np.float64, owned)
     device.launch(norm_statistics_kernel, C, squares, 0.0, 0.5, gain, True, False, stats)
-    coef = device.workspace("standardization coefficients", 3 * C, np.float64).reshape(3, C)
+    coef = device.reshaped(device.workspace("standardization coefficients", 3 * C, np.float64),
+                           3, C)
     device.launch(norm_coefficients_kernel, C, stats, zeros, 2, gain, True, zeros, False, False,
                   coef)
     target = _target(lay, input_grads[0], owned)

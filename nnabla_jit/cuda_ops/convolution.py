@@ -234,6 +234,15 @@ class _Launch:
                     accum=accum, a_batch=self.same, b_batch=self.same)
 
 
+def _launch_of(op):
+    """The node's :class:`_Launch`, kept on it while its geometry is the same object (set up
+    again, it gets a new one)."""
+    kept = op.__dict__.get("device_conv_launch")
+    if kept is None or kept.geo is not op.geo:
+        kept = op.__dict__["device_conv_launch"] = _Launch(op)
+    return kept
+
+
 def _init(accum):
     return INIT_ADD if accum else INIT_ZERO
 
@@ -249,7 +258,7 @@ def _zero_unless_accum(grads, propagate_down, accum):
 def convolution_forward(op, inputs, outputs):
     if outputs[0].size:
         bias = inputs[2] if len(inputs) > 2 else None
-        _Launch(op).image_to_map(inputs[0], inputs[1], outputs[0], bias,
+        _launch_of(op).image_to_map(inputs[0], inputs[1], outputs[0], bias,
                                  INIT_ZERO if bias is None else INIT_BIAS)
 
 
@@ -260,14 +269,15 @@ def convolution_backward(op, inputs, outputs, output_grads, input_grads, propaga
     if dy.size == 0:
         _zero_unless_accum(input_grads, propagate_down, accum)
         return
-    launch = _Launch(op)
+    launch = _launch_of(op)
     rows = launch.rows(dy)
     if propagate_down[0]:
         launch.rows_to_image(rows, inputs[1], input_grads[0], init=_init(accum[0]))
     if propagate_down[1]:
         launch.filter_grad(inputs[0], rows, input_grads[1], accum[1])
     if len(inputs) > 2 and propagate_down[2]:
-        reduction.reduce(rows, device.reshaped(input_grads[2], rows.shape[0]), (1,), accum=accum[2])
+        reduction.reduce(rows, device.reshaped(input_grads[2], rows.shape[0]), (1,),
+                         accum=accum[2])
 
 
 @forward("Deconvolution", "DepthwiseDeconvolution")
@@ -275,7 +285,7 @@ def deconvolution_forward(op, inputs, outputs):
     """y = col2im(W^T rows(x)) (+ b): the convolution's data gradient."""
     y = outputs[0]
     if y.size:
-        launch = _Launch(op)
+        launch = _launch_of(op)
         bias = inputs[2] if len(inputs) > 2 else None
         launch.rows_to_image(launch.rows(inputs[0]), inputs[1], y, bias,
                              INIT_ZERO if bias is None else INIT_BIAS)
@@ -289,7 +299,7 @@ def deconvolution_backward(op, inputs, outputs, output_grads, input_grads, propa
     if dy.size == 0:
         _zero_unless_accum(input_grads, propagate_down, accum)
         return
-    launch = _Launch(op)
+    launch = _launch_of(op)
     if propagate_down[0]:
         launch.image_to_map(dy, inputs[1], input_grads[0], init=_init(accum[0]))
     if propagate_down[1]:

@@ -307,3 +307,28 @@ def test_views_kept_on_their_array_alias_it_and_leave_the_pool_alone(monkeypatch
     device.free_pool()
     host = np.zeros((2, 3))   # NumPy arrays cannot keep views: a new one each time
     assert device.reshaped(host, 6) is not device.reshaped(host, 6)
+
+
+def test_convolution_launch_geometry_is_kept_until_set_up_again():
+    """A convolution node keeps its device launch geometry across steps; a new input shape
+    (set up again) gives it a new one, and the results stay the CPU's."""
+    import nnabla_jit as nn
+    from .compare import cuda_context
+    w = rng.randn(3, 2, 3, 3).astype(np.float32)
+    with nn.context_scope(cuda_context()):
+        x = nn.Variable.from_numpy_array(rng.randn(2, 2, 5, 5).astype(np.float32))
+        y = F.convolution(x, nn.Variable.from_numpy_array(w), pad=(1, 1))
+        y.forward()
+        op = y.parent.op
+        kept = op.device_conv_launch
+        y.forward()
+        assert op.device_conv_launch is kept
+        x.reset_shape((1, 2, 4, 4), force=True)
+        x.d = rng.randn(1, 2, 4, 4).astype(np.float32)
+        y.forward()
+        assert op.device_conv_launch is not kept and op.device_conv_launch.geo is op.geo
+        got = y.d.copy()
+    expected = F.convolution(nn.Variable.from_numpy_array(x.d), nn.Variable.from_numpy_array(w),
+                             pad=(1, 1))
+    expected.forward()
+    np.testing.assert_allclose(got, expected.d, rtol=1e-5, atol=1e-5)

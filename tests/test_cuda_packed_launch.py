@@ -199,3 +199,20 @@ def test_parameters_unlike_numbas_take_numbas_path(packing, monkeypatch):
         launch(a, 0.5)
     assert not packing.calls and len(kern.kernel.launched) == 4
     assert "differ" in device.PACKING_STATS["reason"]
+
+
+def test_a_driver_refusing_packed_arguments_stops_packing(packing, monkeypatch):
+    kern = FakeDispatcher((types.Array(types.float32, 1, "C"), types.float64))
+    launch = device.configured(kern, 4, 128)
+    a = DeviceNDArray((6,))
+    for _ in range(3):
+        launch(a, 0.5)
+    assert len(packing.calls) == 1 and len(kern.kernel.launched) == 2
+
+    def refuse(*args, cooperative=False):
+        raise TypeError("takes other arguments")
+    monkeypatch.setattr(packing, "launch_kernel", refuse)
+    for _ in range(3):
+        launch(a, 0.5)
+    assert len(kern.kernel.launched) == 5 and device._PACKING[0] is None
+    assert "refused" in device.PACKING_STATS["reason"]

@@ -590,8 +590,12 @@ class ResolvedLaunch:
                 vkey = _value_keys(args, array_type, driver)
                 entry = self.packed.get(vkey) if vkey is not None else None
                 if entry is not None:
-                    driver.launch_kernel(*entry[0], cooperative=entry[1])
-                    return
+                    try:
+                        driver.launch_kernel(*entry[0], cooperative=entry[1])
+                        return
+                    except TypeError as e:   # a launch_kernel taking other arguments after all
+                        _stop_packing(e)
+                        vkey = None
         key = tuple(_arg_key(a, array_type) for a in args)
         kernel = self.kernels.get(key)
         if kernel is None or kernel is _PLAIN or None in key:
@@ -859,8 +863,19 @@ def _launch_packed(resolved, kernel, key, vkey, args):
         resolved.packed.clear()
     entry = resolved.packed[vkey] = ((*packer.prefix, params), packer.cooperative)
     PACKING_STATS["packed"] += 1
-    driver.launch_kernel(*entry[0], cooperative=entry[1])
+    try:
+        driver.launch_kernel(*entry[0], cooperative=entry[1])
+    except TypeError as e:   # refused before launching: numba's path for this launch and on
+        _stop_packing(e)
+        return False
     return True
+
+
+def _stop_packing(error):
+    """numba-cuda's launch_kernel refused a packed launch's arguments (TypeError, raised before
+    anything is launched): no more packed launches in this process."""
+    _PACKING[0] = None
+    PACKING_STATS["reason"] = "launch_kernel refused packed arguments: {}".format(error)[:500]
 
 
 def launch(kern, n, *args):

@@ -923,7 +923,9 @@ def _kept_view(array, key, make):
 
 def reshaped(array, *shape):
     """``array.reshape(*shape)`` of a device array, the view kept on it (see above)."""
-    key = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+    if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+        shape = tuple(shape[0])   # one sequence of sizes (a tuple, a list, an array)
+    key = tuple(int(n) for n in shape)
     return _kept_view(array, key, lambda: array.reshape(key))
 
 

@@ -295,6 +295,8 @@ def test_views_kept_on_their_array_alias_it_and_leave_the_pool_alone(monkeypatch
     assert (device.reshaped(a, 6) is flat) == kept
     assert (device.reshaped(a, (3, 2)) is device.reshaped(a, 3, 2)) == kept
     assert (device.reshaped(a, [3, 2]) is device.reshaped(a, 3, 2)) == kept
+    assert (device.reshaped(a, np.array([3, 2])) is device.reshaped(a, np.int64(3), 2)) == kept
+    assert device.reshaped(a, np.array([3, 2])).shape == (3, 2)
     assert (device.row(a, 1) is device.row(a, 1)) == kept
     device.fill(device.row(a, 1), 7.0)
     device.add_into(device.reshaped(a, 3, 2), device.upload(np.ones((3, 2), np.float32)))

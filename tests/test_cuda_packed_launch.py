@@ -216,3 +216,22 @@ def test_a_driver_refusing_packed_arguments_stops_packing(packing, monkeypatch):
         launch(a, 0.5)
     assert len(kern.kernel.launched) == 5 and device._PACKING[0] is None
     assert "refused" in device.PACKING_STATS["reason"]
+
+
+def test_array_key_numbers_stand_for_their_contents(monkeypatch):
+    monkeypatch.setattr(device, "_ARRAY_KEYS", {})
+    monkeypatch.setattr(device, "ARRAY_KEYS_MAX", 3)
+    driver = FakeDriver()
+    a, same_as_a = DeviceNDArray((6,), pointer=0x1000), DeviceNDArray((6,), pointer=0x1000)
+    other = DeviceNDArray((6,), pointer=0x2000)
+    strided = DeviceNDArray((2, 3), pointer=0x1000, strides=(4, 8))
+    keys = [device._value_keys((x,), DeviceNDArray, driver)[0]
+            for x in (a, same_as_a, other, strided)]
+    assert keys[0] == keys[1] and len(set(keys)) == 3
+    assert device._value_keys((a,), DeviceNDArray, driver)[0] == keys[0]   # kept on the array
+    later = device._value_keys((DeviceNDArray((7,), pointer=0x1000),), DeviceNDArray, driver)
+    assert later[0] not in keys   # the table started again: a new number, never an old one
+    assert device._value_keys((a, 2, 0.5, True, 0, -0.0, (1, 2)), DeviceNDArray, driver) == (
+        keys[0], (int, 2), (float, 0.5), (bool, True), (int, 0), (float, -0.0, "-0.0"),
+        (tuple, ((int, 1), (int, 2))))
+    assert device._value_keys((a, object()), DeviceNDArray, driver) is None

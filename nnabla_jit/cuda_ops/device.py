@@ -743,7 +743,7 @@ def _value_key(value, array_type, driver):
     """What decides the packed parameters of the argument ``value``, or None when unknown."""
     kind = type(value)
     if kind is array_type:
-        return value.dtype, value.shape, value.strides, device_pointer(value, driver)
+        return _array_value_key(value, driver)
     if kind is int:
         return (int, value) if -INT_BOUND < value < INT_BOUND else None
     if kind is tuple:
@@ -755,9 +755,51 @@ def _value_key(value, array_type, driver):
     return None
 
 
+VALUE_KEY_ATTR = "_nnabla_jit_value_key"   # a device array's value key, kept on it
+
+
+_ARRAY_KEYS = {}          # (dtype, shape, strides, pointer) -> its number
+_ARRAY_KEY_COUNT = [0]    # numbers handed out: never reused, so a number kept on an array
+ARRAY_KEYS_MAX = 1 << 16  # always means its contents (the table starts again when full)
+
+
+def _array_value_key(array, driver):
+    """A number standing for a device array's (dtype, shape, strides, pointer), kept on it
+    (none of them changes): a launch's key hashes ints instead of dtypes and tuples."""
+    contents = (array.dtype, array.shape, array.strides, device_pointer(array, driver))
+    key = _ARRAY_KEYS.get(contents)
+    if key is None:
+        if len(_ARRAY_KEYS) >= ARRAY_KEYS_MAX:
+            _ARRAY_KEYS.clear()
+        _ARRAY_KEY_COUNT[0] += 1
+        key = _ARRAY_KEYS[contents] = _ARRAY_KEY_COUNT[0]
+    held = getattr(array, "__dict__", None)
+    if held is not None:
+        held[VALUE_KEY_ATTR] = key
+    return key
+
+
 def _value_keys(args, array_type, driver):
-    keys = tuple([_value_key(a, array_type, driver) for a in args])
-    return None if None in keys else keys
+    """The value key of a launch's arguments (``_value_key`` of each, the common kinds
+    inlined: this runs for every launch), or None when one is unknown."""
+    keys = []
+    for value in args:
+        kind = type(value)
+        if kind is array_type:
+            try:
+                keys.append(value.__dict__[VALUE_KEY_ATTR])
+            except (KeyError, AttributeError):
+                keys.append(_array_value_key(value, driver))
+        elif kind is int and -INT_BOUND < value < INT_BOUND and value:
+            keys.append((int, value))
+        elif (kind is float or kind is bool) and value:
+            keys.append((kind, value))
+        else:
+            key = _value_key(value, array_type, driver)
+            if key is None:
+                return None
+            keys.append(key)
+    return tuple(keys)
 
 
 class _Unpackable(Exception):

@@ -36,6 +36,9 @@ from .registry import backward, device_function, forward, kernel
 cuda = None  # numba.cuda, bound by device.load()
 
 BLOCK = 128   # most threads reducing one channel (a power of two: the combine halves it)
+# Without batch statistics (inference), the statistics and the affine map in one launch
+# (running_affine_kernel) instead of two; NNABLA_JIT_CUDA_FUSED_INFERENCE=0: two.
+FUSED_INFERENCE = device.switch("FUSED_INFERENCE")
 
 odd_power = device_function(_odd_power.py_func)   # the CPU's per-element formulas
 term = device_function(_term.py_func)
@@ -149,6 +152,44 @@ def channel_affine_kernel(x, stats, z, add_z, relu, y, C, I):
     if i < y.size:
         c = (i // I) % C
         v = x[i] * stats[2, c] + stats[3, c]
+        if add_z:
+            v += z[i]
+        if relu and v < 0:
+            v = 0.0
+        y[i] = v
+
+
+@kernel
+def running_affine_kernel(x, running_mean, running_var, eps, gamma, has_gamma, beta, has_beta,
+                          z, add_z, relu, y, C, I, stats, mean_out, var_out, with_stats):
+    """Without batch statistics, statistics_kernel and channel_affine_kernel in one launch:
+    every thread computes its channel's affine map from the running mean and variance (the
+    same float64 expressions as statistics_kernel's), and the thread of each channel's first
+    element stores the channel's stats (for backward) and the ``with_stats`` outputs."""
+    i = cuda.grid(1)
+    if i < y.size:
+        c = (i // I) % C
+        mean = running_mean[c]
+        var = running_var[c]
+        inv_std = 1.0 / (var + eps) ** 0.5
+        scale = inv_std
+        offset = -mean * inv_std
+        if has_gamma:
+            scale *= gamma[c]
+            offset *= gamma[c]
+        if has_beta:
+            offset += beta[c]
+        if i < C * I and i % I == 0:
+            stats[0, c] = mean
+            stats[1, c] = inv_std
+            stats[2, c] = scale
+            stats[3, c] = offset
+            if with_stats:
+                mean_out[c] = mean
+                var_out[c] = var
+        # as channel_affine_kernel reads them: stored as float64 (the simulator computes the
+        # lines above in the inputs' type, NumPy's rule)
+        v = x[i] * float64(scale) + float64(offset)
         if add_z:
             v += z[i]
         if relu and v < 0:
@@ -370,15 +411,23 @@ def _standardize(op, inputs, outputs, owned):
     beta = _slot(op, inputs, "beta") if per_channel else None
     mean_out = _flat(outputs[1]) if op.with_stats else stand_in
     var_out = _flat(outputs[2]) if op.with_stats else stand_in
-    device.launch(statistics_kernel, C, x if x.size else stand_in, s, ss, n, I, op.batch_stat,
-                  rm if rm is not None else stand_in, rv if rv is not None else stand_in, update,
-                  float(getattr(op, "decay_rate", 0.0)), n / (n - 1.0) if n > 1 else np.inf,
-                  float(op.eps), gamma if gamma is not None else stand_in, gamma is not None,
-                  beta if beta is not None else stand_in, beta is not None, stats, mean_out,
-                  var_out, op.with_stats)
     z = _view(lay, inputs[op.slot["z"]], owned) if "z" in op.slot else None
-    device.launch(channel_affine_kernel, y.size, x, stats, z if z is not None else x,
-                  z is not None, op.relu, y, C, I)
+    if FUSED_INFERENCE and not op.batch_stat and rm is not None and rv is not None and y.size:
+        device.launch(running_affine_kernel, y.size, x, rm, rv, float(op.eps),
+                      gamma if gamma is not None else stand_in, gamma is not None,
+                      beta if beta is not None else stand_in, beta is not None,
+                      z if z is not None else x, z is not None, op.relu, y, C, I, stats,
+                      mean_out, var_out, op.with_stats)
+    else:
+        device.launch(statistics_kernel, C, x if x.size else stand_in, s, ss, n, I,
+                      op.batch_stat, rm if rm is not None else stand_in,
+                      rv if rv is not None else stand_in, update,
+                      float(getattr(op, "decay_rate", 0.0)), n / (n - 1.0) if n > 1 else np.inf,
+                      float(op.eps), gamma if gamma is not None else stand_in, gamma is not None,
+                      beta if beta is not None else stand_in, beta is not None, stats, mean_out,
+                      var_out, op.with_stats)
+        device.launch(channel_affine_kernel, y.size, x, stats, z if z is not None else x,
+                      z is not None, op.relu, y, C, I)
     _store(lay, y, outputs[0])
     gamma, beta = _param(op, inputs, "gamma"), _param(op, inputs, "beta")
     if not per_channel and (gamma is not None or beta is not None):

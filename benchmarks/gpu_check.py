@@ -34,8 +34,8 @@ the end of the run):
    in float32 without TF32 (as nnabla_jit's products), cudnn.benchmark on. nnabla_jit runs
    each workload twice, with the CUDA path's speed-ups (``NNABLA_JIT_CUDA_FAST=1``, the default)
    and without (``=0``), in separate processes, and LeNet, BN-CNN and ResNet-50 b1 again in
-   the first process with each newer speed-up (SWITCHED: packed launches, kept views) off in
-   turn; with ``--profile``, cProfile's top functions of 20 steps of LeNet, BN-CNN, ResNet-18
+   the first process with each newer speed-up (SWITCHED: packed launches, kept views, kept
+   GEMM layouts, one-launch inference BN) off in turn; with ``--profile``, cProfile's top functions of 20 steps of LeNet, BN-CNN, ResNet-18
    and ResNet-50 b1 go to ``profile.txt``.
 
 DIR receives, updated as each section ends: ``results.json``, ``results.md`` (the tables),
@@ -78,7 +78,9 @@ PROFILE_RESERVE = 90.0   # s of the budget the bench passes leave for the profil
 # speed-ups switched off one at a time in the bench worker's process (module flags of
 # cuda_ops/device.py read at every launch), on these workloads: the effect of each, measured
 # on the same graph right after the default
-SWITCHED = ("PACKED_LAUNCH", "VIEW_CACHE")
+SWITCHED = ("PACKED_LAUNCH", "VIEW_CACHE", "GEMM_CACHE", "FUSED_INFERENCE")
+SWITCH_MODULES = {"PACKED_LAUNCH": "device", "VIEW_CACHE": "device", "GEMM_CACHE": "cublas",
+                  "FUSED_INFERENCE": "normalization"}   # the cuda_ops module holding each flag
 SWITCH_BENCH = ("lenet", "convbn", "resnet50_b1")
 SWITCH_SHARE = 0.5   # of a switched workload's time, for the switched-off measurements
 CACHE_ROOT = os.path.join(tempfile.gettempdir(), "nnabla_jit_gpu_check")
@@ -652,7 +654,7 @@ def worker_bench(args):
             r[key] = _attempt(ours)
             for i_off, flag in enumerate(SWITCHED if switched and steps else ()):
                 r["{}_no_{}".format(route, flag.lower())] = _attempt(lambda: _switched_off(
-                    device, flag, lambda: _measure(
+                    flag, lambda: _measure(
                         steps[0], cuda.synchronize,
                         time.time() + (cap - time.time()) / (len(SWITCHED) - i_off),
                         args.simulate)))
@@ -673,15 +675,17 @@ def worker_bench(args):
     return 0
 
 
-def _switched_off(device, flag, measure):
-    """``measure()`` with the speed-up ``flag`` of cuda_ops/device.py off (as its
-    NNABLA_JIT_CUDA_<flag>=0 would have it), then on again."""
-    before = getattr(device, flag)
-    setattr(device, flag, False)
+def _switched_off(flag, measure):
+    """``measure()`` with the speed-up ``flag`` (a module flag of nnabla_jit.cuda_ops, read at
+    every launch) off, as its NNABLA_JIT_CUDA_<flag>=0 would have it, then as it was."""
+    import importlib
+    module = importlib.import_module("nnabla_jit.cuda_ops." + SWITCH_MODULES[flag])
+    before = getattr(module, flag)
+    setattr(module, flag, False)
     try:
         return measure()
     finally:
-        setattr(device, flag, before)
+        setattr(module, flag, before)
 
 
 def _switch_keys(r):

@@ -235,3 +235,24 @@ def test_array_key_numbers_stand_for_their_contents(monkeypatch):
         keys[0], (int, 2), (float, 0.5), (bool, True), (int, 0), (float, -0.0, "-0.0"),
         (tuple, ((int, 1), (int, 2))))
     assert device._value_keys((a, object()), DeviceNDArray, driver) is None
+
+
+def test_packing_resolves_numba_cudas_driver_functions(monkeypatch):
+    """With a numba-cuda version that was read, the driver's launch_kernel and device_pointer
+    (the array interface's pointer where the driver has none); otherwise none, with why."""
+    from numba import config
+    from numba.cuda.cudadrv import driver as cuda_driver
+    monkeypatch.setattr(config, "ENABLE_CUDASIM", False)
+    monkeypatch.setattr(device.metadata, "version", lambda name: "0.30.4")
+    resolved = device._resolve_packing()
+    assert resolved.launch_kernel is cuda_driver.launch_kernel
+    assert resolved.device_pointer is cuda_driver.device_pointer
+    monkeypatch.delattr(cuda_driver, "device_pointer")
+    resolved = device._resolve_packing()
+    array = type("Array", (), {"__cuda_array_interface__": {"data": (0x5000, False)}})()
+    assert resolved.device_pointer(array) == 0x5000
+    monkeypatch.setattr(device.metadata, "version", lambda name: "0.31.0")
+    assert device._resolve_packing() is None and "0.31.0" in device.PACKING_STATS["reason"]
+    monkeypatch.setattr(config, "ENABLE_CUDASIM", True)
+    assert device._resolve_packing() is None
+    assert "simulator" in device.PACKING_STATS["reason"]

@@ -711,13 +711,21 @@ def _resolve_packing():
         version = None
     try:
         from numba.cuda.cudadrv import driver as cuda_driver
-        launch_kernel, device_pointer = cuda_driver.launch_kernel, cuda_driver.device_pointer
+        launch_kernel = cuda_driver.launch_kernel
     except Exception as e:
         PACKING_STATS["reason"] = "numba-cuda's driver module differs ({})".format(e)
         return None
+    # the pointer numba's _prepare_args reads; the array interface's where a numba-cuda lacks
+    # it (the first packing of each overload compares the parameters with numba's anyway)
+    device_pointer = getattr(cuda_driver, "device_pointer", _interface_pointer)
     reason = packing_unavailable_reason(version, launch_kernel)
     PACKING_STATS["reason"] = reason
     return None if reason is not None else _PackingDriver(launch_kernel, device_pointer)
+
+
+def _interface_pointer(array):
+    """A device array's data pointer from its ``__cuda_array_interface__``."""
+    return array.__cuda_array_interface__["data"][0]
 
 
 def packing_driver():

@@ -39,23 +39,22 @@ BLOCK = 128   # most threads reducing one channel (a power of two: the combine h
 # Without batch statistics (inference), the statistics and the affine map in one launch
 # (running_affine_kernel) instead of two; NNABLA_JIT_CUDA_FUSED_INFERENCE=0: two.
 FUSED_INFERENCE = device.switch("FUSED_INFERENCE")
+# With batch statistics (training), the per-channel sums and the statistics in one launch
+# (batch_statistics_kernel) instead of two; NNABLA_JIT_CUDA_FUSED_STATISTICS=0: two.
+FUSED_STATISTICS = device.switch("FUSED_STATISTICS")
 
 odd_power = device_function(_odd_power.py_func)   # the CPU's per-element formulas
 term = device_function(_term.py_func)
 
 
-@kernel
-def channel_sums_kernel(x, d, y, center, power, first_as_center, relu, sum_d, sum_e, O, C, I):
-    """Per channel c: sum_d[c] = sum of g and sum_e[c] = sum of ``term(x, g, m, power)``:
-    g (x - m) for power 0, (x - m)^2 for 2, |x - m|^power otherwise, where g = d (0 where
-    y <= 0 with ``relu``) and m = center[c] or, with ``first_as_center``, the channel's first
-    element."""
-    acc_d = cuda.shared.array(BLOCK, float64)
-    acc_e = cuda.shared.array(BLOCK, float64)
+@device_function
+def block_channel_sums(x, d, y, m, power, relu, O, C, I, acc_d, acc_e):
+    """This block's channel c = blockIdx.x: sum of g and of ``term(x, g, m, power)`` over the
+    channel's elements (g = d, 0 where y <= 0 with ``relu``), reduced in the shared arrays
+    ``acc_d`` and ``acc_e`` (their [0] holds the sums once every thread has returned)."""
     c = cuda.blockIdx.x
     t = cuda.threadIdx.x
     n_threads = cuda.blockDim.x
-    m = x[c * I] if first_as_center else center[c]
     sd = 0.0
     se = 0.0
     q = t
@@ -78,48 +77,91 @@ def channel_sums_kernel(x, d, y, center, power, first_as_center, relu, sum_d, su
             acc_e[t] += acc_e[t + step]
         cuda.syncthreads()
         step //= 2
-    if t == 0:
+
+
+@kernel
+def channel_sums_kernel(x, d, y, center, power, first_as_center, relu, sum_d, sum_e, O, C, I):
+    """Per channel c: sum_d[c] = sum of g and sum_e[c] = sum of ``term(x, g, m, power)``:
+    g (x - m) for power 0, (x - m)^2 for 2, |x - m|^power otherwise, where g = d (0 where
+    y <= 0 with ``relu``) and m = center[c] or, with ``first_as_center``, the channel's first
+    element."""
+    acc_d = cuda.shared.array(BLOCK, float64)
+    acc_e = cuda.shared.array(BLOCK, float64)
+    c = cuda.blockIdx.x
+    m = x[c * I] if first_as_center else center[c]
+    block_channel_sums(x, d, y, m, power, relu, O, C, I, acc_d, acc_e)
+    if cuda.threadIdx.x == 0:
         sum_d[c] = acc_d[0]
         sum_e[c] = acc_e[0]
+
+
+@device_function
+def channel_statistics(c, x, I, s, ss, n, batch_stat, running_mean, running_var,
+                       update_running, decay, unbias, eps, gamma, has_gamma, beta, has_beta,
+                       stats, mean_out, var_out, with_stats):
+    """Channel c's mean, variance (the batch's, from the sums ``s`` and ``ss`` of x and of
+    (x - its first element)^2, or the running ones), the running averages' update, and
+    stats[0..3, c] = mean, 1 / sqrt(var + eps), the affine map's scale and shift."""
+    if batch_stat:
+        if n > 0:
+            shift = x[c * I]
+            mean = s / n
+            var = max(ss / n - (mean - shift) * (mean - shift), 0.0)
+        else:
+            mean = 0.0
+            var = 0.0
+        if update_running:
+            running_mean[c] = decay * running_mean[c] + (1.0 - decay) * mean
+            running_var[c] = decay * running_var[c] + (1.0 - decay) * var * unbias
+    else:
+        mean = running_mean[c]
+        var = running_var[c]
+    inv_std = 1.0 / (var + eps) ** 0.5
+    scale = inv_std
+    offset = -mean * inv_std
+    if has_gamma:
+        scale *= gamma[c]
+        offset *= gamma[c]
+    if has_beta:
+        offset += beta[c]
+    stats[0, c] = mean
+    stats[1, c] = inv_std
+    stats[2, c] = scale
+    stats[3, c] = offset
+    if with_stats:
+        mean_out[c] = mean
+        var_out[c] = var
 
 
 @kernel
 def statistics_kernel(x, s, ss, n, I, batch_stat, running_mean, running_var, update_running,
                       decay, unbias, eps, gamma, has_gamma, beta, has_beta, stats, mean_out,
                       var_out, with_stats):
-    """Per channel: mean, variance (the batch's or the running ones), the running averages'
-    update, and stats[0..3, c] = mean, 1 / sqrt(var + eps), the affine map's scale and shift."""
+    """Per channel: :func:`channel_statistics` from the sums in ``s`` and ``ss``."""
     c = cuda.grid(1)
     if c < stats.shape[1]:
-        if batch_stat:
-            if n > 0:
-                shift = x[c * I]
-                mean = s[c] / n
-                var = max(ss[c] / n - (mean - shift) * (mean - shift), 0.0)
-            else:
-                mean = 0.0
-                var = 0.0
-            if update_running:
-                running_mean[c] = decay * running_mean[c] + (1.0 - decay) * mean
-                running_var[c] = decay * running_var[c] + (1.0 - decay) * var * unbias
-        else:
-            mean = running_mean[c]
-            var = running_var[c]
-        inv_std = 1.0 / (var + eps) ** 0.5
-        scale = inv_std
-        offset = -mean * inv_std
-        if has_gamma:
-            scale *= gamma[c]
-            offset *= gamma[c]
-        if has_beta:
-            offset += beta[c]
-        stats[0, c] = mean
-        stats[1, c] = inv_std
-        stats[2, c] = scale
-        stats[3, c] = offset
-        if with_stats:
-            mean_out[c] = mean
-            var_out[c] = var
+        channel_statistics(c, x, I, s[c], ss[c], n, batch_stat, running_mean, running_var,
+                           update_running, decay, unbias, eps, gamma, has_gamma, beta, has_beta,
+                           stats, mean_out, var_out, with_stats)
+
+
+@kernel
+def batch_statistics_kernel(x, center, first_as_center, O, C, I, n, running_mean, running_var,
+                            update_running, decay, unbias, eps, gamma, has_gamma, beta,
+                            has_beta, stats, mean_out, var_out, with_stats):
+    """channel_sums_kernel's batch sums (of x and of (x - its first element)^2;
+    ``first_as_center`` is True, ``center`` a float64 stand-in, so that the centre is typed as
+    there) and statistics_kernel's statistics in one launch: block c sums channel c, and its
+    thread 0 turns the sums into the statistics."""
+    acc_d = cuda.shared.array(BLOCK, float64)
+    acc_e = cuda.shared.array(BLOCK, float64)
+    c = cuda.blockIdx.x
+    m = x[c * I] if first_as_center else center[c]
+    block_channel_sums(x, x, x, m, 2, False, O, C, I, acc_d, acc_e)
+    if cuda.threadIdx.x == 0:
+        channel_statistics(c, x, I, acc_d[0], acc_e[0], n, True, running_mean, running_var,
+                           update_running, decay, unbias, eps, gamma, has_gamma, beta, has_beta,
+                           stats, mean_out, var_out, with_stats)
 
 
 @kernel
@@ -339,13 +381,17 @@ def _release_all(owned):
         device.release(owned.pop())
 
 
+def _sum_threads(O, I):
+    """Threads of a block summing one channel of O * I elements (a power of two)."""
+    return min(BLOCK, 1 << max(O * I - 1, 0).bit_length())
+
+
 def _channel_sums(op, x, d, y, center, power, first_as_center, relu=False):
     """(sum_d, sum_e) per channel (``channel_sums_kernel``), in a float64 workspace."""
     O, C, I = op.layout.shape3
     sums = device.reshaped(device.workspace("standardization sums", 2 * C, np.float64), 2, C)
     sum_d, sum_e = device.row(sums, 0), device.row(sums, 1)
-    threads = min(BLOCK, 1 << max(O * I - 1, 0).bit_length())
-    device.configured(channel_sums_kernel, C, threads)(
+    device.configured(channel_sums_kernel, C, _sum_threads(O, I))(
         x, d, y, center if center is not None else sum_d, power, first_as_center, relu, sum_d,
         sum_e, O, C, I)
     return sum_d, sum_e
@@ -401,8 +447,9 @@ def _standardize(op, inputs, outputs, owned):
     if stats is None or stats.shape[1] != C:
         stats = op.saved_device_stats = device.empty((4, C), np.float64)
     stand_in = device.row(stats, 0)   # for the arrays a launch does not read or write
-    s, ss = (_channel_sums(op, x, x, x, None, 2, True) if op.batch_stat and x.size
-             else (stand_in, stand_in))
+    fused_statistics = FUSED_STATISTICS and op.batch_stat and x.size > 0
+    s, ss = (_channel_sums(op, x, x, x, None, 2, True)
+             if op.batch_stat and x.size and not fused_statistics else (stand_in, stand_in))
     rm, rv = _slot(op, inputs, "mean"), _slot(op, inputs, "variance")
     update = op.batch_stat and rm is not None and not op.recomputing
     n = lay.count
@@ -419,13 +466,18 @@ def _standardize(op, inputs, outputs, owned):
                       z if z is not None else x, z is not None, op.relu, y, C, I, stats,
                       mean_out, var_out, op.with_stats)
     else:
-        device.launch(statistics_kernel, C, x if x.size else stand_in, s, ss, n, I,
-                      op.batch_stat, rm if rm is not None else stand_in,
-                      rv if rv is not None else stand_in, update,
-                      float(getattr(op, "decay_rate", 0.0)), n / (n - 1.0) if n > 1 else np.inf,
-                      float(op.eps), gamma if gamma is not None else stand_in, gamma is not None,
-                      beta if beta is not None else stand_in, beta is not None, stats, mean_out,
-                      var_out, op.with_stats)
+        running = (rm if rm is not None else stand_in, rv if rv is not None else stand_in,
+                   update, float(getattr(op, "decay_rate", 0.0)),
+                   n / (n - 1.0) if n > 1 else np.inf, float(op.eps),
+                   gamma if gamma is not None else stand_in, gamma is not None,
+                   beta if beta is not None else stand_in, beta is not None, stats, mean_out,
+                   var_out, op.with_stats)
+        if fused_statistics:
+            device.configured(batch_statistics_kernel, C, _sum_threads(O, I))(
+                x, stand_in, True, O, C, I, n, *running)
+        else:
+            device.launch(statistics_kernel, C, x if x.size else stand_in, s, ss, n, I,
+                          op.batch_stat, *running)
         device.launch(channel_affine_kernel, y.size, x, stats, z if z is not None else x,
                       z is not None, op.relu, y, C, I)
     _store(lay, y, outputs[0])

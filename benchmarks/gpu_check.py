@@ -35,8 +35,9 @@ the end of the run):
    each workload twice, with the CUDA path's speed-ups (``NNABLA_JIT_CUDA_FAST=1``, the default)
    and without (``=0``), in separate processes, and LeNet, BN-CNN and ResNet-50 b1 again in
    the first process with each newer speed-up (SWITCHED: packed launches, kept views, kept
-   GEMM layouts, one-launch inference BN) off in turn; with ``--profile``, cProfile's top functions of 20 steps of LeNet, BN-CNN, ResNet-18
-   and ResNet-50 b1 go to ``profile.txt``.
+   GEMM layouts, one-launch BN statistics in inference and training) off in turn; with
+   ``--profile``, cProfile's top functions of 20 steps of LeNet, BN-CNN, ResNet-18 and
+   ResNet-50 b1 go to ``profile.txt``.
 
 DIR receives, updated as each section ends: ``results.json``, ``results.md`` (the tables),
 ``gpu_check.log`` (this script's log), ``pytest.log``, ``junit.xml``, ``junit_numba.xml``,
@@ -78,9 +79,9 @@ PROFILE_RESERVE = 90.0   # s of the budget the bench passes leave for the profil
 # speed-ups switched off one at a time in the bench worker's process (module flags of
 # cuda_ops/device.py read at every launch), on these workloads: the effect of each, measured
 # on the same graph right after the default
-SWITCHED = ("PACKED_LAUNCH", "VIEW_CACHE", "GEMM_CACHE", "FUSED_INFERENCE")
+SWITCHED = ("PACKED_LAUNCH", "VIEW_CACHE", "GEMM_CACHE", "FUSED_INFERENCE", "FUSED_STATISTICS")
 SWITCH_MODULES = {"PACKED_LAUNCH": "device", "VIEW_CACHE": "device", "GEMM_CACHE": "cublas",
-                  "FUSED_INFERENCE": "normalization"}   # the cuda_ops module holding each flag
+                  "FUSED_INFERENCE": "normalization", "FUSED_STATISTICS": "normalization"}
 SWITCH_BENCH = ("lenet", "convbn", "resnet50_b1")
 SWITCH_SHARE = 0.5   # of a switched workload's time, for the switched-off measurements
 CACHE_ROOT = os.path.join(tempfile.gettempdir(), "nnabla_jit_gpu_check")

@@ -99,8 +99,8 @@ def test_the_switches_table_shows_each_speed_up_off():
                "sections": {"bench": {"results": {"lenet": r, "mlp": {"title": "MLP"}},
                                       "runs": [], "packing": {"packed": 3, "reason": None}}}}
     text = gc.render_markdown(results)
-    assert ("| LeNet | 2.00 (1.00) | 4.00 (3.50) | 6.00 (5.50) | error | - | - | 9.00 (8.50) |"
-            in text), text
+    assert ("| LeNet | 2.00 (1.00) | 4.00 (3.50) | 6.00 (5.50) | error | - | - | - | "
+            "9.00 (8.50) |" in text), text
     assert "| MLP |" not in text.split("one at a time")[1]
     assert "'packed': 3" in gc.summary_text(results)
     assert "cublas_no_packed_launch 6.00 ms" in gc.summary_text(results)
@@ -144,7 +144,8 @@ def test_the_device_check_runs_under_the_simulator(tmp_path):
         assert r["numba_fast_off"]["ms_per_step"] > 0, (name, r)   # NNABLA_JIT_CUDA_FAST=0
         has_torch = importlib.util.find_spec("torch") is not None
         assert ("ms_per_step" in r.get("torch", {})) == has_torch, (name, r)
-    for flag in ("packed_launch", "view_cache", "gemm_cache", "fused_inference"):   # one by one
+    for flag in ("packed_launch", "view_cache", "gemm_cache", "fused_inference",
+                 "fused_statistics"):   # switched off one by one in the first process
         assert bench["resnet50_b1"]["numba_no_" + flag]["ms_per_step"] > 0
     assert "simulator" in results["bench"]["packing"]["reason"]
     if importlib.util.find_spec("torch") is None:

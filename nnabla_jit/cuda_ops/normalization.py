@@ -40,7 +40,8 @@ BLOCK = 128   # most threads reducing one channel (a power of two: the combine h
 # (running_affine_kernel) instead of two; NNABLA_JIT_CUDA_FUSED_INFERENCE=0: two.
 FUSED_INFERENCE = device.switch("FUSED_INFERENCE")
 # With batch statistics (training), the per-channel sums and the statistics in one launch
-# (batch_statistics_kernel) instead of two; NNABLA_JIT_CUDA_FUSED_STATISTICS=0: two.
+# (batch_statistics_kernel) instead of two, and backward's sums and coefficients in one
+# (gradient_sums_kernel); NNABLA_JIT_CUDA_FUSED_STATISTICS=0: two each.
 FUSED_STATISTICS = device.switch("FUSED_STATISTICS")
 
 odd_power = device_function(_odd_power.py_func)   # the CPU's per-element formulas
@@ -252,33 +253,63 @@ def broadcast_product_kernel(a, g, has_g, g_strides, b, has_b, b_strides, shape,
         out[i] = v
 
 
+@device_function
+def channel_coefficients(c, s_d, s_dxc, stats, count, gamma, has_gamma, batch_stat, dmean, dvar,
+                         with_stats, dbeta, want_beta, accum_beta, dgamma, want_gamma,
+                         accum_gamma, coef):
+    """Channel c, from its sums s_d = sum(g) and s_dxc = sum(g (x - mean)): dbeta (+)= s_d,
+    dgamma (+)= s_dxc / std, and the coefficients coef[0..2, c] = p, q, r of
+    dx = p g + q (x - mean) + r."""
+    inv_std = stats[1, c]
+    if want_beta:
+        dbeta[c] = dbeta[c] + s_d if accum_beta else s_d
+    if want_gamma:
+        v = s_dxc * inv_std
+        dgamma[c] = dgamma[c] + v if accum_gamma else v
+    factor = gamma[c] if has_gamma else 1.0
+    p = factor * inv_std
+    q = 0.0
+    r = 0.0
+    if batch_stat:
+        q = -factor * inv_std * inv_std * inv_std * s_dxc / count
+        r = -factor * inv_std * s_d / count
+        if with_stats:
+            q += 2.0 * dvar[c] / count
+            r += dmean[c] / count
+    coef[0, c] = p
+    coef[1, c] = q
+    coef[2, c] = r
+
+
 @kernel
 def gradient_coefficients_kernel(stats, sum_d, sum_dxc, count, gamma, has_gamma, batch_stat,
                                  dmean, dvar, with_stats, dbeta, want_beta, accum_beta, dgamma,
                                  want_gamma, accum_gamma, coef):
-    """Per channel: dbeta (+)= sum(g), dgamma (+)= sum(g (x - mean)) / std, and the coefficients
-    coef[0..2, c] = p, q, r of dx = p g + q (x - mean) + r."""
+    """Per channel: :func:`channel_coefficients` from the sums in ``sum_d`` and ``sum_dxc``."""
     c = cuda.grid(1)
     if c < coef.shape[1]:
-        inv_std = stats[1, c]
-        if want_beta:
-            dbeta[c] = dbeta[c] + sum_d[c] if accum_beta else sum_d[c]
-        if want_gamma:
-            v = sum_dxc[c] * inv_std
-            dgamma[c] = dgamma[c] + v if accum_gamma else v
-        factor = gamma[c] if has_gamma else 1.0
-        p = factor * inv_std
-        q = 0.0
-        r = 0.0
-        if batch_stat:
-            q = -factor * inv_std * inv_std * inv_std * sum_dxc[c] / count
-            r = -factor * inv_std * sum_d[c] / count
-            if with_stats:
-                q += 2.0 * dvar[c] / count
-                r += dmean[c] / count
-        coef[0, c] = p
-        coef[1, c] = q
-        coef[2, c] = r
+        channel_coefficients(c, sum_d[c], sum_dxc[c], stats, count, gamma, has_gamma,
+                             batch_stat, dmean, dvar, with_stats, dbeta, want_beta, accum_beta,
+                             dgamma, want_gamma, accum_gamma, coef)
+
+
+@kernel
+def gradient_sums_kernel(x, dy, y, center, first_as_center, relu, O, C, I, stats, count, gamma,
+                         has_gamma, batch_stat, dmean, dvar, with_stats, dbeta, want_beta,
+                         accum_beta, dgamma, want_gamma, accum_gamma, coef):
+    """channel_sums_kernel's backward sums (of g and of g (x - mean), ``first_as_center``
+    False as there, so that the centre is typed as there) and gradient_coefficients_kernel's
+    coefficients in one launch: block c sums channel c, its thread 0 computes the channel's
+    parameter gradients and coefficients."""
+    acc_d = cuda.shared.array(BLOCK, float64)
+    acc_e = cuda.shared.array(BLOCK, float64)
+    c = cuda.blockIdx.x
+    m = x[c * I] if first_as_center else center[c]
+    block_channel_sums(x, dy, y, m, 0, relu, O, C, I, acc_d, acc_e)
+    if cuda.threadIdx.x == 0:
+        channel_coefficients(c, acc_d[0], acc_e[0], stats, count, gamma, has_gamma, batch_stat,
+                             dmean, dvar, with_stats, dbeta, want_beta, accum_beta, dgamma,
+                             want_gamma, accum_gamma, coef)
 
 
 @kernel
@@ -546,7 +577,8 @@ def _standardization_grads(op, inputs, outputs, output_grads, input_grads, propa
         return
     x = _view(lay, inputs[0], owned) if inputs[0] is not None else dy   # unread for dbeta alone
     stand_in = mean = device.row(stats, 0)
-    if need_sums:
+    fused_sums = FUSED_STATISTICS and need_sums
+    if need_sums and not fused_sums:
         sum_d, sum_dxc = _channel_sums(op, x, dy, y, mean, 0, False, op.relu)
     else:
         sum_d = sum_dxc = stand_in   # not read
@@ -557,11 +589,17 @@ def _standardization_grads(op, inputs, outputs, output_grads, input_grads, propa
     acc = (lambda name: bool(accum[slot[name]]) if wanted(name) else False)
     dmean = _flat(output_grads[1]) if op.with_stats else stand_in
     dvar = _flat(output_grads[2]) if op.with_stats else stand_in
-    device.launch(gradient_coefficients_kernel, C, stats, sum_d, sum_dxc, max(lay.count, 1),
-                  gamma if gamma is not None else stand_in, gamma is not None, op.batch_stat,
-                  dmean, dvar, op.with_stats, grad("beta"), params_wanted and wanted("beta"),
-                  acc("beta"), grad("gamma"), params_wanted and wanted("gamma"), acc("gamma"),
-                  coef)
+    coefficients = (stats, max(lay.count, 1), gamma if gamma is not None else stand_in,
+                    gamma is not None, op.batch_stat, dmean, dvar, op.with_stats, grad("beta"),
+                    params_wanted and wanted("beta"), acc("beta"), grad("gamma"),
+                    params_wanted and wanted("gamma"), acc("gamma"), coef)
+    if fused_sums:
+        O, I = lay.shape3[0], lay.shape3[2]
+        device.configured(gradient_sums_kernel, C, _sum_threads(O, I))(
+            x, dy, y, mean, False, op.relu, O, C, I, *coefficients)
+    else:
+        device.launch(gradient_coefficients_kernel, C, stats, sum_d, sum_dxc,
+                      *coefficients[1:])
     if propagate_down[0]:
         dx = _target(lay, input_grads[0], owned)
         device.launch(linear_grad_kernel, dy.size, x, dy, y, op.relu, stats, coef, 2, dx,

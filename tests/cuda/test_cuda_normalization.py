@@ -189,6 +189,9 @@ TRAINING_CASES = [
     ("channels apart", lambda x, b, g, m, v: F.batch_normalization(
         x, b, g, m, v, axes=[0, 2]), bn_inputs((2, 3, 2), axis=1)[:1]
      + [signed(2, 1, 2), positive(2, 1, 2), signed(2, 1, 2), positive(2, 1, 2)]),
+    ("gradients accumulate, inference too", lambda x, b, g, m, v: F.batch_normalization(
+        x, b, g, m, v) * 2.0 + F.batch_normalization(x, b, g, m, v, batch_stat=False),
+     bn_inputs((2, 2, 3))),
 ]
 
 
@@ -197,8 +200,9 @@ TRAINING_CASES = [
                          ids=[c[0] for c in TRAINING_CASES])
 def test_fused_statistics_launch_equals_the_two_launches(monkeypatch, name, build, arrays,
                                                          dtype):
-    """NNABLA_JIT_CUDA_FUSED_STATISTICS: the batch sums and the statistics in one launch give
-    the two launches' outputs, gradients and running statistics to the last bit."""
+    """NNABLA_JIT_CUDA_FUSED_STATISTICS: the batch sums and the statistics in one launch, and
+    backward's sums and coefficients in one, give the two launches' outputs, gradients and
+    running statistics to the last bit."""
     from nnabla_jit.cuda_ops import normalization
     arrays = [a.astype(dtype) for a in arrays]
     results = []

@@ -15,6 +15,8 @@ SHARED = [
     (cuda_pooling, "window_bounds", pooling_geometry.window_bounds),
     (cuda_pooling, "covering_windows", pooling_geometry.covering_windows),
     (cuda_pooling, "sample_element", pooling_geometry.sample_element),
+    (cuda_pooling, "window_max", pooling_geometry.window_max),
+    (cuda_pooling, "window_sum", pooling_geometry.window_sum),
     (cuda_pooling, "roi_grid", pooling.roi_grid),
     (cuda_pooling, "roi_sample", pooling.roi_sample),
     (cuda_pooling, "bilinear_at", pooling.bilinear_at),

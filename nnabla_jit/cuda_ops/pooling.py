@@ -29,6 +29,8 @@ bilinear_at = device_function(cpu_bilinear_at.py_func)
 window_bounds = device_function(pooling_geometry.window_bounds.py_func)   # the windows, as the CPU's
 covering_windows = device_function(pooling_geometry.covering_windows.py_func)
 sample_element = device_function(pooling_geometry.sample_element.py_func)
+window_max = device_function(pooling_geometry.window_max.py_func)
+window_sum = device_function(pooling_geometry.window_sum.py_func)
 
 
 @kernel
@@ -45,27 +47,14 @@ def pool_kernel(x, y, index, sizes, out_sizes, kernel_shape, stride, pad, C, mod
                                                      including_pad)
         w_lo, w_hi, w_extent, w_near = window_bounds(ow, W, kernel_shape[2], stride[2], pad[2],
                                                      including_pad)
-        base = n * D * H * W * C
+        base = n * D * H * W * C + c
         if mode == MAX:
-            best_pos = (d_near * H + h_near) * W + w_near
-            best = x[base + best_pos * C + c]
-            for d in range(d_lo, d_hi):
-                for h in range(h_lo, h_hi):
-                    row = (d * H + h) * W
-                    for w in range(w_lo, w_hi):
-                        v = x[base + (row + w) * C + c]
-                        if v > best:
-                            best = v
-                            best_pos = row + w
+            best, best_pos = window_max(x, base, C, H, W, d_lo, d_hi, h_lo, h_hi, w_lo, w_hi,
+                                        (d_near * H + h_near) * W + w_near)
             y[i] = best
             index[i] = best_pos
         else:
-            acc = 0.0
-            for d in range(d_lo, d_hi):
-                for h in range(h_lo, h_hi):
-                    row = (d * H + h) * W
-                    for w in range(w_lo, w_hi):
-                        acc += x[base + (row + w) * C + c]
+            acc = window_sum(x, base, C, H, W, d_lo, d_hi, h_lo, h_hi, w_lo, w_hi)
             if mode == AVERAGE:
                 count = d_extent * h_extent * w_extent
                 acc = acc / count if count > 0 else np.nan

@@ -2,8 +2,9 @@
 MaxPoolingBackward, RoiAlign, and the internal ops their grad rules use.
 
 The window poolings' layout and window rules are ``pooling_geometry.py``'s, shared with the CUDA
-kernels: ``setup`` computes the node's ``PoolGeometry`` (``op.geo``), and the kernels here take
-its ``window_args()`` and call its per-dim rules.
+kernels: ``setup`` computes the node's ``PoolGeometry`` (``op.geo``); the kernels here read its
+window tables (its rule tabulated) and call its window loops, and a CUDA thread applies the
+same rule and loops to its own window.
 """
 import math
 import weakref
@@ -13,7 +14,7 @@ from numba import njit, prange, uint64
 
 from .common import integer_indices
 from .kernels import parallel_kernel
-from .pooling_geometry import AVERAGE, MAX, SUM, PoolGeometry, window_bounds
+from .pooling_geometry import AVERAGE, EXTENT, HI, LO, MAX, NEAR, SUM, PoolGeometry, window_max, window_sum
 from .registry import Op, register
 
 __all__ = ["MAX", "AVERAGE", "SUM", "PoolGeometry", "roi_grid", "roi_sample", "bilinear_at"]
@@ -37,12 +38,11 @@ def scatter_kernel(dy, index, dx, C, accum):
 
 
 @parallel_kernel
-def spread_kernel(dy, dx, sizes, out_sizes, kernel, stride, pad, C, mode, including_pad, accum):
+def spread_kernel(dy, dx, wd, wh, ww, H, W, C, mode, accum):
     """The transpose of average / sum pooling: every element of window o gets dy[o] (divided
-    by the window size of AveragePooling)."""
+    by the window size of AveragePooling). wd, wh, ww: the geometry's window tables."""
     N = dx.shape[0]
-    D, H, W = sizes
-    OD, OH, OW = out_sizes
+    OD, OH, OW = wd.shape[1], wh.shape[1], ww.shape[1]
     for n in prange(N):
         g, out = dy[n], dx[n]
         if not accum:
@@ -50,15 +50,14 @@ def spread_kernel(dy, dx, sizes, out_sizes, kernel, stride, pad, C, mode, includ
         for c in range(C):
             o = c
             for od in range(OD):
-                d_lo, d_hi, d_extent, _ = window_bounds(od, D, kernel[0], stride[0], pad[0], including_pad)
+                d_lo, d_hi, d_extent = wd[LO, od], wd[HI, od], wd[EXTENT, od]
                 for oh in range(OH):
-                    h_lo, h_hi, h_extent, _ = window_bounds(oh, H, kernel[1], stride[1], pad[1], including_pad)
+                    h_lo, h_hi, h_extent = wh[LO, oh], wh[HI, oh], wh[EXTENT, oh]
                     for ow in range(OW):
-                        w_lo, w_hi, w_extent, _ = window_bounds(ow, W, kernel[2], stride[2], pad[2],
-                                                                including_pad)
+                        w_lo, w_hi = ww[LO, ow], ww[HI, ow]
                         scale = 1.0
                         if mode == AVERAGE:
-                            count = d_extent * h_extent * w_extent
+                            count = d_extent * h_extent * ww[EXTENT, ow]
                             scale = 1.0 / count if count > 0 else 0.0
                         v = g[uint64(o)] * scale
                         for d in range(d_lo, d_hi):
@@ -99,8 +98,8 @@ def scatter_to_max(geo, dy, index, dx, accum):
 
 
 def spread_over_windows(geo, dy, dx, mode, including_pad, accum):
-    spread_kernel.for_size(dx.size)(dy.reshape(geo.y2), dx.reshape(geo.x2), *geo.window_args(), mode,
-                                    including_pad, accum)
+    spread_kernel.for_size(dx.size)(dy.reshape(geo.y2), dx.reshape(geo.x2), *geo.window_tables(including_pad),
+                                    geo.sizes[1], geo.sizes[2], geo.C, mode, accum)
 
 
 # ------------------------------------------------------------------------------ backward
@@ -230,46 +229,31 @@ def roi_align_backward(op, inputs, outputs, output_grads, input_grads, propagate
 
 # ------------------------------------------------------------------------------ kernels
 @parallel_kernel
-def pool_forward(x, y, index, sizes, out_sizes, kernel, stride, pad, C, mode, including_pad, accum):
+def pool_forward(x, y, index, wd, wh, ww, H, W, C, mode, accum):
     """y[n, o, c] (+)= max / mean / sum of x over window o; for MAX, ``index`` gets the flat
-    (d, h, w) position of the winner (ties: the first)."""
+    (d, h, w) position of the winner (ties: the first). wd, wh, ww: the geometry's window
+    tables."""
     N = x.shape[0]
-    D, H, W = sizes
-    OD, OH, OW = out_sizes
+    OD, OH, OW = wd.shape[1], wh.shape[1], ww.shape[1]
     for n in prange(N):
         xs, ys, ix = x[n], y[n], index[n]
         for c in range(C):
             out = c
-            for od in range(OD):
-                d_lo, d_hi, d_extent, d_near = window_bounds(od, D, kernel[0], stride[0], pad[0], including_pad)
+            for od in range(OD):   # the table entries read into locals where they vary (it matters)
+                d_lo, d_hi, d_extent, d_near = wd[LO, od], wd[HI, od], wd[EXTENT, od], wd[NEAR, od]
                 for oh in range(OH):
-                    h_lo, h_hi, h_extent, h_near = window_bounds(oh, H, kernel[1], stride[1], pad[1],
-                                                                 including_pad)
+                    h_lo, h_hi, h_extent, h_near = wh[LO, oh], wh[HI, oh], wh[EXTENT, oh], wh[NEAR, oh]
                     for ow in range(OW):
-                        w_lo, w_hi, w_extent, w_near = window_bounds(ow, W, kernel[2], stride[2], pad[2],
-                                                                     including_pad)
+                        w_lo, w_hi = ww[LO, ow], ww[HI, ow]
                         if mode == MAX:
-                            best_pos = (d_near * H + h_near) * W + w_near
-                            best = xs[uint64(best_pos * C + c)]
-                            for d in range(d_lo, d_hi):
-                                for h in range(h_lo, h_hi):
-                                    row = (d * H + h) * W
-                                    for w in range(w_lo, w_hi):
-                                        v = xs[uint64((row + w) * C + c)]
-                                        if v > best:
-                                            best = v
-                                            best_pos = row + w
+                            start = (d_near * H + h_near) * W + ww[NEAR, ow]
+                            best, best_pos = window_max(xs, c, C, H, W, d_lo, d_hi, h_lo, h_hi, w_lo, w_hi, start)
                             ys[uint64(out)] = best
                             ix[uint64(out)] = best_pos
                         else:
-                            acc = 0.0
-                            for d in range(d_lo, d_hi):
-                                for h in range(h_lo, h_hi):
-                                    row = (d * H + h) * W
-                                    for w in range(w_lo, w_hi):
-                                        acc += xs[uint64((row + w) * C + c)]
+                            acc = window_sum(xs, c, C, H, W, d_lo, d_hi, h_lo, h_hi, w_lo, w_hi)
                             if mode == AVERAGE:
-                                count = d_extent * h_extent * w_extent
+                                count = d_extent * h_extent * ww[EXTENT, ow]
                                 acc = acc / count if count > 0 else np.nan
                             ys[uint64(out)] = ys[uint64(out)] + acc if accum else acc
                         out += C
@@ -316,8 +300,8 @@ def row_means(x, y):
 def pool(geo, x, y, index, mode, including_pad=True, accum=False):
     """y (+)= the pooling of x over the windows of ``geo`` (index: the max positions, for MAX;
     an (N, 0) array otherwise)."""
-    pool_forward.for_size(x.size)(x.reshape(geo.x2), y.reshape(geo.y2), index, *geo.window_args(), mode,
-                                  including_pad, accum)
+    pool_forward.for_size(x.size)(x.reshape(geo.x2), y.reshape(geo.y2), index, *geo.window_tables(including_pad),
+                                  geo.sizes[1], geo.sizes[2], geo.C, mode, accum)
 
 
 # ------------------------------------------------------------------------------ ops

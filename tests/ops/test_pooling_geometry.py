@@ -43,6 +43,16 @@ def test_covering_windows_are_the_windows_holding_a_position():
             assert list(range(first, last + 1)) == holding, (n, k, s, p, pos)
 
 
+@pytest.mark.parametrize("including_pad", [False, True])
+def test_window_tables_are_the_rule_tabulated(including_pad):
+    geo = PoolGeometry(_Op(), (2, 3, 7, 6), (3, 2), (2, 2), (1, 1), False, False)
+    for table, n, k, s, p, n_out in zip(geo.window_tables(including_pad), geo.sizes, geo.kernel, geo.stride,
+                                        geo.pad, geo.out_sizes):
+        assert table.shape == (4, n_out)
+        for o in range(n_out):
+            assert tuple(table[:, o]) == window_bounds.py_func(o, n, k, s, p, including_pad)
+
+
 def test_window_extents_are_the_rule_tabulated():
     # 5 elements, kernel 4, stride 2, pad 1: windows [-1, 3), [1, 5), [3, 6) (the last one cut at
     # the padded input's end)

@@ -189,6 +189,17 @@ def deformable_tap(i, geom, n_batch, channels, dg):
     return b, c, at_y, at_mask, oh * sh - ph + (k // KW) * dh, ow * sw - pw + (k % KW) * dw
 
 
+@device_function
+def deformable_sample(i, offset, geom, n_batch, channels, dg):
+    """Col element i's sample: (b, c, the flat positions of its (dy, dx) offset and of its mask,
+    the flat start of its image plane, its bilinear corner, weights, and whether it reads the
+    image at all)."""
+    H, W = geom[0], geom[1]
+    b, c, at_y, at_mask, y0, x0 = deformable_tap(i, geom, n_batch, channels, dg)
+    yi, xi, ly, lx, inside = corners(y0 + offset[at_y], x0 + offset[at_y + H * W], H, W)
+    return b, c, at_y, at_mask, (b * channels + c) * H * W, yi, xi, ly, lx, inside
+
+
 @kernel
 def deformable_im2col_kernel(x, offset, mask, col, geom, n_batch, channels, dg, use_mask):
     """col[c K + k, b O + o] = x[b, c] sampled bilinearly at tap k of o moved by its offset
@@ -196,9 +207,8 @@ def deformable_im2col_kernel(x, offset, mask, col, geom, n_batch, channels, dg, 
     i = cuda.grid(1)
     if i < col.size:
         H, W = geom[0], geom[1]
-        b, c, at_y, at_mask, y0, x0 = deformable_tap(i, geom, n_batch, channels, dg)
-        base = (b * channels + c) * H * W
-        yi, xi, ly, lx, inside = corners(y0 + offset[at_y], x0 + offset[at_y + H * W], H, W)
+        b, c, at_y, at_mask, base, yi, xi, ly, lx, inside = deformable_sample(
+            i, offset, geom, n_batch, channels, dg)
         v = 0.0
         if inside:
             for corner in range(4):
@@ -221,9 +231,8 @@ def deformable_col2im_kernel(dcol, x, offset, mask, dx, doffset, dmask, geom, n_
     i = cuda.grid(1)
     if i < dcol.size:
         H, W = geom[0], geom[1]
-        b, c, at_y, at_mask, y0, x0 = deformable_tap(i, geom, n_batch, channels, dg)
-        base = (b * channels + c) * H * W
-        yi, xi, ly, lx, inside = corners(y0 + offset[at_y], x0 + offset[at_y + H * W], H, W)
+        b, c, at_y, at_mask, base, yi, xi, ly, lx, inside = deformable_sample(
+            i, offset, geom, n_batch, channels, dg)
         if not inside:
             return
         m = mask[at_mask] if use_mask else 1.0

@@ -64,6 +64,21 @@ def shape_size(shape):
     return int(np.prod(shape, dtype=np.int64))
 
 
+def checked_affine_dims(op, x, w, b):
+    """(rows, inner, out_cols) of an affine map of x (flattened at ``op.base_axis``, normalized
+    here) by the weight w (inner, *out) plus the bias b (out, or None); the argument checks of
+    Affine and the quantized affine ops."""
+    op.base_axis = normalize_axis(op, op.base_axis, len(x), "base_axis") if x else 0
+    rows = int(np.prod(x[:op.base_axis], dtype=np.int64))
+    inner = int(np.prod(x[op.base_axis:], dtype=np.int64))
+    if not w or w[0] != inner:
+        op.fail("weight of shape {} does not fit input of shape {} with base_axis {}: "
+                "weight must be ({}, ...)", w, x, op.base_axis, inner)
+    if b is not None and tuple(b) != tuple(w[1:]):
+        op.fail("bias of shape {} must have shape {} (weight shape {})", b, tuple(w[1:]), w)
+    return rows, inner, int(np.prod(w[1:], dtype=np.int64))
+
+
 def outer_axis_inner(shape, axis):
     """(outer, size, inner): the input seen as a 3-d array around ``axis``."""
     outer = int(np.prod(shape[:axis], dtype=np.int64))

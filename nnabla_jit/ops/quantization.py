@@ -19,7 +19,7 @@ from numba import njit, prange
 
 from .. import random as nn_random
 from .blas import add_row_vector, gemm, sum_rows
-from .common import normalize_axis
+from .common import checked_affine_dims, normalize_axis
 from .convolution import ConvGeometry, check_bias, init_for_accum, init_for_bias
 from .elementwise import elementwise
 from .kernels import parallel_kernel
@@ -496,15 +496,7 @@ class _QuantizedAffine(Op):
     forward_weight = 1
 
     def affine_setup(self, x, w, bias):
-        self.base_axis = normalize_axis(self, self.base_axis, len(x), "base_axis") if x else 0
-        rows = int(np.prod(x[:self.base_axis], dtype=np.int64))
-        inner = int(np.prod(x[self.base_axis:], dtype=np.int64))
-        if not w or w[0] != inner:
-            self.fail("weight of shape {} does not fit input of shape {} with base_axis {}: "
-                      "weight must be ({}, ...)", w, x, self.base_axis, inner)
-        if bias is not None and tuple(bias) != tuple(w[1:]):
-            self.fail("bias of shape {} must have shape {} (weight shape {})", bias, tuple(w[1:]), w)
-        self.dims = (rows, inner, int(np.prod(w[1:], dtype=np.int64)))
+        self.dims = checked_affine_dims(self, x, w, bias)
         self.bias_index = self.input_index("bias") if self.has_input("bias") else None
         return [tuple(x[:self.base_axis]) + tuple(w[1:])]
 

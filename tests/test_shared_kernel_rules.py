@@ -5,9 +5,11 @@ import itertools
 import numpy as np
 import pytest
 
-from nnabla_jit.cuda_ops import (convolution as cuda_conv, device as cuda_device, linalg as cuda_linalg,
-                                 loss as cuda_loss, pooling as cuda_pooling, validation as cuda_validation)
-from nnabla_jit.ops import common, convolution, linalg, loss, pooling, pooling_geometry, validation
+from nnabla_jit.cuda_ops import (convolution as cuda_conv, convolution_variants as cuda_variants, device as cuda_device,
+                                 linalg as cuda_linalg, loss as cuda_loss, pooling as cuda_pooling,
+                                 validation as cuda_validation)
+from nnabla_jit.ops import (common, convolution, convolution_variants, linalg, loss, pooling, pooling_geometry,
+                            validation)
 
 SHARED = [
     (cuda_device, "unravel3", common.unravel3),
@@ -23,6 +25,9 @@ SHARED = [
     (cuda_conv, "sample_strides", convolution.sample_strides),
     (cuda_conv, "col_row", convolution.col_row),
     (cuda_conv, "col_entry", convolution.col_entry),
+    (cuda_variants, "corners", convolution_variants.bilinear_corners),
+    (cuda_variants, "corner_sums", convolution_variants.corner_sums),
+    (cuda_variants, "corner_weight", convolution_variants.corner_weight),
     (cuda_loss, "softmax_at", loss.softmax_at),
     (cuda_loss, "softmax_cross_entropy_grad", loss.softmax_cross_entropy_grad),
     (cuda_loss, "categorical_cross_entropy_grad", loss.categorical_cross_entropy_grad),

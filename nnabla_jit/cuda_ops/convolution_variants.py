@@ -14,7 +14,8 @@ adding into the corners it read and the offset and mask it used (atomically: sev
 elements share them).
 """
 from ..ops.convolution import init_for_bias
-from ..ops.convolution_variants import (bilinear_corners as cpu_corners, correlation_at as cpu_correlation_at,
+from ..ops.convolution_variants import (bilinear_corners as cpu_corners, corner_sums as cpu_corner_sums,
+                                        corner_weight as cpu_corner_weight, correlation_at as cpu_correlation_at,
                                         separable_at as cpu_separable_at)
 from . import blas, device, reduction
 from .convolution import ConvLaunch, zero_unless_accum
@@ -26,6 +27,8 @@ cuda = None  # numba.cuda, bound by device.load()
 separable_at = device_function(cpu_separable_at.py_func)
 correlation_at = device_function(cpu_correlation_at.py_func)
 corners = device_function(cpu_corners.py_func)
+corner_sums = device_function(cpu_corner_sums.py_func)
+corner_weight = device_function(cpu_corner_weight.py_func)
 
 
 # ============================================================================== adaptive separable
@@ -211,12 +214,7 @@ def deformable_im2col_kernel(x, offset, mask, col, geom, n_batch, channels, dg, 
             i, offset, geom, n_batch, channels, dg)
         v = 0.0
         if inside:
-            for corner in range(4):
-                cy, cx = yi + corner // 2, xi + corner % 2
-                if 0 <= cy < H and 0 <= cx < W:
-                    wy = ly if corner // 2 else 1 - ly
-                    wx = lx if corner % 2 else 1 - lx
-                    v += wy * wx * x[base + cy * W + cx]
+            v = corner_sums(x, base, H, W, yi, xi, ly, lx)[0]
         if use_mask:
             v *= mask[at_mask]
         col[i] = v
@@ -237,21 +235,12 @@ def deformable_col2im_kernel(dcol, x, offset, mask, dx, doffset, dmask, geom, n_
             return
         m = mask[at_mask] if use_mask else 1.0
         gm = dcol[i] * m
-        v = 0.0
-        vy = 0.0
-        vx = 0.0
-        for corner in range(4):
-            cy, cx = yi + corner // 2, xi + corner % 2
-            if cy < 0 or cy >= H or cx < 0 or cx >= W:
-                continue
-            wy = ly if corner // 2 else 1 - ly
-            wx = lx if corner % 2 else 1 - lx
-            val = x[base + cy * W + cx]
-            v += wy * wx * val
-            vy += (1.0 if corner // 2 else -1.0) * wx * val
-            vx += wy * (1.0 if corner % 2 else -1.0) * val
-            if want_x:
-                cuda.atomic.add(dx, base + cy * W + cx, gm * wy * wx)
+        v, vy, vx = corner_sums(x, base, H, W, yi, xi, ly, lx)
+        if want_x:
+            for corner in range(4):
+                at, wy, wx = corner_weight(corner, yi, xi, ly, lx, H, W)
+                if at >= 0:
+                    cuda.atomic.add(dx, base + at, gm * wy * wx)
         if want_offset:
             cuda.atomic.add(doffset, at_y, gm * vy)
             cuda.atomic.add(doffset, at_y + H * W, gm * vx)

@@ -118,6 +118,39 @@ def bilinear_corners(y, x, H, W):
 
 
 @njit(cache=True, inline="always")
+def corner_sums(img, base, H, W, y0, x0, ly, lx):
+    """(v, dv/dy, dv/dx): the bilinear sample with top-left corner (y0, x0) and weights ly, lx of
+    the plane at img[base + y * W + x], and its derivatives along y and x; corners outside the
+    image read 0. The CUDA kernels compile its py_func."""
+    v = 0.0
+    vy = 0.0
+    vx = 0.0
+    for corner in range(4):
+        cy, cx = y0 + corner // 2, x0 + corner % 2
+        if cy < 0 or cy >= H or cx < 0 or cx >= W:
+            continue
+        wy = ly if corner // 2 else 1 - ly
+        wx = lx if corner % 2 else 1 - lx
+        val = img[base + cy * W + cx]
+        v += wy * wx * val
+        vy += (1.0 if corner // 2 else -1.0) * wx * val
+        vx += wy * (1.0 if corner % 2 else -1.0) * val
+    return v, vy, vx
+
+
+@njit(cache=True, inline="always")
+def corner_weight(corner, y0, x0, ly, lx, H, W):
+    """(position in the plane, weight along y, weight along x) of corner 0..3 of the sample with
+    top-left corner (y0, x0) and weights ly, lx; position -1 outside the image."""
+    cy, cx = y0 + corner // 2, x0 + corner % 2
+    wy = ly if corner // 2 else 1 - ly
+    wx = lx if corner % 2 else 1 - lx
+    if cy < 0 or cy >= H or cx < 0 or cx >= W:
+        return -1, wy, wx
+    return cy * W + cx, wy, wx
+
+
+@njit(cache=True, inline="always")
 def _bilinear(plane, H, W, y, x):
     """plane (a flattened H x W image) interpolated at (y, x)."""
     y0, x0, ly, lx, inside = bilinear_corners(y, x, H, W)
@@ -193,19 +226,12 @@ def deformable_col2im(dcol, x, offset, mask, dx, doffset, dmask, geom, dg, use_m
                             continue
                         m = mask[b, mb + pos] if use_mask else 1.0
                         gm = grow[oh * OW + ow] * m
-                        v = vy = vx = 0.0
-                        for corner in range(4):
-                            cy, cx = y0 + corner // 2, x0 + corner % 2
-                            if cy < 0 or cy >= H or cx < 0 or cx >= W:
-                                continue
-                            wy = ly if corner // 2 else 1 - ly
-                            wx = lx if corner % 2 else 1 - lx
-                            val = plane[cy * W + cx]
-                            v += wy * wx * val
-                            vy += (1.0 if corner // 2 else -1.0) * wx * val
-                            vx += wy * (1.0 if corner % 2 else -1.0) * val
-                            if want_x:
-                                dx[b, c * HW + cy * W + cx] += gm * wy * wx
+                        v, vy, vx = corner_sums(plane, 0, H, W, y0, x0, ly, lx)
+                        if want_x:
+                            for corner in range(4):
+                                at, wy, wx = corner_weight(corner, y0, x0, ly, lx, H, W)
+                                if at >= 0:
+                                    dx[b, c * HW + at] += gm * wy * wx
                         if want_offset:
                             doffset[b, oyb + pos] += gm * vy
                             doffset[b, oxb + pos] += gm * vx

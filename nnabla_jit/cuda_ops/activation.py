@@ -6,6 +6,7 @@ import math
 
 from ..ops.activation import concatenated_slope, concatenated_value
 from . import device, reduction
+from .device import store
 from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
@@ -49,10 +50,7 @@ def softmax_backward_kernel(y, dy, dx, rows, n, inner, log, accum):
         for k in range(n):
             j = base + k * inner
             g = dy[j] - math.exp(y[j]) * s if log else y[j] * (dy[j] - s)
-            if accum:
-                dx[j] += g
-            else:
-                dx[j] = g
+            store(dx, j, g, accum)
 
 
 @forward("Softmax", "LogSoftmax")
@@ -60,7 +58,7 @@ def softmax_forward(op, inputs, outputs):
     outer, n, inner = op.shape3
     x, y = inputs[0], outputs[0]
     if x.size:
-        device.launch(softmax_kernel, outer * inner, x.reshape(x.size), y.reshape(y.size),
+        device.launch(softmax_kernel, outer * inner, device.flat(x), device.flat(y),
                       outer * inner, n, inner, op.log)
 
 
@@ -71,8 +69,8 @@ def softmax_backward(op, inputs, outputs, output_grads, input_grads, propagate_d
     outer, n, inner = op.shape3
     y, dy, dx = outputs[0], output_grads[0], input_grads[0]
     if y.size:
-        device.launch(softmax_backward_kernel, outer * inner, y.reshape(y.size),
-                      dy.reshape(dy.size), dx.reshape(dx.size), outer * inner, n, inner, op.log,
+        device.launch(softmax_backward_kernel, outer * inner, device.flat(y),
+                      device.flat(dy), device.flat(dx), outer * inner, n, inner, op.log,
                       accum[0])
 
 
@@ -102,14 +100,11 @@ def concatenated_backward_kernel(x, dy, dx, n, inner, alpha, elu, accum):
                  - dy[first + n * inner] * half_slope(-v, alpha, elu))
         else:
             g = dy[first] if v > 0 else -dy[first + n * inner]
-        if accum:
-            dx[j] += g
-        else:
-            dx[j] = g
+        store(dx, j, g, accum)
 
 
 def _flat(a):
-    return a.reshape(a.size)
+    return device.flat(a)
 
 
 @forward("CReLU", "CELU")
@@ -150,10 +145,7 @@ def prelu_backward_kernel(x, w, dy, dx, slope_terms, n, inner, want_dx, want_dw,
         g = dy[j]
         if want_dx:
             gx = g if v >= 0 else w[(j // inner) % n if w.size > 1 else 0] * g
-            if accum_dx:
-                dx[j] += gx
-            else:
-                dx[j] = gx
+            store(dx, j, gx, accum_dx)
         if want_dw:
             slope_terms[j] = g * v if v <= 0 else 0.0
 

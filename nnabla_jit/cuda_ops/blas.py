@@ -24,6 +24,7 @@ import numpy as np
 from numba import config, float64
 
 from . import cublas, device
+from .device import store
 from .registry import kernel
 
 cuda = None  # numba.cuda, bound by device.load()
@@ -96,10 +97,7 @@ def matmul_kernel(a, b, c, a_batch, b_batch, trans_a, trans_b, accum, z0):
             acc += tile_a[ty, k] * tile_b[k, tx]
         cuda.syncthreads()
     if row < rows and col < cols:
-        if accum:
-            c[z, row, col] += acc
-        else:
-            c[z, row, col] = acc
+        store(c, (z, row, col), acc, accum)
 
 
 def matmul(a, b, c, trans_a=False, trans_b=False, accum=False, a_batch=None, b_batch=None):
@@ -130,8 +128,8 @@ def tiled_matmul(a, b, c, trans_a, trans_b, accum, a_batch, b_batch):
     z, rows, cols = c.shape
     for z0 in range(0, z, MAX_GRID_Z):
         grid = ((cols + TILE - 1) // TILE, (rows + TILE - 1) // TILE, min(z - z0, MAX_GRID_Z))
-        matmul_kernel[grid, (TILE, TILE)](a, b, c, a_batch, b_batch, bool(trans_a),
-                                          bool(trans_b), bool(accum), z0)
+        device.configured(matmul_kernel, grid, (TILE, TILE))(
+            a, b, c, a_batch, b_batch, bool(trans_a), bool(trans_b), bool(accum), z0)
 
 
 @functools.lru_cache(maxsize=256)

@@ -263,13 +263,13 @@ class _Worker:
 
     def request(self, request):
         """Send ``request`` (starting a worker if needed); False when no worker can take it."""
+        try:
+            sig_text = numba_internals.signature_text(request.sig)
+        except ValueError:   # a type with no name to send (a record, ...): compiled here
+            return False
         with _lock:
             alive = self.proc is not None and self.pid == os.getpid() and self.proc.poll() is None
             if not alive and not self._start():
-                return False
-            try:
-                sig_text = numba_internals.signature_text(request.sig)
-            except ValueError:   # a type with no name to send (a record, ...): compiled here
                 return False
             self.next_id += 1
             try:

@@ -396,3 +396,13 @@ class _FakeProc:
 
     def poll(self):
         return None
+
+
+def test_a_signature_without_a_text_form_is_not_sent_to_a_worker():
+    # requests travel as numba's type names; one that has none (a literal type, here) is
+    # compiled by the caller instead, and no worker starts for it
+    from numba import types
+    worker = deferred_compile._Worker()
+    request = deferred_compile._Request(K.adam_update.parallel, (types.literal(3),))
+    assert worker.request(request) is False
+    assert worker.started == 0 and worker.proc is None

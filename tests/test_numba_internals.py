@@ -344,7 +344,8 @@ PRIVATE_NAMES = {"_compile_for_args", "_compiling_counter", "_cache_hits", "_cac
 # of a Variable, a data source's memory cache), and the CUDA launch path, which reads numba-cuda's
 # typeof_pyval itself (cuda_ops/device.py's ResolvedLaunch; being rewritten, see the adapter's
 # docstring).
-OWN_NAMES = {"variable.py": {"_cache"}, "graph.py": {"_cache"}, os.path.join("utils", "data_source.py"): {"_cache"},
+OWN_NAMES = {"variable.py": {"_cache"}, "graph.py": {"_cache"},
+             os.path.join("utils", "data_source.py"): {"_cache"},
              os.path.join("cuda_ops", "device.py"): {"typeof_pyval"}}
 
 
@@ -357,7 +358,8 @@ def _internals_used(tree):
                     a.name == "core" for a in node.names))):
             found.append((node.lineno, "from {} import".format(node.module)))
         elif isinstance(node, ast.Import):
-            found += [(node.lineno, "import " + a.name) for a in node.names if a.name.startswith("numba.core")]
+            found += [(node.lineno, "import " + a.name) for a in node.names
+                      if a.name.startswith("numba.core")]
         elif isinstance(node, ast.Attribute):
             if node.attr in PRIVATE_NAMES:
                 found.append((node.lineno, "." + node.attr))

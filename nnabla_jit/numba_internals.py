@@ -184,8 +184,9 @@ def compile_on_call(disp, args, kws):
 # A signature as text is numba's names of its types, "(array(float32, 1d, C), float64, bool)":
 # what the manifest (tables/kernel_manifest.json) and the compile worker's requests hold, read
 # back by the parser below (never unpickled, never evaluated).
-_SCALARS = {str(t): t for t in vars(types).values()
-            if isinstance(t, (types.Number, types.Boolean, types.NoneType))}
+_SCALARS = {str(t): t for t in (getattr(types, name) for name in (
+    "boolean", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
+    "float32", "float64", "complex64", "complex128", "none") if hasattr(types, name))}
 _TOKEN = re.compile(r"\s*(\d+d|\d+|\w+|[(),])")
 
 

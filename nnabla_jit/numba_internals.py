@@ -10,8 +10,10 @@ stops with one line saying so (:class:`UntestedNumba`) instead of a cache that m
 quietly. ``NNABLA_JIT_UNTESTED_NUMBA=1`` goes on with a warning, to try a new numba.
 ``tests/test_numba_internals.py`` checks each function on the installed numba.
 
-Not here: the CUDA launch path (``cuda_ops/device.py``, ``ResolvedLaunch``) reads numba-cuda's
-``typeof_pyval`` and ``overloads`` itself, falling back to numba's own launch when they fail.
+Not here: the CUDA launch path (``cuda_ops/device.py``: ``ResolvedLaunch`` and the packed
+launches) reads numba-cuda's internals itself (``typeof_pyval``, ``overloads``,
+``numba.core.types``, a kernel's ``_prepare_args`` and ``_codelibrary``, the driver's launch
+functions), each with a fallback to numba's own launch.
 """
 import os
 import pickle

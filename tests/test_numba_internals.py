@@ -26,7 +26,7 @@ def test_the_installed_numba_is_in_the_tested_range():
 
 @pytest.mark.parametrize("version", ["0.67.1", "0.69.0", "0.69.0rc1", "1.0.0"])
 def test_an_untested_numba_stops_the_import_with_one_clear_line(version):
-    with pytest.raises(ni.UntestedNumba) as raised:
+    with pytest.raises(ni.UntestedNumba, match="is not a version nnabla_jit is tested on") as raised:
         ni.check_version(version, environ={})
     message = str(raised.value)
     assert "numba {} is not a version nnabla_jit is tested on".format(version) in message

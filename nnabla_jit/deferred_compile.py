@@ -34,11 +34,17 @@ an empty cache a parallel kernel is not compiled by the process that first calls
   the manifest's (a network it knows). Deferred requests queue behind the manifest until the
   first solver update (:func:`step_done`: a training step is over, what it needs is compiled);
   then they go first.
-* Sharing the cores: while the worker compiles, it keeps one core busy, so the foreground's
-  ``prange`` kernels run on one thread fewer (:func:`share_cores`, called by the executor at
-  every forward and backward). Otherwise each parallel region waits at its end for a thread the
-  OS has handed the worker's core to, and on a 2-core machine a step takes several times longer
-  than on one thread. The count is given back when the worker has nothing left to compile.
+* Every core from the first step on: a kernel whose parallel variant is pending runs as its
+  *block stand-in* (:mod:`nnabla_jit.parallel_blocks`: the serial loop cut into one block per
+  thread, a serial compile that the worker does before any parallel variant), not the serial
+  twin alone; and once the worker compiles the run's requests it runs at nice 19
+  (:func:`_yield_cores`), so the run's threads never wait for a core it holds.
+* Sharing the cores: while the worker compiles the manifest at normal priority (a first step
+  waits for those kernels), the foreground's ``prange`` kernels run on one thread fewer
+  (:func:`share_cores`, called by the executor at every forward and backward). Otherwise each
+  parallel region waits at its end for a thread the OS has handed the worker's core to, and on
+  a 2-core machine a step takes several times longer than on one thread. The count is given
+  back when the first step is over (the worker then yields).
 * Not deferred (compiled on first call as numba does): when the kernel has no on-disk cache
   (nothing could reach us from the worker), with ``NNABLA_JIT_DEFER_PARALLEL=0``, inside
   :func:`eager` (``nnabla_jit cache warm``), and in the worker itself.
@@ -661,7 +667,7 @@ def _next_request(requests):
     return requests.pop(0)
 
 
-_yielded = [False]
+_yielded = [True]   # the worker process sets it False (_main): never renice a process that asks
 
 
 def _yield_cores():
@@ -681,6 +687,7 @@ def _main():
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)   # nothing else the worker prints can garble the replies
     _eager[0] = 1
+    _yielded[0] = False
     # the package is imported (it is this module's parent): the kernel cache routing is
     # installed; the modules of the requested kernels are imported by _find
     _serve(sys.stdin, replies)

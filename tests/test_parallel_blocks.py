@@ -1,6 +1,8 @@
 """Block stand-ins (nnabla_jit/parallel_blocks.py): a deferred parallel kernel runs as its serial
 twin on blocks of its prange loop, one per thread, once the block kernel -- a serial compile --
 is in the cache; which kernels may, and that the blocks compute what the serial twin does."""
+import io
+import json
 import os
 import threading
 
@@ -273,3 +275,28 @@ def test_the_pool_runs_one_call_at_a_time_and_others_whole():
         numba.set_num_threads(before)
     assert ("other", 0, 1) in seen   # ran whole while the pool was busy
     assert sorted(s for s in seen if s[0] == "slow") == [("slow", 0, 2), ("slow", 1, 2)]
+
+
+def test_the_worker_serves_block_kernels_first_and_only_a_worker_lowers_its_priority(monkeypatch):
+    order = []
+    monkeypatch.setattr(deferred_compile, "_compile", lambda line: order.append(line[2]) or "1 ok")
+    nice = os.nice(0)
+    lines = [json.dumps([1, "m", "a_parallel", ""]), json.dumps([2, "m", "b_parallel", ""]),
+             json.dumps([3, "m", "b_block", ""])]
+    ready = threading.Event()
+
+    def all_lines():   # all queued before the worker picks the first (then the input ends)
+        yield from lines
+        ready.set()
+
+    monkeypatch.setattr(deferred_compile, "_next_request", _after(ready, deferred_compile._next_request))
+    deferred_compile._serve(all_lines(), io.StringIO())
+    assert order == ["b_block", "a_parallel", "b_parallel"]
+    assert os.nice(0) == nice   # this process asked nothing of a worker: not reniced
+
+
+def _after(event, func):
+    def wait_then(*args):
+        event.wait(30)
+        return func(*args)
+    return wait_then

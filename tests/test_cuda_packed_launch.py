@@ -331,3 +331,18 @@ def test_packing_prefers_cuda_core_on_numba_cuda_030(monkeypatch):
     monkeypatch.setattr(device.metadata, "version", lambda name: "0.29.0")
     resolved = device._resolve_packing()
     assert resolved is None or resolved.core_launch is None
+
+
+def test_an_array_without_a_device_pointer_takes_numbas_path(packing, monkeypatch):
+    """An object that only looks like a device array (numba-cuda's device_pointer raises a
+    bare Exception for it): no packing, numba's own path launches (and judges) it. Found on
+    the GPU: the fast-path tests' stand-in arrays raised out of the key instead."""
+    def no_pointer(array):
+        raise Exception("Not a CUDA memory object.")
+    monkeypatch.setattr(packing, "device_pointer", no_pointer)
+    kern = FakeDispatcher((types.Array(types.float32, 1, "C"), types.float64))
+    launch = device.configured(kern, 4, 128)
+    a = DeviceNDArray((6,))
+    for _ in range(4):
+        launch(a, 0.5)
+    assert not packing.calls and len(kern.kernel.launched) == 4 and not launch.packed

@@ -812,8 +812,14 @@ ARRAY_KEYS_MAX = 1 << 16  # always means its contents (the table starts again wh
 
 def _array_value_key(array, driver):
     """A number standing for a device array's (dtype, shape, strides, pointer), kept on it
-    (none of them changes): a launch's key hashes ints instead of dtypes and tuples."""
-    contents = (array.dtype, array.shape, array.strides, device_pointer(array, driver))
+    (none of them changes): a launch's key hashes ints instead of dtypes and tuples. None
+    when the array has no device pointer the driver can read (an object that only looks like
+    a device array: numba's own path converts it, or says what is wrong with it)."""
+    try:
+        pointer = device_pointer(array, driver)
+    except Exception:   # numba-cuda raises a bare Exception ("Not a CUDA memory object")
+        return None
+    contents = (array.dtype, array.shape, array.strides, pointer)
     key = _ARRAY_KEYS.get(contents)
     if key is None:
         if len(_ARRAY_KEYS) >= ARRAY_KEYS_MAX:
@@ -836,7 +842,10 @@ def _value_keys(args, array_type, driver):
             try:
                 keys.append(value.__dict__[VALUE_KEY_ATTR])
             except (KeyError, AttributeError):
-                keys.append(_array_value_key(value, driver))
+                key = _array_value_key(value, driver)
+                if key is None:
+                    return None
+                keys.append(key)
         elif kind is int and -INT_BOUND < value < INT_BOUND and value:
             keys.append((int, value))
         elif (kind is float or kind is bool) and value:
@@ -1068,6 +1077,13 @@ def broadcast_strides(shape, out_shape):
 
 
 # ---------------------------------------------------------------------------- kernels
+# Which element a one-thread-per-element kernel handles: (outer, row, col) of its flat index
+# over (outer, rows, inner), and how it writes a result it may accumulate: ops/common.py's
+# rules, for every kernel of this package.
+unravel3 = device_function(common.unravel3.py_func)
+store = device_function(common.store.py_func)   # a result written, or added with accum
+
+
 @device_function
 def flat_offset(i, shape, strides):
     """The element offset of the C-order position ``i`` over ``shape`` in an array with

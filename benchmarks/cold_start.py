@@ -42,8 +42,10 @@ short run on a cache that a run with ``NNABLA_JIT_DEFER_PARALLEL=0`` filled (eve
 compiled in its process), the median of two. Per run: its first step's seconds (import
 included), steps/s and their ratio to the fully compiled figure, the compilations the process
 made itself, whether it started a compile worker, whether the worker detached from an earlier
-run was still compiling when it started, and the cache's files after it; then how long after the
-last run its detached worker finished.
+run was still compiling when it started, the cache's files after it, and what the deferred
+parallel kernels ran as at its end (parfor variants loaded, block stand-ins, serial stand-ins;
+``nnabla_jit/parallel_blocks.py``); then how long after the last run its detached worker
+finished.
 """
 import argparse
 import compileall
@@ -153,8 +155,17 @@ t1 = time.perf_counter()
 for _ in range(steps - 1):
     step()
 t2 = time.perf_counter()
+# what the deferred parallel kernels ran as at the end: parfor variants, block stand-ins, serial
+variants = [0, 0, 0]
+for disp in getattr(deferred_compile, "_registry", {{}}).values():
+    hook = disp.__dict__.get("_compile_for_args")
+    variants[0] += len(disp.overloads)
+    for sig, request in getattr(hook, "requests", {{}}).items():
+        if sig not in disp.overloads:
+            stand_in = getattr(hook, "stand_ins", {{}}).get(sig)
+            variants[1 if getattr(stand_in, "__name__", "") == "run_blocks" else 2] += 1
 print("done", t1 - t0, (steps - 1) / (t2 - t1), kernel_cache.compile_count(),
-      deferred_compile._worker.started, deferred_compile.pending(), earlier)
+      deferred_compile._worker.started, deferred_compile.pending(), earlier, *variants)
 '''.format(here=os.path.dirname(os.path.abspath(__file__)))
 
 # Waits (bounded) until no compile worker is alive on the cache; prints the seconds waited.
@@ -181,9 +192,10 @@ def short_run(name, cache, defer=True):
                           env=_cache_env(cache, defer), check=True, stdout=subprocess.PIPE,
                           stderr=subprocess.DEVNULL, text=True)
     line = [line.split()[1:] for line in done.stdout.splitlines() if line.startswith("done ")][0]
-    first, rate, compiles, workers, pending, earlier = line
+    first, rate, compiles, workers, pending, earlier, parfor, blocks, serial = line
     return {"first_step_s": float(first), "steps_per_s": float(rate), "compiles": int(compiles),
             "worker": int(workers) > 0, "pending": int(pending), "earlier_worker": int(earlier),
+            "ran_as": (int(parfor), int(blocks), int(serial)),
             "cache_files": len(glob.glob(os.path.join(cache, "numba", "**", "*.nbc"), recursive=True))}
 
 
@@ -231,19 +243,21 @@ def print_convergence(names, runs, pause):
     print("convergence: {} short runs per workload from an empty cache, {}".format(
         runs, "waiting between runs until no compile worker is left" if pause else "back to back"))
     print("| workload | run | first step s | steps/s | vs fully compiled | compiled in process "
-          "| worker started | earlier run's worker compiling | cache files | then waited s |")
-    print("|---|---:|---:|---:|---:|---:|---|---|---:|---:|")
+          "| worker started | earlier run's worker compiling | cache files | then waited s "
+          "| parallel kernels at the end: parfor, blocks, serial |")
+    print("|---|---:|---:|---:|---:|---:|---|---|---:|---:|---|")
     summary = {}
     for name in names:
         results, settled, full = converge(name, runs, pause)
         for i, r in enumerate(results):
-            print("| {} | {} | {:.1f} | {:.1f} | {:.2f} | {} | {} | {} | {} | {} |".format(
+            print("| {} | {} | {:.1f} | {:.1f} | {:.2f} | {} | {} | {} | {} | {} | {} |".format(
                 name if i == 0 else "", i + 1, r["first_step_s"], r["steps_per_s"], r["vs_fully_compiled"],
                 r["compiles"], "yes" if r["worker"] else "no",
                 {-1: "-", 0: "no", 1: "yes"}[r["earlier_worker"]], r["cache_files"],
-                "{:.1f}".format(r["paused_s"]) if "paused_s" in r else ""), flush=True)
-        print("| {} | fully compiled | | {:.1f} | 1.00 | | | | | |".format(name, full))
-        print("| | last run's worker done {:.1f} s after it | | | | | | | | |".format(settled), flush=True)
+                "{:.1f}".format(r["paused_s"]) if "paused_s" in r else "", "{}, {}, {}".format(*r["ran_as"])),
+                flush=True)
+        print("| {} | fully compiled | | {:.1f} | 1.00 | | | | | | |".format(name, full))
+        print("| | last run's worker done {:.1f} s after it | | | | | | | | | |".format(settled), flush=True)
         summary[name] = {"runs": results, "settled_s": settled, "fully_compiled": full}
     print("load average after: {:.1f} {:.1f} {:.1f}".format(*os.getloadavg()))
     return summary

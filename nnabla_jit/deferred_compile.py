@@ -34,11 +34,17 @@ an empty cache a parallel kernel is not compiled by the process that first calls
   the manifest's (a network it knows). Deferred requests queue behind the manifest until the
   first solver update (:func:`step_done`: a training step is over, what it needs is compiled);
   then they go first.
-* Sharing the cores: while the worker compiles, it keeps one core busy, so the foreground's
-  ``prange`` kernels run on one thread fewer (:func:`share_cores`, called by the executor at
-  every forward and backward). Otherwise each parallel region waits at its end for a thread the
-  OS has handed the worker's core to, and on a 2-core machine a step takes several times longer
-  than on one thread. The count is given back when the worker has nothing left to compile.
+* Every core from the first step on: a kernel whose parallel variant is pending runs as its
+  *block stand-in* (:mod:`nnabla_jit.parallel_blocks`: the serial loop cut into one block per
+  thread, a serial compile that the worker does before any parallel variant), not the serial
+  twin alone; and once the worker compiles the run's requests it runs at nice 19
+  (:func:`_yield_cores`), so the run's threads never wait for a core it holds.
+* Sharing the cores: while the worker compiles the manifest at normal priority (a first step
+  waits for those kernels), the foreground's ``prange`` kernels run on one thread fewer
+  (:func:`share_cores`, called by the executor at every forward and backward). Otherwise each
+  parallel region waits at its end for a thread the OS has handed the worker's core to, and on
+  a 2-core machine a step takes several times longer than on one thread. The count is given
+  back when the first step is over (the worker then yields).
 * Not deferred (compiled on first call as numba does): when the kernel has no on-disk cache
   (nothing could reach us from the worker), with ``NNABLA_JIT_DEFER_PARALLEL=0``, inside
   :func:`eager` (``nnabla_jit cache warm``), and in the worker itself.
@@ -65,7 +71,7 @@ except ImportError:   # Windows: no advisory locks; workers of different process
 
 import numba
 
-from . import kernel_cache, numba_internals, tracing
+from . import kernel_cache, numba_internals, parallel_blocks, tracing
 
 __all__ = ["ENV_VAR", "DETACHED_SECONDS", "defer", "load_generated", "register_generated", "eager",
            "deferring", "pending", "wait", "step_done", "stop_worker", "start_if_cold", "share_cores",
@@ -141,6 +147,8 @@ class _Deferred:
         self.dispatcher = disp
         self.fallback = fallback
         self.requests = {}   # signature -> _Request
+        self.block_requests = {}   # signature -> _Request of the block kernel (parallel_blocks)
+        self.stand_ins = {}  # signature -> what runs while the parallel variant is pending
 
     def __call__(self, *args, **kws):
         disp = self.dispatcher
@@ -150,7 +158,7 @@ class _Deferred:
         with _lock:
             request = self.requests.get(sig)
             if request is not None and request.state == "pending":
-                return self.fallback
+                return self.stand_in(sig)
         entry = _load_cached(disp, sig)   # a later run, or the worker has written it
         if entry is not None:
             return entry
@@ -159,9 +167,39 @@ class _Deferred:
             # result could not be loaded (an unwritable cache): numba's way, here and now
             return self._compile_now(args, kws)
         with _lock:   # first call, or the worker was lost: (re)start the background compile
+            stand_in = self.stand_in(sig)   # asks for its block kernel first, if it has one
             request = self.requests[sig] = _Request(disp, sig)
             if not _worker.request(request):
                 return self._compile_now(args, kws)   # no worker can be started
+        return stand_in
+
+    def stand_in(self, sig):
+        """What runs while the parallel variant of ``sig`` is compiled: the serial twin in
+        blocks on every thread (parallel_blocks) once its block kernel is in the cache -- the
+        worker compiles those first, at a serial kernel's cost -- else the serial twin."""
+        found = self.stand_ins.get(sig)
+        if found is not None:
+            return found
+        with _lock:
+            request = self.block_requests.get(sig)
+            if request is not None and request.state == "pending":
+                return self.fallback
+        block = parallel_blocks.blocks_of(self.dispatcher)
+        if block is None:   # a kernel whose blocks are not independent
+            self.stand_ins[sig] = self.fallback
+            return self.fallback
+        block_sig = parallel_blocks.block_signature(sig)
+        entry = _load_cached(block, block_sig)
+        if entry is not None:
+            found = self.stand_ins[sig] = parallel_blocks.runner(entry)
+            return found
+        with _lock:
+            if request is None:
+                request = self.block_requests[sig] = _Request(block, block_sig)
+                if _worker.request(request):
+                    return self.fallback
+            # failed or not loadable (an unwritable cache): the serial twin for good
+            self.stand_ins[sig] = self.fallback
         return self.fallback
 
     def _compile_now(self, args, kws):
@@ -307,6 +345,12 @@ class _Worker:
         return (self.proc is not None and self.pid == os.getpid()
                 and (self.prefetching > 0 or bool(self.waiting)))
 
+    def competes(self):
+        """Whether this process's worker compiles at normal priority: the manifest's kernels,
+        before the first step is over and before any request (:func:`_yield_cores`)."""
+        return (self.proc is not None and self.pid == os.getpid() and self.prefetching > 0
+                and not self.told_requests_first)
+
     def detach(self):
         """At exit: close the worker's input and leave it running; it finishes what this
         process asked for (the kernels it ran) and exits by itself (:func:`_serve`)."""
@@ -434,7 +478,7 @@ def share_cores():
     """While the background worker compiles, run this thread's ``prange`` kernels on one thread
     fewer; give the count back once it is idle (unless the user has set another meanwhile)."""
     lowered = getattr(_shared, "lowered", None)
-    if _worker.busy():
+    if _worker.competes():
         if lowered is None:
             count = numba.get_num_threads()
             if count > 1:
@@ -522,6 +566,12 @@ def wait(timeout=None):
 
 # ------------------------------------------------------------------------------ the worker
 def _find(module, qualname):
+    if qualname.endswith(parallel_blocks.SUFFIX):   # X_block: made from X_parallel
+        parallel = _find(module, qualname[:-len(parallel_blocks.SUFFIX)] + PARALLEL_SUFFIX)
+        block = parallel_blocks.blocks_of(parallel)
+        if block is None:
+            raise ValueError("{}.{} has no independent blocks".format(module, qualname))
+        return block
     disp = _registry.get((module, qualname))
     if disp is not None:
         return disp
@@ -591,15 +641,41 @@ def _serve(lines, replies, detached_seconds=DETACHED_SECONDS):
                     prefetches.clear()   # other networks' kernels: not this run's to finish
                 if not requests or time.monotonic() > deadline:
                     return
-                line = requests.pop(0)
+                line = _next_request(requests)
             elif requests and (state["requests first"] or not prefetches):
-                line = requests.pop(0)
+                line = _next_request(requests)
             else:
                 line = prefetches.pop(0)
+            if line[0] != _PREFETCH_ID or state["requests first"] or state["ended"]:
+                _yield_cores()
         reply = _compile(line)
         with contextlib.suppress(OSError, ValueError):   # nobody reads them once detached
             replies.write(reply + "\n")
             replies.flush()
+
+
+def _next_request(requests):
+    """The next request to compile: block kernels (a serial compile each, and every core for
+    the run once done) before parallel variants (several times longer, for the last bit)."""
+    for i, line in enumerate(requests):
+        if line[2].endswith(parallel_blocks.SUFFIX):
+            return requests.pop(i)
+    return requests.pop(0)
+
+
+_yielded = [True]   # the worker process sets it False (_main): never renice a process that asks
+
+
+def _yield_cores():
+    """From the first compilation of the run's requests on, the worker runs at the lowest
+    priority (nice 19): the run's threads get the cores whenever they want them, and the
+    compilation goes on in what they leave. Before that -- the manifest's serial kernels during
+    a first step, which the run is waiting for -- it competes at normal priority."""
+    if _yielded[0]:
+        return
+    _yielded[0] = True
+    with contextlib.suppress(AttributeError, OSError):
+        os.nice(19 - os.nice(0))
 
 
 def _main():
@@ -607,6 +683,7 @@ def _main():
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)   # nothing else the worker prints can garble the replies
     _eager[0] = 1
+    _yielded[0] = False
     # the package is imported (it is this module's parent): the kernel cache routing is
     # installed; the modules of the requested kernels are imported by _find
     _serve(sys.stdin, replies)

@@ -28,7 +28,8 @@ from numba.core.compiler_lock import global_compiler_lock
 __all__ = ["TESTED_RANGE", "ENV_VAR", "UntestedNumba", "check_version", "Listener", "COMPILE_EVENT",
            "COMPILER_LOCK_EVENT", "register_listener", "unregister_listener", "install_listener",
            "event_dispatcher", "event_argument_types", "numba_cache_dir", "cache_subpath",
-           "compile_at", "is_dispatcher", "is_parallel", "caches_nothing", "dispatcher_cache",
+           "compile_at", "is_dispatcher", "is_parallel", "target_options", "caches_nothing",
+           "dispatcher_cache",
            "argument_types", "load_cached", "hook_compile_on_call", "compile_on_call_hook",
            "compile_on_call", "signature_text", "signature_from_text", "route_caching"]
 
@@ -130,6 +131,11 @@ def is_dispatcher(value):
 def is_parallel(disp):
     """Whether dispatcher ``disp`` compiles with ``parallel=True``."""
     return bool(disp.targetoptions.get("parallel"))
+
+
+def target_options(disp):
+    """The options dispatcher ``disp`` was made with (``@njit(...)``'s keywords), a dict."""
+    return dict(disp.targetoptions)
 
 
 def dispatcher_cache(disp):

@@ -77,7 +77,8 @@ def _run(cache, body, cold=False, **env):
 def test_serial_stands_in_then_the_background_result_is_used_and_kept(tmp_path):
     out = _run(tmp_path, 'call("first")\nassert dc.wait(300)\ncall("later")\n')
     # first call: the serial twin computed it, the parallel variant is being compiled elsewhere
-    assert out["first"] == ("True", "1", "0", "1", "1")
+    # (and its block kernel, test_parallel_blocks.py)
+    assert out["first"] == ("True", "1", "0", "2", "1")
     # once the worker has written it, the next call loads it (nothing compiled here)
     assert out["later"] == ("True", "1", "1", "0", "1")
     # a later process finds it in the cache: parallel from the first call, no worker, no serial
@@ -98,7 +99,7 @@ assert dc.wait(300)
 call("later")
 '''
     out = _run(tmp_path, body)
-    assert out["first"] == ("True", "1", "0", "1", "1")
+    assert out["first"] == ("True", "1", "0", "2", "1")
     assert out["after_kill"] == ("True", "1", "0", "1", "2")
     assert out["later"] == ("True", "1", "1", "0", "2")
 
@@ -108,7 +109,7 @@ def test_a_run_that_exits_at_once_leaves_its_parallel_kernel_in_the_cache(tmp_pa
     # detached, not stopped, and compiles what the run asked for (before: lost at every exit,
     # so runs shorter than a compilation never got their parallel kernels)
     out = _run(tmp_path, 'call("first")\n')
-    assert out["first"] == ("True", "1", "0", "1", "1")
+    assert out["first"] == ("True", "1", "0", "2", "1")
     out = _run(tmp_path, 'print("waited", dc.wait_for_workers(300))\n')
     assert out["waited"] == ("True",)
     # the next run loads it: no serial stand-in compiled, no worker started
@@ -344,13 +345,13 @@ def test_a_solver_update_tells_the_worker_that_the_first_step_is_over(monkeypatc
     np.testing.assert_allclose(w.d, 0.5)
 
 
-def test_steps_run_on_one_thread_fewer_while_the_worker_compiles(monkeypatch):
+def test_steps_run_on_one_thread_fewer_while_the_worker_competes(monkeypatch):
     import numba
     before = numba.get_num_threads()
     if before < 2:
         pytest.skip("one kernel thread: nothing to give the worker")
-    busy = [True]
-    monkeypatch.setattr(deferred_compile._worker, "busy", lambda: busy[0])
+    busy = [True]   # compiling the manifest at normal priority (competes)
+    monkeypatch.setattr(deferred_compile._worker, "competes", lambda: busy[0])
     x = nn.Variable.from_numpy_array(np.ones(3, np.float32), need_grad=True)
     y = nn.functions.sum(x * 2)
     try:

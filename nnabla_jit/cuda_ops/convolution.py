@@ -158,7 +158,7 @@ def col2im_kernel(col, img, bias, init, col_rows, koff, n_batch, n_map, n_img, s
         plane, ph, pw = split_position(p, img_sp)
         for b in range(cuda.blockIdx.z, n_batch, cuda.gridDim.z):
             for c in range(cuda.blockIdx.y, col_rows.shape[0], cuda.gridDim.y):
-                acc = 0.0
+                acc = np.float64(0.0)   # float64 in numba's typing, and so in the simulator
                 for k in range(col_rows.shape[1]):
                     oh, hit_h = map_coordinate(ph, koff[k, D - 2], stride[D - 2], map_sp[D - 2])
                     ow, hit_w = map_coordinate(pw, koff[k, D - 1], stride[D - 1], map_sp[D - 1])
@@ -276,6 +276,11 @@ class ConvLaunch:
         blas.matmul(self.filters(w), self.grouped(rows),
                     device.reshaped(dcol, geo.group, geo.C // geo.group * geo.K, geo.B * geo.O),
                     trans_a=True, a_batch=self.same, b_batch=self.same)
+        self.col_to_image(dcol, img, bias, init)
+
+    def col_to_image(self, dcol, img, bias=None, init=INIT_ZERO):
+        """img = col2im(dcol) (a flat col of C * K rows), onto zero, bias or img (``init``)."""
+        geo = self.geo
         bias = dcol if bias is None else bias   # dcol: a stand-in, not read
         _, col_rows, koff, (B, O, S, *scalars) = self.tables()
         grid_launch(col2im_kernel, S, geo.C, B)(

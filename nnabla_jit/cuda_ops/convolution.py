@@ -132,8 +132,10 @@ def im2col_kernel(img, col, entries, koff, n_batch, n_map, sample_size, channel_
     if o < n_map:
         D = len(img_sp)
         plane, oh, ow = split_position(o, map_sp)
-        for b in range(cuda.blockIdx.z, n_batch, cuda.gridDim.z):
-            for row in range(cuda.blockIdx.y, col.shape[0], cuda.gridDim.y):
+        b = cuda.blockIdx.z
+        while b < n_batch:   # while, not range(): a range with a variable step divides
+            row = cuda.blockIdx.y
+            while row < col.shape[0]:
                 c = entries[row, 0]
                 k = entries[row, 1]
                 h = oh * stride[D - 2] + koff[k, D - 2]
@@ -144,6 +146,8 @@ def im2col_kernel(img, col, entries, koff, n_batch, n_map, sample_size, channel_
                 col[row, b * n_map + o] = (
                     img[b * sample_size + c * channel_stride + pos * position_stride]
                     if inside else 0.0)
+                row += cuda.gridDim.y
+            b += cuda.gridDim.z
 
 
 @kernel
@@ -156,8 +160,10 @@ def col2im_kernel(col, img, bias, init, col_rows, koff, n_batch, n_map, n_img, s
     if p < n_img:
         D = len(img_sp)
         plane, ph, pw = split_position(p, img_sp)
-        for b in range(cuda.blockIdx.z, n_batch, cuda.gridDim.z):
-            for c in range(cuda.blockIdx.y, col_rows.shape[0], cuda.gridDim.y):
+        b = cuda.blockIdx.z
+        while b < n_batch:   # while, not range(): a range with a variable step divides
+            c = cuda.blockIdx.y
+            while c < col_rows.shape[0]:
                 acc = np.float64(0.0)   # float64 in numba's typing, and so in the simulator
                 for k in range(col_rows.shape[1]):
                     oh, hit_h = map_coordinate(ph, koff[k, D - 2], stride[D - 2], map_sp[D - 2])
@@ -169,6 +175,8 @@ def col2im_kernel(col, img, bias, init, col_rows, koff, n_batch, n_map, n_img, s
                             acc += col[col_rows[c, k], b * n_map + o]
                 write_init(img, b * sample_size + c * channel_stride + p * position_stride,
                            acc, init, bias, c)
+                c += cuda.gridDim.y
+            b += cuda.gridDim.z
 
 
 @kernel

@@ -18,6 +18,14 @@ deconvolutions' are the other way round, and both filter gradients are the third
 col2im gathers (one thread per image element, summing the col entries that read it), so no
 atomics are needed. Any number of spatial dims. ``rows`` is a map with its batch moved next to
 its positions, whatever the layout, so the GEMMs never see the layout.
+
+im2col and col2im run over a 3-d grid: x the positions (of the map, or of the image), y the
+col rows (or the channels), z the samples, so that a thread finds its row and sample without
+dividing, and consecutive threads write consecutive col entries. Per geometry, small tables
+built from the CPU's col rules (``col_entry``, ``col_row``, the tap offsets ``koff``) are
+uploaded once; a thread decodes its position with one division (two from 3 spatial dims on):
+int64 division is emulated on the GPU, and the per-element decoding of row, sample, channel,
+tap and every coordinate it replaced made these copies several times slower than memory.
 """
 import numpy as np
 
@@ -28,12 +36,6 @@ from .device import unravel3
 from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
-
-# The CPU's layout and col rules (ops/convolution.py), compiled for the device.
-sample_strides = device_function(cpu_conv.sample_strides.py_func)
-col_row = device_function(cpu_conv.col_row.py_func)
-col_entry = device_function(cpu_conv.col_entry.py_func)
-
 
 @device_function
 def element_of(i, channels, n_positions, channel_last):

@@ -128,13 +128,14 @@ def map_plane(plane, koff, k, map_sp, img_sp, stride):
 def im2col_kernel(img, col, entries, koff, n_batch, n_map, sample_size, channel_stride,
                   position_stride, img_sp, map_sp, stride):
     """col[row, b * O + o] = img[b, c, o * stride + koff[k]] (0 in the padding), (c, k) =
-    entries[row]. Grid x: the map positions o (consecutive threads write consecutive col
-    entries), y: the col rows, z: the samples (each looped over when more than the grid)."""
+    entries[row]. Threads along x: the map positions o (consecutive threads write consecutive
+    col entries), blocks along y: the col rows, threads along z: the samples (rows and samples
+    looped over when more than the grid)."""
     o = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     if o < n_map:
         D = len(img_sp)
         plane, oh, ow = split_position(o, map_sp)
-        b = cuda.blockIdx.z
+        b = cuda.blockIdx.z * cuda.blockDim.z + cuda.threadIdx.z
         while b < n_batch:   # while, not range(): a range with a variable step divides
             row = cuda.blockIdx.y
             while row < col.shape[0]:
@@ -149,20 +150,21 @@ def im2col_kernel(img, col, entries, koff, n_batch, n_map, sample_size, channel_
                     img[b * sample_size + c * channel_stride + pos * position_stride]
                     if inside else 0.0)
                 row += cuda.gridDim.y
-            b += cuda.gridDim.z
+            b += cuda.gridDim.z * cuda.blockDim.z
 
 
 @kernel
 def col2im_kernel(col, img, bias, init, col_rows, koff, n_batch, n_map, n_img, sample_size,
                   channel_stride, position_stride, img_sp, map_sp, stride):
     """img[b, c, p] = the sum of col[col_rows[c, k], b * O + o] over the (k, o) that read p,
-    added to img (INIT_ADD), to zero or to bias[c] (the CPU's init modes). Grid x: the image
-    positions p, y: the channels, z: the samples (each looped over when more than the grid)."""
+    added to img (INIT_ADD), to zero or to bias[c] (the CPU's init modes). Threads along x: the
+    image positions p, blocks along y: the channels, threads along z: the samples (channels
+    and samples looped over when more than the grid)."""
     p = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     if p < n_img:
         D = len(img_sp)
         plane, ph, pw = split_position(p, img_sp)
-        b = cuda.blockIdx.z
+        b = cuda.blockIdx.z * cuda.blockDim.z + cuda.threadIdx.z
         while b < n_batch:   # while, not range(): a range with a variable step divides
             c = cuda.blockIdx.y
             while c < col_rows.shape[0]:
@@ -178,7 +180,7 @@ def col2im_kernel(col, img, bias, init, col_rows, koff, n_batch, n_map, n_img, s
                 write_init(img, b * sample_size + c * channel_stride + p * position_stride,
                            acc, init, bias, c)
                 c += cuda.gridDim.y
-            b += cuda.gridDim.z
+            b += cuda.gridDim.z * cuda.blockDim.z
 
 
 @kernel
@@ -199,15 +201,25 @@ def map_to_rows_kernel(mp, rows, n_map, channel_last):
         rows[m, b * n_map + o] = mp[i]
 
 
-GRID_YZ = 65535   # the most blocks along grid y and z; the kernels loop over more
+GRID_YZ = 65535     # the most blocks along grid y and z; the kernels loop over more
+BLOCK_Z = 64        # the most threads of a block along z
 
 
 def grid_launch(kern, n_x, n_y, n_z):
-    """``kern`` configured over a grid of ``n_x`` threads along x (blocks of up to
-    device.THREADS, a whole number of warps) and ``n_y`` by ``n_z`` blocks along y and z."""
-    threads = device.THREADS if n_x >= device.THREADS else (n_x + 31) // 32 * 32
-    grid = ((n_x + threads - 1) // threads, min(n_y, GRID_YZ), min(n_z, GRID_YZ))
-    return device.configured(kern, grid, (threads, 1, 1))
+    """``kern`` configured for ``n_x`` positions (threads along x) by ``n_y`` rows (blocks
+    along y) by ``n_z`` samples (threads along z): blocks of up to device.THREADS threads,
+    as many samples to a block as fit when the positions are few (consecutive threads then
+    run on into the next sample, whose col columns follow: a warp stays whole and its writes
+    consecutive even for a 4 x 4 map)."""
+    threads = device.THREADS
+    x = 1
+    while x < min(n_x, threads):
+        x *= 2
+    z = 1
+    while z < min(n_z, threads // x, BLOCK_Z):
+        z *= 2
+    grid = ((n_x + x - 1) // x, min(n_y, GRID_YZ), min((n_z + z - 1) // z, GRID_YZ))
+    return device.configured(kern, grid, (x, 1, z))
 
 
 class ConvLaunch:

@@ -92,10 +92,22 @@ def test_col2im_sums_the_col_entries_reading_each_element(name, img_shape, w_sha
 
 
 @pytest.mark.parametrize("channel_last", [False, True])
-def test_grids_smaller_than_the_rows_and_samples_loop_over_them(monkeypatch, channel_last):
-    monkeypatch.setattr(cuda_conv, "GRID_YZ", 2)
-    shape, w_shape = ((3, 4, 4, 3), (2, 2, 2, 3)) if channel_last else ((3, 3, 4, 4), (2, 3, 2, 2))
-    geo = geometry(shape, w_shape, (1, 0), (1, 2), (1, 1), 1, channel_last)
+@pytest.mark.parametrize("threads, spatial, samples_per_block", [(128, (9, 9), 1), (8, (1, 3), 2)],
+                         ids=["one sample per block", "two samples per block"])
+def test_grids_smaller_than_the_rows_and_samples_loop_over_them(monkeypatch, channel_last, threads,
+                                                                spatial, samples_per_block):
+    """One block along y and z: every thread loops over all rows (channels) and samples."""
+    monkeypatch.setattr(cuda_conv, "GRID_YZ", 1)
+    monkeypatch.setattr(device, "THREADS", threads)
+    C, B = 2, 3
+    shape = (B, *spatial, C) if channel_last else (B, C, *spatial)
+    w_shape = (2, 2, 2, C) if channel_last else (2, C, 2, 2)
+    geo = geometry(shape, w_shape, (1, 0), (1, 1), (1, 1), 1, channel_last)
+    launched = []
+    configured = device.configured
+    monkeypatch.setattr(device, "configured",
+                        lambda kern, grid, block: launched.append((grid, block)) or
+                        configured(kern, grid, block))
     rng = np.random.RandomState(2)
     img = rng.uniform(-1, 1, shape).astype(np.float32)
     launch = launch_of(geo)
@@ -106,3 +118,4 @@ def test_grids_smaller_than_the_rows_and_samples_loop_over_them(monkeypatch, cha
     launch.col_to_image(device.upload(dcol.ravel()), out, None, cpu_conv.INIT_ADD)
     np.testing.assert_array_equal(out.copy_to_host(),
                                   col2im_reference(geo, dcol, img, None, cpu_conv.INIT_ADD))
+    assert [(grid[1:], block[2]) for grid, block in launched] == [((1, 1), samples_per_block)] * 2

@@ -60,8 +60,12 @@ def col2im_reference(geo, dcol, img, bias, init):
     return sums.astype(img.dtype)
 
 
-def launch_of(geo):
+@pytest.fixture(autouse=True)
+def loaded(needs_cuda):
     device.load()
+
+
+def launch_of(geo):
     return cuda_conv.ConvLaunch(types.SimpleNamespace(geo=geo))
 
 

@@ -19,9 +19,9 @@ col2im gathers (one thread per image element, summing the col entries that read 
 atomics are needed. Any number of spatial dims. ``rows`` is a map with its batch moved next to
 its positions, whatever the layout, so the GEMMs never see the layout.
 
-im2col and col2im run over a 3-d grid: x the positions (of the map, or of the image), y the
-col rows (or the channels), z the samples, so that a thread finds its row and sample without
-dividing, and consecutive threads write consecutive col entries. Per geometry, small tables
+im2col and col2im (and the map <-> rows copies) run over a 3-d grid: x the positions (of the
+map, or of the image), y the col rows (or the channels), z the samples, so that a thread finds
+its row and sample without dividing, and consecutive threads write consecutive col entries. Per geometry, small tables
 built from the CPU's col rules (``col_entry``, ``col_row``, the tap offsets ``koff``) are
 uploaded once; a thread decodes its position with one division (two from 3 spatial dims on):
 int64 division is emulated on the GPU, and the per-element decoding of row, sample, channel,
@@ -32,20 +32,9 @@ import numpy as np
 from ..ops import convolution as cpu_conv
 from ..ops.convolution import INIT_ADD, INIT_BIAS, INIT_ZERO, init_for_accum, init_for_bias
 from . import blas, device, reduction
-from .device import unravel3
 from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
-
-@device_function
-def element_of(i, channels, n_positions, channel_last):
-    """(b, c, p): sample, channel and position of flat element i of an image or map."""
-    if channel_last:
-        b, p, c = unravel3(i, n_positions, channels)
-    else:
-        b, c, p = unravel3(i, channels, n_positions)
-    return b, c, p
-
 
 @device_function
 def write_init(out, i, v, init, bias, channel):
@@ -184,21 +173,36 @@ def col2im_kernel(col, img, bias, init, col_rows, koff, n_batch, n_map, n_img, s
 
 
 @kernel
-def rows_to_map_kernel(rows, mp, bias, init, n_map, channel_last):
-    """mp[b, m, o] = rows[m, b * O + o], added to mp (INIT_ADD), to zero or to bias[m]."""
-    i = cuda.grid(1)
-    if i < mp.size:
-        b, m, o = element_of(i, rows.shape[0], n_map, channel_last)
-        write_init(mp, i, rows[m, b * n_map + o], init, bias, m)
+def rows_to_map_kernel(rows, mp, bias, init, n_batch, n_map, sample_size, channel_stride,
+                       position_stride):
+    """mp[b, m, o] = rows[m, b * O + o], added to mp (INIT_ADD), to zero or to bias[m]. Threads
+    along x: the map positions o, blocks along y: the channels m, threads along z: the samples
+    (as im2col's)."""
+    o = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if o < n_map:
+        b = cuda.blockIdx.z * cuda.blockDim.z + cuda.threadIdx.z
+        while b < n_batch:
+            m = cuda.blockIdx.y
+            while m < rows.shape[0]:
+                write_init(mp, b * sample_size + m * channel_stride + o * position_stride,
+                           rows[m, b * n_map + o], init, bias, m)
+                m += cuda.gridDim.y
+            b += cuda.gridDim.z * cuda.blockDim.z
 
 
 @kernel
-def map_to_rows_kernel(mp, rows, n_map, channel_last):
-    """rows[m, b * O + o] = mp[b, m, o]."""
-    i = cuda.grid(1)
-    if i < mp.size:
-        b, m, o = element_of(i, rows.shape[0], n_map, channel_last)
-        rows[m, b * n_map + o] = mp[i]
+def map_to_rows_kernel(mp, rows, n_batch, n_map, sample_size, channel_stride, position_stride):
+    """rows[m, b * O + o] = mp[b, m, o] (the grid of ``rows_to_map_kernel``)."""
+    o = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if o < n_map:
+        b = cuda.blockIdx.z * cuda.blockDim.z + cuda.threadIdx.z
+        while b < n_batch:
+            m = cuda.blockIdx.y
+            while m < rows.shape[0]:
+                rows[m, b * n_map + o] = mp[b * sample_size + m * channel_stride +
+                                            o * position_stride]
+                m += cuda.gridDim.y
+            b += cuda.gridDim.z * cuda.blockDim.z
 
 
 GRID_YZ = 65535     # the most blocks along grid y and z; the kernels loop over more
@@ -227,7 +231,6 @@ class ConvLaunch:
 
     def __init__(self, op):
         geo = self.geo = op.geo
-        self.layout = (int(geo.group), bool(geo.channel_last))
         self.same = blas.batch_map(geo.group, (geo.group,), (geo.group,))
         self.col_tables = None   # set up on the first im2col or col2im (see tables())
 
@@ -253,6 +256,13 @@ class ConvLaunch:
                  as_ints(geo.img_sp_a), as_ints(geo.map_sp_a), as_ints(geo.stride_a)))
         return self.col_tables
 
+    def map_layout(self):
+        """(samples, positions, sample size, channel stride, position stride) of the map."""
+        geo = self.geo
+        M, O = int(geo.M), int(geo.O)
+        strides = cpu_conv.sample_strides.py_func(M, O, bool(geo.channel_last))
+        return int(geo.B), O, M * O, int(strides[0]), int(strides[1])
+
     def filters(self, w):
         geo = self.geo
         return device.reshaped(w, geo.group, geo.M // geo.group, geo.C // geo.group * geo.K)
@@ -272,8 +282,8 @@ class ConvLaunch:
         geo = self.geo
         rows = device.workspace("conv rows", geo.M * geo.B * geo.O, mp.dtype)
         rows = device.reshaped(rows, geo.M, geo.B * geo.O)
-        device.launch(map_to_rows_kernel, mp.size, device.flat(mp), rows, geo.O,
-                      self.layout[1])
+        grid_launch(map_to_rows_kernel, geo.O, geo.M, geo.B)(device.flat(mp), rows,
+                                                             *self.map_layout())
         return rows
 
     def grouped(self, rows):
@@ -288,8 +298,9 @@ class ConvLaunch:
         blas.matmul(self.filters(w), self.col(img), self.grouped(rows), a_batch=self.same,
                     b_batch=self.same)
         bias = rows if bias is None else bias   # rows: a stand-in, not read
-        device.launch(rows_to_map_kernel, mp.size, rows, device.flat(mp),
-                      device.flat(bias), init, geo.O, self.layout[1])
+        grid_launch(rows_to_map_kernel, geo.O, geo.M, geo.B)(rows, device.flat(mp),
+                                                             device.flat(bias), init,
+                                                             *self.map_layout())
 
     def rows_to_image(self, rows, w, img, bias=None, init=INIT_ZERO):
         """img = conv^T(the map of ``rows``, w), onto zero, bias or img (``init``)."""

@@ -123,3 +123,30 @@ def test_grids_smaller_than_the_rows_and_samples_loop_over_them(monkeypatch, cha
     np.testing.assert_array_equal(out.copy_to_host(),
                                   col2im_reference(geo, dcol, img, None, cpu_conv.INIT_ADD))
     assert [(grid[1:], block[2]) for grid, block in launched] == [((1, 1), samples_per_block)] * 2
+
+
+@pytest.mark.parametrize("grid_yz, threads", [(65535, 128), (1, 8)], ids=["whole grid", "looping"])
+@pytest.mark.parametrize("channel_last", [False, True])
+def test_map_and_rows_are_transposes(monkeypatch, channel_last, grid_yz, threads):
+    """rows[m, b * O + o] = map[b, m, o] (map_to_rows), and back onto the map's bias
+    (rows_to_map), both layouts, with the grid covering everything or one block along y, z."""
+    monkeypatch.setattr(cuda_conv, "GRID_YZ", grid_yz)
+    monkeypatch.setattr(device, "THREADS", threads)
+    C, B, M = 2, 3, 3
+    shape = (B, 1, 3, C) if channel_last else (B, C, 1, 3)
+    geo = geometry(shape, (M, 2, 2, C) if channel_last else (M, C, 2, 2), (1, 0), (1, 1),
+                   (1, 1), 1, channel_last)
+    rng = np.random.RandomState(3)
+    mp = rng.uniform(-1, 1, geo.map_shape).astype(np.float32)
+    by_channel = np.moveaxis(mp, -1, 1) if channel_last else mp   # (B, M, *map spatial)
+    expected_rows = by_channel.reshape(B, M, geo.O).transpose(1, 0, 2).reshape(M, B * geo.O)
+    launch = launch_of(geo)
+    rows = launch.rows(device.upload(mp))
+    np.testing.assert_array_equal(rows.copy_to_host(), expected_rows)
+    bias = rng.uniform(-1, 1, M).astype(np.float32)
+    out = device.upload(np.zeros_like(mp))
+    cuda_conv.grid_launch(cuda_conv.rows_to_map_kernel, geo.O, M, B)(
+        rows, device.flat(out), device.upload(bias), cpu_conv.INIT_BIAS, *launch.map_layout())
+    channel_shape = [1] * mp.ndim
+    channel_shape[-1 if channel_last else 1] = M
+    np.testing.assert_array_equal(out.copy_to_host(), mp + bias.reshape(channel_shape))

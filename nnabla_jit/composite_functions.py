@@ -70,6 +70,8 @@ class FusedConvolution(Op):
         bn = [n for n in ("beta", "gamma", "mean", "variance") if n in s]
         if 0 < len(bn) < 4:
             self.fail("batch normalization needs all of beta, gamma, mean and variance, got only {}", bn)
+        if bn and "bias" in s:   # nnabla refuses the pair (the bias would be normalized away)
+            self.fail("a convolution bias {} and batch normalization cannot be given together", s["bias"])
         need = NONLINEARITY_ARGS.get(self.nonlinearity, 0)
         if len(self.nonlinearity_args) != need:
             self.fail("nonlinearity '{}' takes {} nonlinearity_args, got {}", self.nonlinearity, need,
@@ -79,6 +81,9 @@ class FusedConvolution(Op):
             probe = self._graph({n: Variable(shape) for n, shape in s.items()})
         except ValueError as e:
             self.fail("{}", e)
+        if "z" in s and len(s["z"]) != len(probe.shape):   # nnabla adds z of the output's rank only
+            self.fail("z of shape {} must have the {} dimensions of the output {}", s["z"], len(probe.shape),
+                      probe.shape)
         self.sub = None   # (proxies of the inputs, output) of the graph that runs
         return [probe.shape]
 

@@ -44,17 +44,15 @@ an empty cache a parallel kernel is not compiled by the process that first calls
   :func:`eager` (``nnabla_jit cache warm``), and in the worker itself.
 
 :func:`_main` is the worker (``python -c``, with the package on its path): it reads one JSON
-line per kernel on stdin (id, module, name, pickled signature; id 0 a prefetch, -1 "requests
-first") and answers ``<id> ok`` or ``<id> error <why>`` on stdout; when stdin ends it
+line per kernel on stdin (id, module, name, signature as numba's type names; id 0 a prefetch,
+-1 "requests first") and answers ``<id> ok`` or ``<id> error <why>`` on stdout; when stdin ends it
 finishes the requests (not the prefetches) and exits.
 """
 import atexit
-import base64
 import contextlib
 import importlib
 import json
 import os
-import pickle
 import subprocess
 import sys
 import threading
@@ -66,14 +64,12 @@ except ImportError:   # Windows: no advisory locks; workers of different process
     fcntl = None
 
 import numba
-from numba.core import caching, dispatcher, event
-from numba.core.compiler_lock import global_compiler_lock
 
-from . import kernel_cache, tracing
+from . import kernel_cache, numba_internals, tracing
 
-__all__ = ["ENV_VAR", "DETACHED_SECONDS", "defer", "load_generated", "eager", "deferring", "pending",
-           "wait", "step_done", "stop_worker", "start_if_cold", "share_cores", "workers_running",
-           "wait_for_workers"]
+__all__ = ["ENV_VAR", "DETACHED_SECONDS", "defer", "load_generated", "register_generated", "eager",
+           "deferring", "pending", "wait", "step_done", "stop_worker", "start_if_cold", "share_cores",
+           "workers_running", "wait_for_workers"]
 
 ENV_VAR = "NNABLA_JIT_DEFER_PARALLEL"
 PARALLEL_SUFFIX = "_parallel"   # a generated module's parallel kernel X_parallel has the serial X
@@ -117,10 +113,8 @@ def defer(parallel, fallback):
     """Defer the compilation of dispatcher ``parallel``: calls it cannot serve from memory or
     the disk cache run ``fallback`` (same arguments, same results) until a background worker has
     compiled it. Returns ``parallel``."""
-    if not isinstance(parallel.__dict__.get("_compile_for_args"), _Deferred):
-        # numba's C dispatcher calls self._compile_for_args(*args) on a signature it has not
-        # compiled and calls what that returns; the instance attribute takes precedence
-        parallel._compile_for_args = _Deferred(parallel, fallback)
+    if not isinstance(numba_internals.compile_on_call_hook(parallel), _Deferred):
+        numba_internals.hook_compile_on_call(parallel, _Deferred(parallel, fallback))
         _registry[_key(parallel)] = parallel
     return parallel
 
@@ -130,28 +124,14 @@ def load_generated(prefix, text):
     that has a serial twin ``X``."""
     module = kernel_cache.load_generated(prefix, text)
     for name, value in list(vars(module).items()):
-        if name.endswith(PARALLEL_SUFFIX) and isinstance(value, dispatcher.Dispatcher):
+        if name.endswith(PARALLEL_SUFFIX) and numba_internals.is_dispatcher(value):
             serial = getattr(module, name[:-len(PARALLEL_SUFFIX)], None)
             if serial is not None:
                 defer(value, serial)
     return module
 
 
-def _load_cached(disp, sig):
-    """Load ``sig`` of ``disp`` from the on-disk cache (no compilation); its entry point or None.
-    The lines of numba's ``Dispatcher.compile`` before it compiles."""
-    with global_compiler_lock, disp._compiling_counter:
-        existing = disp.overloads.get(sig)
-        if existing is not None:
-            return existing.entry_point
-        cres = disp._cache.load_overload(sig, disp.targetctx)
-        if cres is None:
-            return None
-        disp._cache_hits[sig] += 1
-        if not cres.objectmode:
-            disp.targetctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
-        disp.add_overload(cres)
-        return cres.entry_point
+_load_cached = numba_internals.load_cached   # (disp, sig): its entry point from the disk, or None
 
 
 class _Deferred:
@@ -164,9 +144,9 @@ class _Deferred:
 
     def __call__(self, *args, **kws):
         disp = self.dispatcher
-        if kws or not deferring() or isinstance(disp._cache, caching.NullCache):
+        if kws or not deferring() or numba_internals.caches_nothing(disp):
             return self._compile_now(args, kws)
-        sig = tuple(disp.typeof_pyval(a) for a in args)
+        sig = numba_internals.argument_types(disp, args)
         with _lock:
             request = self.requests.get(sig)
             if request is not None and request.state == "pending":
@@ -185,7 +165,7 @@ class _Deferred:
         return self.fallback
 
     def _compile_now(self, args, kws):
-        return dispatcher.Dispatcher._compile_for_args(self.dispatcher, *args, **kws)
+        return numba_internals.compile_on_call(self.dispatcher, args, kws)
 
 
 class _Request:
@@ -255,8 +235,8 @@ class _Worker:
         self.proc.stdin.flush()
 
     def prefetch(self, entries):
-        """Start the worker (if needed) and queue ``entries`` (module, qualname, pickled
-        signature) ahead of any request."""
+        """Start the worker (if needed) and queue ``entries`` (module, qualname, signature
+        text) ahead of any request."""
         with _lock:
             alive = self.proc is not None and self.pid == os.getpid() and self.proc.poll() is None
             if not alive and not self._start():
@@ -283,14 +263,17 @@ class _Worker:
 
     def request(self, request):
         """Send ``request`` (starting a worker if needed); False when no worker can take it."""
+        try:
+            sig_text = numba_internals.signature_text(request.sig)
+        except ValueError:   # a type with no name to send (a record, ...): compiled here
+            return False
         with _lock:
             alive = self.proc is not None and self.pid == os.getpid() and self.proc.poll() is None
             if not alive and not self._start():
                 return False
             self.next_id += 1
             try:
-                self.send(self.next_id, request.module, request.qualname,
-                          base64.b64encode(pickle.dumps(request.sig)).decode())
+                self.send(self.next_id, request.module, request.qualname, sig_text)
             except (OSError, ValueError):
                 return False
             request.state = "pending"
@@ -356,8 +339,8 @@ atexit.register(_worker.detach)
 
 def _manifest():
     """The manifest's entries in the order the worker compiles them: [module, qualname,
-    pickled signature], a generated elementwise kernel under the module name ELEMENTWISE (its
-    op's module is named by a hash of its text, which the manifest cannot know)."""
+    signature text], a generated kernel under its provider's name (ELEMENTWISE: its op's module
+    is named by a hash of its text, which the manifest cannot know; see register_generated)."""
     try:
         with open(MANIFEST) as f:
             return json.load(f)["kernels"]
@@ -365,14 +348,27 @@ def _manifest():
         return []
 
 
+# Generated-source modules whose kernels the manifest names: module-name prefix -> (the
+# manifest's module name, the function finding a kernel by name). Filled by the modules that
+# generate them (ops/elementwise.py), above this one.
+_generated = {}
+
+
+def register_generated(prefix, name, find):
+    """Kernels of generated modules named ``prefix`` + hash appear in the manifest under the
+    module name ``name``; the worker finds one with ``find(qualname)``."""
+    _generated[prefix] = (name, find)
+
+
 def _manifest_name(disp):
     module, qualname = _key(disp)
-    if module.startswith("nnabla_jit_elementwise_"):
-        module = ELEMENTWISE
+    for prefix, (name, _) in _generated.items():
+        if module.startswith(prefix):
+            return name, qualname
     return module, qualname
 
 
-class _PrefetchTrigger(event.Listener):
+class _PrefetchTrigger(numba_internals.Listener):
     """On the process's first compilation: when it is a kernel of the manifest and kernels
     are deferred to a disk cache, the worker starts on the manifest."""
 
@@ -386,9 +382,8 @@ class _PrefetchTrigger(event.Listener):
         if self.seen >= self.WITHIN:
             return
         self.seen += 1
-        disp = ev.data.get("dispatcher")
-        if (not deferring() or not hasattr(disp, "py_func")
-                or isinstance(getattr(disp, "_cache", None), caching.NullCache)):
+        disp = numba_internals.event_dispatcher(ev)
+        if not deferring() or not hasattr(disp, "py_func") or numba_internals.caches_nothing(disp):
             return
         if self.names is None:
             entries = _manifest()
@@ -402,7 +397,7 @@ class _PrefetchTrigger(event.Listener):
 
 
 _trigger = _PrefetchTrigger()
-event.register("numba:compile", _trigger)
+numba_internals.register_listener(numba_internals.COMPILE_EVENT, _trigger)
 
 
 def _cache_is_empty(directory):
@@ -530,8 +525,9 @@ def _find(module, qualname):
     disp = _registry.get((module, qualname))
     if disp is not None:
         return disp
-    if module == ELEMENTWISE:
-        return importlib.import_module("nnabla_jit.ops.elementwise").generated_kernel(qualname)
+    for name, find in _generated.values():
+        if module == name:
+            return find(qualname)
     try:
         found = getattr(importlib.import_module(module), qualname, None)
         if found is not None:   # a serial kernel: an njit function, or a ParallelKernel's twin
@@ -552,7 +548,7 @@ def _find(module, qualname):
 def _compile(line):
     ident, module, qualname, sig = line
     try:
-        disp, sig = _find(module, qualname), pickle.loads(base64.b64decode(sig))
+        disp, sig = _find(module, qualname), numba_internals.signature_from_text(sig)
         if _load_cached(disp, sig) is None:   # another process's worker may have written it
             with _compile_lock():
                 disp.compile(sig)   # loads it instead if written while we waited

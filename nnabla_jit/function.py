@@ -354,6 +354,34 @@ def build(op, inputs, n_outputs=-1, outputs=None):
     return tuple(result)
 
 
+def copy_network(root):
+    """nnabla's ``Variable.no_grad()``: the graph upstream of ``root`` built again from fresh
+    functions (same arguments and contexts) on new leaves that share the old leaves' data;
+    returns the copy of ``root``."""
+    def leaf_copy(v):
+        return Variable._from_ndarray(v._body.data, need_grad=v._need_grad)
+
+    if root._parent is None:
+        return leaf_copy(root)
+    copies = {}   # id(old variable) -> its copy
+    for node in graph.upstream_functions([root]):
+        op = node.op
+        if op.python_level or op.spec is None:
+            raise NotImplementedError("no_grad: cannot copy the {} node (a PythonFunction or an internal "
+                                      "op)".format(op.name))
+        inputs = []
+        for v in node.inputs:
+            if id(v) not in copies:
+                copies[id(v)] = leaf_copy(v)
+            inputs.append(copies[id(v)])
+        with context_scope(node.ctx):
+            outs = build(type(op)(input_names=op.input_names, **op.args), inputs, op.n_outputs)
+        for r, new in zip(node._outputs, outs if isinstance(outs, tuple) else (outs,)):
+            if r() is not None:
+                copies[id(r())] = new
+    return copies[id(root)]
+
+
 # ------------------------------------------------------------------------ PythonFunction
 class _PythonOp(Op):
     """Adapter that lets the executor run a user's PythonFunction like a registered op."""

@@ -3747,8 +3747,9 @@ def onnx_resize(x, roi=(), scales=(), sizes=(), mode='nearest', coordinate_trans
         mode (string, default ``'nearest'``; one of nearest, linear, cubic): nearest, linear or
             cubic interpolation.
         coordinate_transformation_mode (string, default ``'half_pixel'``; one of half_pixel,
-            pytorch_half_pixel, align_corners, asymmetric, tf_crop_and_resize): how an output
-            coordinate maps back to the input (ONNX's definitions).
+            pytorch_half_pixel, align_corners, asymmetric, tf_crop_and_resize,
+            tf_half_pixel_for_nn): how an output coordinate maps back to the input (ONNX's
+            definitions).
         cubic_coeff_a (float, default ``-0.75``): the cubic kernel's parameter.
         exclude_outside (int64, default ``0``): 1: weights of samples outside the input are dropped
             and the rest renormalized.

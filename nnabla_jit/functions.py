@@ -489,6 +489,25 @@ def _advanced_getitem(x, key):
     return y
 
 
+def _setitem(x, key, value):
+    """``x[key] = value`` (``Variable.__setitem__``): ScatterNd of ``value``, broadcast to the
+    selection, at the selected positions into x's previous value, with x as its output."""
+    if isinstance(key, (Variable, NdArray)):
+        key = key.d if isinstance(key, Variable) else key.data
+    positions = np.indices(x.shape)[(_slice(None),) + (key if isinstance(key, tuple) else (key,))]
+    target = positions.shape[1:]
+    if isinstance(value, NdArray):
+        value = Variable._from_ndarray(value)
+    if not isinstance(value, Variable):
+        value = Variable.from_numpy_array(np.broadcast_to(np.asarray(value, x._body.data.dtype), target))
+    elif value.shape != target:
+        value = broadcast(reshape(value, (1,) * (len(target) - value.ndim) + value.shape), target)
+    indices = Variable.from_numpy_array(positions.reshape(positions.shape[0], -1))
+    value = reshape(value, (indices.shape[1],) + tuple(x.shape[positions.shape[0]:]))
+    old = x._hand_over()
+    _fb.scatter_nd(value, indices, old, shape=x.shape, outputs=[x])
+
+
 def _getitem(x, key):
     """Basic indexing (ints, slices, None, Ellipsis) as Slice + Reshape, like nnabla; index
     arrays and boolean masks as GatherNd."""

@@ -28,13 +28,13 @@ Why it is built this way:
   ``cache=True`` would otherwise fail at import with "no locator available"), with one warning.
 
 :func:`install` (run first thing by ``import nnabla_jit``) routes the numba cache of nnabla_jit's
-own kernels through :class:`_KernelCache`; other code's numba functions keep numba's behaviour.
+own kernels through these rules (:class:`_Policy`, applied by numba's cache classes in
+``numba_internals.py``); other code's numba functions keep numba's behaviour.
 ``nnabla_jit cache info|clear|warm`` shows, empties or fills the cache.
 """
 import contextlib
 import hashlib
 import os
-import pickle
 import re
 import stat
 import sys
@@ -43,8 +43,7 @@ import threading
 import types
 import warnings
 
-from numba.core import caching, config, dispatcher, event
-from numba.core.compiler_lock import global_compiler_lock
+from . import numba_internals
 
 __all__ = ["KernelCacheWarning", "cache_dir", "configured_cache_dir", "kernel_dir", "numba_dir",
            "module_name", "load_generated", "install", "info", "clear", "compile_count", "on_compile",
@@ -191,8 +190,8 @@ def kernel_dir():
 def numba_dir():
     """Directory of numba's files for nnabla_jit's kernels, or None (``NUMBA_CACHE_DIR`` or no
     usable cache)."""
-    if config.CACHE_DIR:
-        return os.path.abspath(config.CACHE_DIR)
+    if numba_internals.numba_cache_dir():
+        return os.path.abspath(numba_internals.numba_cache_dir())
     root = cache_dir()
     return None if root is None else os.path.join(root, "numba")
 
@@ -289,42 +288,7 @@ def _is_ours(py_file):
     return directory is not None and path.startswith(directory + os.sep)
 
 
-class _KernelLocator(caching.UserProvidedCacheLocator):
-    """numba's files of an nnabla_jit kernel go under ``<cache>/numba`` (unless the user set
-    ``NUMBA_CACHE_DIR``, which numba's own locator, next in the list, then honours)."""
-
-    def __init__(self, py_func, py_file):
-        self._py_file = py_file
-        self._lineno = py_func.__code__.co_firstlineno
-        self._cache_path = os.path.join(numba_dir(), self.get_suitable_cache_subpath(py_file))
-
-    @classmethod
-    def from_function(cls, py_func, py_file):
-        if config.CACHE_DIR or numba_dir() is None or not os.path.exists(py_file):
-            return None
-        self = cls(py_func, py_file)
-        try:
-            self.ensure_cache_path()
-        except OSError:
-            return None
-        return self
-
-    def ensure_cache_path(self):
-        # once per directory and process: hundreds of kernels share one (a directory that turns
-        # unwritable later fails the save, which _KernelCache.save_overload survives)
-        if self._cache_path in _writable_paths:
-            return
-        os.makedirs(self._cache_path, mode=0o700, exist_ok=True)
-        tempfile.TemporaryFile(dir=self._cache_path).close()
-        _writable_paths.add(self._cache_path)
-
-
 _writable_paths = set()   # cache directories this process has found writable
-
-
-class _KernelCacheImpl(caching.CompileResultCacheImpl):
-    # No fallback to numba's __pycache__ or ~/.cache/numba: one place, or memory.
-    _locator_classes = [_KernelLocator, caching.UserProvidedCacheLocator]
 
 
 def _foreign(st):
@@ -367,124 +331,71 @@ def _refused(path, error):
                "kernels were compiled anew".format(error))
 
 
-class _VerifiedCacheFile(caching.IndexDataCacheFile):
-    """numba's index/data files, unpickled only when :func:`_open_own` accepts them (numba's
-    own ``_load_index`` / ``_load_data``, opening through it)."""
-
-    @classmethod
-    def adopt(cls, cache_file):
-        verified = cls.__new__(cls)
-        verified.__dict__.update(cache_file.__dict__)
-        return verified
-
-    def _load_index(self):
-        try:
-            with _open_own(self._index_path) as f:
-                version = pickle.load(f)
-                data = f.read()
-        except FileNotFoundError:
-            return {}
-        except ForeignCacheFile as e:
-            _refused(self._index_path, e)
-            return {}
-        if version != self._version:
-            return {}
-        stamp, overloads = pickle.loads(data)
-        return overloads if stamp == self._source_stamp else {}
-
-    def _load_data(self, name):
-        path = self._data_path(name)
-        try:
-            with _open_own(path) as f:
-                data = f.read()
-        except ForeignCacheFile as e:
-            _refused(path, e)
-            raise
-        return pickle.loads(data)
-
-
-class _KernelCache(caching.FunctionCache):
-    """numba's per-function cache, healing unreadable entries and surviving unwritable ones."""
-
-    _impl_class = _KernelCacheImpl
-
-    def __init__(self, py_func):
-        super().__init__(py_func)
-        self._cache_file = _VerifiedCacheFile.adopt(self._cache_file)
-
-    def _entry_files(self):
-        base = self._impl.filename_base
-        try:
-            names = os.listdir(self._cache_path)
-        except OSError:
-            return []
-        return [os.path.join(self._cache_path, n) for n in names
-                if n == base + ".nbi" or (n.startswith(base + ".") and n.endswith(".nbc"))]
-
-    def load_overload(self, sig, target_context):
-        try:
-            return super().load_overload(sig, target_context)
-        except Exception as e:   # unpickling garbage raises anything (EOFError, KeyError, ...)
-            for path in self._entry_files():
-                with contextlib.suppress(OSError):
-                    os.unlink(path)
-            _damaged(self._cache_path, self._impl.filename_base, e)
-            return None
-
-    def save_overload(self, sig, data):
-        try:
-            super().save_overload(sig, data)
-        except OSError as e:
-            self.disable()
-            _warn_once("unwritable:" + self._cache_path, "cannot write numba's cache in {} ({}); "
-                       "kernels compiled now are not kept".format(self._cache_path, e.strerror or e))
-
-
-_numba_enable_caching = dispatcher.Dispatcher.enable_caching
-
 # LLVM optimisation level of nnabla_jit's kernels (numba's default, for everything else, is 3):
 # -O3's extra passes (loop unswitching of the kernels' mode branches, more inlining) cost 10-50%
 # more compile time on a first step (pool_forward twice as long) for no measured speed.
 OPT_LEVEL = 2
 
-
-def compile_at(disp, level):
-    """Make dispatcher ``disp`` compile at LLVM optimisation level ``level``: numba reads
-    ``config.OPT`` when it optimises a module, set here around this dispatcher's compilations
-    (the compiler lock keeps other compilations out meanwhile). Returns ``disp``."""
-    compile_default = disp.compile
-
-    def compile_at_level(sig):
-        with global_compiler_lock:
-            default, config.OPT = config.OPT, type(config.OPT)(level)
-            try:
-                return compile_default(sig)
-            finally:
-                config.OPT = default
-
-    disp.compile = compile_at_level
-    return disp
+compile_at = numba_internals.compile_at
 
 
-def _enable_caching(self):
-    """``Dispatcher.enable_caching`` for nnabla_jit's kernels (numba's own for the rest); they
-    also compile at :data:`OPT_LEVEL`."""
-    if not _is_ours(self.py_func.__code__.co_filename):
-        return _numba_enable_caching(self)
-    compile_at(self, OPT_LEVEL)
-    try:
-        self._cache = _KernelCache(self.py_func)
-    except RuntimeError:   # numba's "cannot cache function ...: no locator available"
+class _Policy:
+    """Where numba's files of nnabla_jit's kernels go and which may be read: the rules above,
+    as numba_internals.route_caching asks for them."""
+
+    opt_level = OPT_LEVEL
+
+    @staticmethod
+    def is_ours(py_file):
+        return _is_ours(py_file)
+
+    @staticmethod
+    def cache_path(py_file):
+        """``<cache>/numba/<numba's sub-directory>``; None under ``NUMBA_CACHE_DIR`` (numba's
+        own locator, next in the list, then honours it) or with no usable cache."""
+        if numba_internals.numba_cache_dir() or numba_dir() is None or not os.path.exists(py_file):
+            return None
+        return os.path.join(numba_dir(), numba_internals.cache_subpath(py_file))
+
+    @staticmethod
+    def ensure_directory(path):
+        # once per directory and process: hundreds of kernels share one (a directory that turns
+        # unwritable later fails the save, which unwritable() below survives)
+        if path in _writable_paths:
+            return
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        tempfile.TemporaryFile(dir=path).close()
+        _writable_paths.add(path)
+
+    @staticmethod
+    def open_own(path):
+        try:
+            return _open_own(path)
+        except ForeignCacheFile as e:
+            _refused(path, e)
+            return None
+
+    @staticmethod
+    def damaged(path, name, error):
+        _damaged(path, name, error)
+
+    @staticmethod
+    def unwritable(path, error):
+        _warn_once("unwritable:" + path, "cannot write numba's cache in {} ({}); kernels compiled "
+                   "now are not kept".format(path, error.strerror or error))
+
+    @staticmethod
+    def no_locator():
         if cache_dir() is not None:   # else cache_dir() has said why, once
             _warn_once("nolocator", "no writable numba cache directory for nnabla_jit's kernels "
-                       "(NUMBA_CACHE_DIR={}); compiling them in memory".format(config.CACHE_DIR))
-        self._cache = caching.NullCache()
+                       "(NUMBA_CACHE_DIR={}); compiling them in memory".format(
+                           numba_internals.numba_cache_dir()))
 
 
 def install():
     """Route the numba cache of nnabla_jit's kernels through this module. Must run before the
     first ``@njit(cache=True)`` of the package is decorated (``nnabla_jit/__init__`` does)."""
-    dispatcher.Dispatcher.enable_caching = _enable_caching
+    numba_internals.route_caching(_Policy)
 
 
 # ------------------------------------------------------------------------------ compile progress
@@ -492,11 +403,11 @@ _compiles = [0]
 
 
 def _kernel_name(ev):
-    py_func = getattr(ev.data.get("dispatcher"), "py_func", None)
+    py_func = getattr(numba_internals.event_dispatcher(ev), "py_func", None)
     return getattr(py_func, "__name__", "?")
 
 
-class _CompileListener(event.Listener):
+class _CompileListener(numba_internals.Listener):
     """Counts numba's compilations (one listener for the process), or reports them."""
 
     def __init__(self, started=None, ended=None):
@@ -513,7 +424,7 @@ class _CompileListener(event.Listener):
             self.ended()
 
 
-event.register("numba:compile", _CompileListener())
+numba_internals.register_listener(numba_internals.COMPILE_EVENT, _CompileListener())
 
 
 def compile_count():
@@ -525,7 +436,8 @@ def compile_count():
 def on_compile(started, ended=None):
     """Inside the block, call ``started(count, kernel_name)`` whenever numba starts compiling
     (``count``: compilations in this process so far) and ``ended()`` when it finishes."""
-    with event.install_listener("numba:compile", _CompileListener(started, ended or (lambda: None))):
+    with numba_internals.install_listener(numba_internals.COMPILE_EVENT,
+                                          _CompileListener(started, ended or (lambda: None))):
         yield
 
 
@@ -622,7 +534,8 @@ def info():
     configured = configured_cache_dir()
     usable = cache_dir()
     result = {"directory": configured, "usable": usable is not None,
-              "variables": {ENV_VAR: os.environ.get(ENV_VAR), "NUMBA_CACHE_DIR": config.CACHE_DIR or None}}
+              "variables": {ENV_VAR: os.environ.get(ENV_VAR),
+                            "NUMBA_CACHE_DIR": numba_internals.numba_cache_dir()}}
     for part, path, wanted in (("kernels", kernel_dir(), _is_generated_file),
                                ("numba", numba_dir(), _is_numba_file)):
         files, size = _tree_size(path, wanted)
@@ -640,9 +553,10 @@ def clear():
     if root is not None:
         removed += _remove_entries(os.path.join(root, "kernels"), _is_generated_file)
         removed += _remove_entries(os.path.join(root, "numba"), _is_numba_file)
-    if config.CACHE_DIR and os.path.isdir(config.CACHE_DIR):
-        for entry in os.listdir(config.CACHE_DIR):
-            path = os.path.join(config.CACHE_DIR, entry)
+    numba_cache = numba_internals.numba_cache_dir()
+    if numba_cache and os.path.isdir(numba_cache):
+        for entry in os.listdir(numba_cache):
+            path = os.path.join(numba_cache, entry)
             # numba names a source directory's cache "<dir name>_<sha1 of its path>"
             if os.path.isdir(path) and _caches_ours(entry):
                 removed += _remove_entries(path, _is_numba_file)
@@ -656,5 +570,4 @@ def _caches_ours(entry):
     kernels = kernel_dir()
     if kernels:
         directories.append(kernels)
-    return entry in {caching.UserProvidedCacheLocator.get_suitable_cache_subpath(os.path.join(d, "x.py"))
-                     for d in directories}
+    return entry in {numba_internals.cache_subpath(os.path.join(d, "x.py")) for d in directories}

@@ -459,6 +459,9 @@ class NdArray(Operators):
 
     def data_ptr(self, dtype, ctx=None, write_only=False):
         """The address of the host buffer as ``dtype`` (cast in place first), as an int."""
+        if ctx is None:   # nnabla finds no array class for a missing context and raises
+            raise RuntimeError("NdArray.data_ptr: ctx=None names no array class; pass a context "
+                               "(nn.get_current_context())")
         self.cast(dtype, ctx)
         return int(self._host().ctypes.data)
 
@@ -627,11 +630,17 @@ class NdArray(Operators):
         self.copy_from(self - other)
         return self
 
+    # nnabla writes *= and /= in place only for a scalar operand; with an NdArray it returns
+    # the new NdArray of the product (quotient) and leaves this one as it was
     def __imul__(self, other):
+        if isinstance(other, NdArray):
+            return self * other
         self.copy_from(self * other)
         return self
 
     def __itruediv__(self, other):
+        if isinstance(other, NdArray):
+            return self / other
         self.copy_from(self / other)
         return self
 

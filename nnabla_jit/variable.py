@@ -320,6 +320,9 @@ class Variable(Operators):
     def forward(self, clear_buffer=False, clear_no_need_grad=False,
                 function_pre_hook=None, function_post_hook=None):
         """Compute this variable from the graph's roots."""
+        if self._parent is None:   # as nnabla: a leaf holds its data; nothing computes it
+            raise RuntimeError("Variable.forward: the variable of shape {} has no parent (no function "
+                               "computes it)".format(self.shape))
         graph.forward([self], clear_buffer, clear_no_need_grad, function_pre_hook, function_post_hook)
 
     def backward(self, grad=1, clear_buffer=False, communicator_callbacks=None,
@@ -329,14 +332,10 @@ class Variable(Operators):
                        function_pre_hook, function_post_hook)
 
     def no_grad(self):
-        """Set need_grad=False on every variable upstream of this one; return self."""
-        for func in graph.upstream_functions([self]):
-            for v in list(func.inputs) + list(func.outputs):
-                if v is not None:
-                    v._need_grad = False
-        self._need_grad = False
-        graph.graph_changed()
-        return self
+        """The copy of this variable in a copy of its graph, as nnabla 1.39 returns it: new leaves
+        sharing the data, fresh functions; need_grad flags as they were (nnabla's answer)."""
+        from .function import copy_network   # function.py imports this module
+        return copy_network(self)
 
     def bool_fill_(self, mask, value):
         """Fill with ``value`` where ``mask`` is non-zero, in place; return the new variable."""
@@ -369,15 +368,27 @@ class Variable(Operators):
         return _F()._getitem(self, key)
 
     def __setitem__(self, key, value):
-        """``x[key] = value`` stores ``value`` (a Variable's or NdArray's data, an array or a
-        number) into this variable's data now, as nnabla does for a leaf."""
-        if isinstance(value, Variable):
-            value = value.d
-        elif isinstance(value, NdArray):
-            value = value.data
-        if isinstance(key, (Variable, NdArray)):
-            key = key.d if isinstance(key, Variable) else key.data
-        self.d[key] = value
+        """``x[key] = value`` as nnabla 1.39: x becomes the output of a ScatterNd node writing
+        ``value`` (a Variable, NdArray, array or number) at the positions ``key`` selects into x's
+        previous value; the next forward computes it (at once under auto_forward)."""
+        _F()._setitem(self, key, value)
+
+    def _hand_over(self):
+        """A new Variable that takes this one's place in the graph (its buffers, parent and
+        need_grad); this one is left a leaf holding a copy of the data, for a new function to
+        make it its output (``x[key] = value``)."""
+        old = Variable(self.shape, self._need_grad)
+        old._body, old._parent, old._rank = self._body, self._parent, self._rank
+        if self._parent is not None:
+            node = self._parent
+            node._outputs = [weakref.ref(old) if r() is self else r for r in node._outputs]
+        data = self._body.data
+        self._body = VariableBody(self.shape, data.dtype)
+        if data.holds_values:
+            self._body.data.copy_from(data)
+        self._parent = None
+        graph.graph_changed()
+        return old
 
 
 def _infer_shape(shape, size, old_shape):

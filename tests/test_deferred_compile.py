@@ -5,12 +5,10 @@ is picked up, later processes load it, and killing the worker loses nothing.
 The scenarios run in fresh processes on a fresh cache directory: numba keeps compiled code in
 the process, which would hide what a later run finds on disk.
 """
-import base64
 import inspect
 import io
 import json
 import os
-import pickle
 import subprocess
 import sys
 import threading
@@ -18,11 +16,10 @@ import time
 
 import numpy as np
 import pytest
-from numba.core.dispatcher import Dispatcher
 
 import nnabla_jit as nn
 import nnabla_jit.solvers as S
-from nnabla_jit import deferred_compile
+from nnabla_jit import deferred_compile, numba_internals
 from nnabla_jit.ops import blas, reduction
 import nnabla_jit.solver_kernels as K
 
@@ -190,10 +187,11 @@ def test_a_worker_compiles_only_what_no_other_has_written_and_one_at_a_time(monk
 
     monkeypatch.setattr(deferred_compile, "_find", lambda module, name: Kernel())
     monkeypatch.setattr(deferred_compile, "_load_cached", lambda disp, sig: cached.get(sig))
-    line = [3, "m", "k", base64.b64encode(pickle.dumps((1, 2))).decode()]
-    cached[(1, 2)] = "entry"   # another worker wrote it: loaded, not compiled
+    line = [3, "m", "k", "(int64, float32)"]
+    sig = numba_internals.signature_from_text(line[3])
+    cached[sig] = "entry"   # another worker wrote it: loaded, not compiled
     assert deferred_compile._compile(line) == "3 ok" and compiled == []
-    del cached[(1, 2)]
+    del cached[sig]
     held = os.open(str(tmp_path / deferred_compile._COMPILE_LOCK), os.O_RDWR | os.O_CREAT)
     fcntl.flock(held, fcntl.LOCK_EX)   # another worker is compiling
     done = []
@@ -203,7 +201,7 @@ def test_a_worker_compiles_only_what_no_other_has_written_and_one_at_a_time(monk
     assert compiled == [] and thread.is_alive()   # waits for it
     os.close(held)
     thread.join(60)
-    assert done == ["3 ok"] and compiled == [(1, 2)]
+    assert done == ["3 ok"] and compiled == [sig]
 
 
 def test_workers_running_sees_a_worker_of_another_process(monkeypatch, tmp_path):
@@ -242,13 +240,13 @@ def test_not_deferred_without_a_disk_cache(tmp_path):
 
 def test_an_empty_cache_starts_the_worker_on_the_manifest_at_import(tmp_path):
     body = """
-import base64, pickle, time
-from nnabla_jit import kernel_cache
+import time
+from nnabla_jit import kernel_cache, numba_internals
 import nnabla_jit.solver_kernels as K
 print("started", dc._worker.started, dc.pending())
 module, name, sig = dc._manifest()[0]   # the first kernel the worker compiles
 assert (module, name) == ("nnabla_jit.solver_kernels", "adam_update")
-sig = pickle.loads(base64.b64decode(sig))
+sig = numba_internals.signature_from_text(sig)
 deadline = time.monotonic() + 300
 while dc._load_cached(K.adam_update.serial, sig) is None and time.monotonic() < deadline:
     time.sleep(0.05)
@@ -267,10 +265,10 @@ def test_eager_block_compiles_in_process():
 
 
 def test_package_parallel_kernels_are_deferred_with_their_serial_twin():
-    hook = K.adam_update.parallel.__dict__["_compile_for_args"]
+    hook = numba_internals.compile_on_call_hook(K.adam_update.parallel)
     assert hook.fallback is K.adam_update.serial
-    assert blas._gemm_blocks.__dict__["_compile_for_args"].fallback is blas._gemm_one_call
-    assert reduction.sum_all.__dict__["_compile_for_args"].fallback is reduction._sum_in_one_block
+    assert numba_internals.compile_on_call_hook(blas._gemm_blocks).fallback is blas._gemm_one_call
+    assert numba_internals.compile_on_call_hook(reduction.sum_all).fallback is reduction._sum_in_one_block
 
 
 @pytest.mark.parametrize("trans_a, trans_b, beta", [(False, False, 0.0), (True, False, 1.0),
@@ -297,8 +295,9 @@ def test_every_manifest_entry_names_a_serial_kernel_and_a_signature_of_it():
     assert len(entries) > 10
     for module, name, sig in entries:
         kernel = deferred_compile._find(module, name)
-        assert isinstance(kernel, Dispatcher) and not kernel.targetoptions.get("parallel"), (module, name)
-        args = pickle.loads(base64.b64decode(sig))
+        assert numba_internals.is_dispatcher(kernel) and not numba_internals.is_parallel(kernel), \
+            (module, name)
+        args = numba_internals.signature_from_text(sig)   # numba's type names, no pickle
         assert len(args) == len(inspect.signature(kernel.py_func).parameters), (module, name)
 
 
@@ -397,3 +396,13 @@ class _FakeProc:
 
     def poll(self):
         return None
+
+
+def test_a_signature_without_a_text_form_is_not_sent_to_a_worker():
+    # requests travel as numba's type names; one that has none (a literal type, here) is
+    # compiled by the caller instead, and no worker starts for it
+    from numba import types
+    worker = deferred_compile._Worker()
+    request = deferred_compile._Request(K.adam_update.parallel, (types.literal(3),))
+    assert worker.request(request) is False
+    assert worker.started == 0 and worker.proc is None

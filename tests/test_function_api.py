@@ -304,8 +304,10 @@ def test_ndarray_cast_data_ptr_and_modification_count():
     assert isinstance(out, np.ndarray) and out.dtype == np.int32 and a.dtype == np.int32
     assert a.cast(np.float32, nn.get_current_context()) is None and a.dtype == np.float32
     assert a.modification_count == 1
-    ptr = a.data_ptr(np.float32)
+    ptr = a.data_ptr(np.float32, nn.get_current_context())
     assert ptr == a.data.ctypes.data
+    with pytest.raises(RuntimeError, match="ctx=None"):   # as nnabla 1.39 without a context
+        a.data_ptr(np.float32)
     a.clear()
     assert a.modification_count == 0
 
@@ -360,11 +362,14 @@ def test_recomputed_data_is_there_for_the_pre_hook():
     np.testing.assert_allclose(seen[2][2], np.sin(x.d), rtol=1e-6)
 
 
-def test_variable_item_assignment_stores_values():
+def test_variable_item_assignment_stores_values_at_the_next_forward():
+    # nnabla 1.39 (recorded): each assignment is a ScatterNd node; a forward computes them
     x = var(np.zeros((3, 2)))
     x[0:2, :] = var(np.ones((2, 2)))
     x[2] = nn.NdArray.from_numpy_array(np.full(2, 5.0, np.float32))
     x[nn.Variable.from_numpy_array(np.array([True, False, False]))] = 7
+    np.testing.assert_array_equal(x.d, np.zeros((3, 2)))
+    x.forward()
     np.testing.assert_array_equal(x.d, [[7, 7], [1, 1], [5, 5]])
 
 

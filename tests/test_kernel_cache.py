@@ -207,7 +207,7 @@ def test_cache_info_and_clear(tmp_path, monkeypatch, capsys):
     cache = tmp_path / "cache"
     consume(cache, tmp_path)
     monkeypatch.setenv("NNABLA_JIT_CACHE_DIR", str(cache))
-    monkeypatch.setattr(kernel_cache.config, "CACHE_DIR", "")
+    monkeypatch.setattr(kernel_cache.numba_internals.config, "CACHE_DIR", "")   # numba's own too
     assert cli_main(["cache", "info"]) == 0
     printed = capsys.readouterr().out
     assert str(cache) in printed and "NNABLA_JIT_CACHE_DIR" in printed and "NUMBA_CACHE_DIR" in printed

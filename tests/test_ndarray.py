@@ -136,3 +136,24 @@ def test_store_as_overflows_to_inf_as_float16_storage_does():
     a = nn.NdArray.from_numpy_array(np.array([1e6, 1.0], np.float32))
     a.store_as(np.float16)
     assert np.isinf(a.data[0]) and a.data[1] == 1
+
+
+def test_in_place_product_and_quotient_with_an_ndarray_make_a_new_one_as_nnabla():
+    # nnabla 1.39 (recorded): *= and /= with an NdArray operand return a new NdArray; with a
+    # scalar, and += / -= always, they write in place
+    for op, expected in (("*=", [0.0, 2.0, 4.0]), ("/=", [0.0, 0.5, 1.0])):
+        a = nn.NdArray.from_numpy_array(np.arange(3, dtype=np.float32))
+        original = a
+        b = nn.NdArray.from_numpy_array(np.full(3, 2.0, np.float32))
+        namespace = {"a": a, "b": b}
+        exec("a {} b".format(op), namespace)
+        assert namespace["a"] is not original
+        np.testing.assert_array_equal(namespace["a"].data, expected)
+        np.testing.assert_array_equal(original.data, [0.0, 1.0, 2.0])
+        exec("a {} 2.0".format(op), {"a": original})
+        np.testing.assert_array_equal(original.data, expected)
+    a = nn.NdArray.from_numpy_array(np.arange(3, dtype=np.float32))
+    original = a
+    a += nn.NdArray.from_numpy_array(np.ones(3, np.float32))
+    assert a is original
+

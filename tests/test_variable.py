@@ -209,11 +209,52 @@ def test_clear_all_graph_links():
     assert y.parent is None
 
 
-def test_no_grad_method():
-    x = nn.Variable.from_numpy_array(np.ones((2, 2)), need_grad=True)
+def test_no_grad_method_copies_the_network_as_nnabla():
+    # nnabla 1.39 (recorded): a copy of the graph on new leaves sharing the data; the flags stay
+    x = nn.Variable.from_numpy_array(np.arange(4.0).reshape(2, 2), need_grad=True)
     w = nn.Variable.from_numpy_array(np.ones((2, 2)), need_grad=True)
-    y = F.affine(x, w).no_grad()
-    assert not y.need_grad and not w.need_grad
+    y = F.sin(x) * w
+    z = y.no_grad()
+    assert z is not y and z.parent is not y.parent and z.parent.name == "Mul2"
+    assert z.need_grad and y.need_grad and x.need_grad and w.need_grad
+    sin_input = z.parent.inputs[0].parent.inputs[0]
+    assert sin_input is not x and sin_input.need_grad
+    x.d = np.arange(4.0).reshape(2, 2) + 1   # the copy reads the shared data
+    z.forward()
+    np.testing.assert_allclose(z.d, np.sin(np.arange(4.0).reshape(2, 2) + 1), rtol=1e-6)
+    leaf = x.no_grad()
+    assert leaf is not x and leaf.parent is None and leaf.need_grad
+    np.testing.assert_array_equal(leaf.d, x.d)
+
+
+def test_setitem_builds_a_scatter_that_the_next_forward_runs_as_nnabla():
+    # nnabla 1.39 (recorded): the old values until a forward, then the assigned ones
+    x = np.arange(6.0).reshape(2, 3)
+    for key, value, expected in ((0, 7.0, [7, 7, 7, 3, 4, 5]), ((slice(None), 1), np.array([8.0, 9.0]), [0, 8, 2, 3, 9, 5]),
+                                 ((0, 1), 5.0, [0, 5, 2, 3, 4, 5]), (np.array([True, False]), 4.0, [4, 4, 4, 3, 4, 5])):
+        v = nn.Variable.from_numpy_array(x, need_grad=True)
+        v[key] = value
+        assert v.parent.name == "ScatterNd"
+        np.testing.assert_array_equal(v.d.ravel(), x.ravel())
+        v.forward()
+        np.testing.assert_array_equal(v.d.ravel(), expected)
+    v = nn.Variable.from_numpy_array(x)
+    v[1] = nn.Variable.from_numpy_array(np.array([1.0, 2.0, 3.0]))
+    v.forward()
+    np.testing.assert_array_equal(v.d.ravel(), [0, 1, 2, 1, 2, 3])
+    leaf = nn.Variable.from_numpy_array(x)
+    y = F.identity(leaf)   # a computed variable: its function's output moves to the scatter's input
+    y[0] = 1.0
+    assert y.parent.name == "ScatterNd" and y.parent.inputs[2].parent.name == "Identity"
+    y.forward()
+    np.testing.assert_array_equal(y.d.ravel(), [1, 1, 1, 3, 4, 5])
+    np.testing.assert_array_equal(leaf.d, x)
+
+
+def test_forward_of_a_leaf_raises_as_nnabla():
+    x = nn.Variable.from_numpy_array(np.ones((2, 2)))
+    with pytest.raises(RuntimeError, match="has no parent"):
+        x.forward()
 
 
 def test_bool_fill_():

@@ -30,7 +30,7 @@ def _halves(dy, axis):
 def crelu_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, axis=1):
     x = inputs[0]
     d0, d1 = _halves(grad_inputs[0], axis % x.ndim)
-    return [d0 * (x > 0) - d1 * (x < 0)]
+    return [d0 * (x > 0) - d1 * (x <= 0)]   # x = 0: -d1, as nnabla
 
 
 @grad_rule('CELU')
@@ -45,7 +45,7 @@ def celu_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, alpha=1
 def prelu_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, base_axis=1):
     dy, x, w = grad_inputs[0], inputs[0], inputs[1]
     base_axis %= x.ndim
-    pos = x > 0
+    pos = x >= 0   # x = 0 takes dy, as nnabla's backward (its slope term is 0 there)
     if w.size == 1:
         wb = F.broadcast(F.reshape(w, (1,) * x.ndim), x.shape)
         dw = F.reshape(F.sum(dy * x * (1 - pos)), w.shape)

@@ -5,6 +5,11 @@ from ..ops.registry import grad_rule
 from .elementwise import reduce_to_shape
 
 
+@grad_rule('Identity')
+def identity_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes):
+    return [grad_inputs[0]]
+
+
 @grad_rule('BatchMatmul')
 def batch_matmul_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes,
                       transpose_a=False, transpose_b=False):

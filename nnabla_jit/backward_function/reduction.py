@@ -4,7 +4,7 @@ import numpy as np
 
 from .. import functions as F
 from ..ops.reduction import axes_of
-from ..ops.registry import NoGradient, grad_rule
+from ..ops.registry import grad_rule
 
 
 # ------------------------------------------------------------------------------- grad rules
@@ -62,8 +62,8 @@ def norm_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, p=2.0, 
 def arg_reduction_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, axes=None,
                        keep_dims=False, with_index=False, only_index=False):
     """The max/min element gets dy: mask = (x == broadcast(y))."""
-    if only_index:
-        raise NoGradient("Max/Min with only_index=True has no gradient")
+    if only_index:   # nnabla's grad of the indices: zeros
+        return [F.constant(0.0, tuple(input_shapes[0]))]
     axes = axes_of(input_shapes[0], axes)
     shape = tuple(input_shapes[0])
     x, y = inputs[0], outputs[0]

@@ -18,6 +18,7 @@ Importing this package does not import numba.cuda; the first node run does (``de
 and raises ImportError when numba.cuda sees no GPU and the simulator is off.
 """
 from .. import buffers, runners
+from ..ops.common import KeepsInputType
 from . import device, registry
 from . import elementwise, reduction, affine, math, activation, loss  # noqa: F401  (register)
 from . import convolution, pooling, normalization, array  # noqa: F401  (register)
@@ -37,7 +38,10 @@ CUDA_OPS = frozenset(registry.FORWARD)   # ops with CUDA kernels (the "cuda" col
 def _on_device(node, launchers):
     """The op's launcher when this node runs on the device, else None (CPU kernels)."""
     device.load()
-    if node.storage_dtype != node.compute_dtype or node.op.data_dependent:
+    # Identity and Unlink are data-dependent only for their output's dtype (the input's, on the
+    # host); on the device they give the compute type (docs/cuda.md)
+    if node.storage_dtype != node.compute_dtype or (node.op.data_dependent
+                                                     and not isinstance(node.op, KeepsInputType)):
         return None
     if not registry.handles(node.op):
         return None

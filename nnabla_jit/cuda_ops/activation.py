@@ -89,14 +89,17 @@ def concatenated_kernel(x, y, n, inner, alpha, elu):
 
 @kernel
 def concatenated_backward_kernel(x, dy, dx, n, inner, alpha, elu, accum):
-    """dx = dy[:, 0] f'(x) - dy[:, 1] f'(-x)."""
+    """dx = dy[:, 0] f'(x) - dy[:, 1] f'(-x); CReLU's x = 0 takes -dy[:, 1] (the CPU's)."""
     j = cuda.grid(1)
     if j < dx.size:
         o = j // (n * inner)
         first = o * 2 * n * inner + j - o * n * inner
         v = x[j]
-        g = (dy[first] * half_slope(v, alpha, elu)
-             - dy[first + n * inner] * half_slope(-v, alpha, elu))
+        if elu:
+            g = (dy[first] * half_slope(v, alpha, elu)
+                 - dy[first + n * inner] * half_slope(-v, alpha, elu))
+        else:
+            g = dy[first] if v > 0 else -dy[first + n * inner]
         store(dx, j, g, accum)
 
 
@@ -134,14 +137,14 @@ def prelu_kernel(x, w, y, n, inner):
 
 @kernel
 def prelu_backward_kernel(x, w, dy, dx, slope_terms, n, inner, want_dx, want_dw, accum_dx):
-    """dx (+)= dy (x > 0) or slope dy; slope_terms = dy x where x <= 0, else 0 (summed per
+    """dx (+)= dy (x >= 0) or slope dy; slope_terms = dy x where x <= 0, else 0 (summed per
     slope afterwards)."""
     j = cuda.grid(1)
     if j < dy.size:
         v = x[j]
         g = dy[j]
         if want_dx:
-            gx = g if v > 0 else w[(j // inner) % n if w.size > 1 else 0] * g
+            gx = g if v >= 0 else w[(j // inner) % n if w.size > 1 else 0] * g
             store(dx, j, gx, accum_dx)
         if want_dw:
             slope_terms[j] = g * v if v <= 0 else 0.0

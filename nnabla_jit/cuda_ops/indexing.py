@@ -27,7 +27,7 @@ import numpy as np
 
 from ..ops.common import integer_indices
 from ..ops.indexing import insertion_index as cpu_insertion_index
-from ..ops.registry import NoGradient
+from ..ops.indexing import top_k_rows as cpu_top_k_rows
 from . import device
 from .device import store
 from .registry import backward, device_function, forward, kernel
@@ -448,9 +448,8 @@ def sort_forward(op, inputs, outputs):
 
 @backward("Sort")
 def sort_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
-    """dx at the sorted places (+)= dy: a permutation, every dx element written once."""
-    if op.only_index:
-        raise NoGradient("Sort: only_index=True outputs indices, which have no gradient")
+    """dx at the sorted places (+)= dy: a permutation, every dx element written once; with
+    only_index the index output's gradient goes there (the CPU's, as nnabla)."""
     if propagate_down[0]:
         n = op.shape3[1]
         order = _sorted_order(inputs[0], op.shape3, False, op.reverse)
@@ -458,9 +457,19 @@ def sort_backward(op, inputs, outputs, output_grads, input_grads, propagate_down
 
 
 def _top_k(op, a):
-    """(order, shape3) of TopK's selection on ``a``: its samples as lines of one sort."""
-    shape3 = (op.rows[0], op.rows[1], 1)
-    return _sorted_order(a, shape3, op.abs, op.largest), shape3
+    """(order, shape3) of TopK's selection on ``a``, its samples as lines: the selected positions
+    first, best first. They are chosen on the host by the CPU's heap (nnabla's choice among equal
+    values, a sequential walk per sample), from a copy of ``a``."""
+    rows, n = op.rows
+    index = np.empty((rows, op.k), np.int64)
+    cpu_top_k_rows(device.copy_down(a).reshape(rows, n), op.k, op.abs, op.largest, index)
+    order = np.empty((rows, n), np.int64)
+    order[:, :op.k] = index
+    if op.k < n:   # the rest, never picked, in any order
+        rest = np.ones((rows, n), bool)
+        np.put_along_axis(rest, index, False, axis=1)
+        order[:, op.k:] = np.nonzero(rest)[1].reshape(rows, n - op.k)
+    return device.upload(order.reshape(-1)), (rows, n, 1)
 
 
 @forward("TopKData")

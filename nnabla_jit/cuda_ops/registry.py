@@ -21,6 +21,8 @@ import os
 import sys
 import warnings
 
+from .. import numba_internals
+
 __all__ = ["FORWARD", "BACKWARD", "WHEN", "UPDATES", "handles", "forward", "backward", "kernel", "device_function",
            "bind_kernels"]
 
@@ -106,7 +108,7 @@ def bind_kernels(cuda):
 def guard_cache(dispatcher):
     """A kernel whose machine code numba cannot save or load (a pickling limit, a damaged
     file) compiles as it would without the cache, with one warning, instead of failing."""
-    cache = getattr(dispatcher, "_cache", None)
+    cache = numba_internals.dispatcher_cache(dispatcher)
     if cache is None or not hasattr(cache, "save_overload"):
         return
     save, load = cache.save_overload, cache.load_overload

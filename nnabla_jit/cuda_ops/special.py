@@ -1,8 +1,21 @@
-"""CUDA launchers of Unlink and Sink (graph plumbing, with nnabla's backward semantics: see
+"""CUDA launchers of Identity, Unlink and Sink (graph plumbing, with nnabla's backward semantics: see
 ``ops/special.py``). VATNoise stays on the host: its backward writes into the data of ``w``,
 an input, which a device backward could not mark as the newest copy."""
 from . import device
 from .registry import backward, forward
+
+
+@forward("Identity")
+def identity_forward(op, inputs, outputs):
+    device.copy(inputs[0], outputs[0])
+
+
+@backward("Identity")
+def identity_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+    if propagate_down[0] and accum[0]:
+        device.add_into(input_grads[0], output_grads[0])
+    elif propagate_down[0]:
+        device.copy(output_grads[0], input_grads[0])
 
 
 @forward("Unlink")

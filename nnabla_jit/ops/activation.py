@@ -58,14 +58,17 @@ def concatenated_slope(v, alpha, elu):
 
 @njit(cache=True)
 def crelu_backward_kernel(x, dy, dx, alpha, elu, accum):
-    """dx = dy[:, 0] f'(x) - dy[:, 1] f'(-x)."""
+    """dx = dy[:, 0] f'(x) - dy[:, 1] f'(-x); CReLU's x = 0 takes -dy[:, 1], as nnabla's."""
     outer, n, inner = x.shape
     for o in range(outer):
         for k in range(n):
             for i in range(inner):
                 v = x[o, k, i]
-                g = (dy[o, 0, k, i] * concatenated_slope(v, alpha, elu)
-                     - dy[o, 1, k, i] * concatenated_slope(-v, alpha, elu))
+                if elu:
+                    g = (dy[o, 0, k, i] * concatenated_slope(v, alpha, elu)
+                         - dy[o, 1, k, i] * concatenated_slope(-v, alpha, elu))
+                else:
+                    g = dy[o, 0, k, i] if v > 0 else -dy[o, 1, k, i]
                 store(dx, (o, k, i), g, accum)
 
 
@@ -89,8 +92,8 @@ def prelu_backward_kernel(x, w, dy, dx, dw, want_dx, want_dw, accum_dx, accum_dw
             for i in range(inner):
                 v = x[o, k, i]
                 g = dy[o, k, i]
-                if want_dx:
-                    gx = g if v > 0 else w[wk] * g
+                if want_dx:   # x = 0 takes dy, as nnabla's
+                    gx = g if v >= 0 else w[wk] * g
                     store(dx, (o, k, i), gx, accum_dx)
                 if want_dw and v <= 0:
                     dw[wk] += g * v

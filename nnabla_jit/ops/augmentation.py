@@ -78,7 +78,8 @@ class _RandomIndexOp(Op):
     """A random op whose forward is a gather through a freshly drawn index map."""
 
     def random_setup(self, x):
-        self.base_axis = min(normalize_axis(self, self.base_axis, len(x) + 1, "base_axis"), len(x))
+        # nnabla's range for base_axis: [-ndim, ndim), a negative one counted from ndim
+        self.base_axis = normalize_axis(self, self.base_axis, len(x), "base_axis")
         self.in_shape = tuple(x)
         self.samples = int(np.prod(x[:self.base_axis], dtype=np.int64))
         self.own_rng = nn_random.get_rng(self.seed) if self.seed >= 0 else None
@@ -164,7 +165,7 @@ class RandomFlip(_RandomIndexOp):
 
     def setup(self, x):
         axes = sorted({normalize_axis(self, a, len(x), "axes") for a in self.axes})
-        base = min(normalize_axis(self, self.base_axis, len(x) + 1, "base_axis"), len(x))
+        base = normalize_axis(self, self.base_axis, len(x), "base_axis")
         self.base_axis = min([base] + axes)   # a flipped axis is never a sample axis
         self.random_setup(x)
         self.flip_axes = [a - self.base_axis for a in axes]
@@ -233,6 +234,8 @@ class RandomErase(_RandomIndexOp):
                 self.fail("{} {} must be a (low, high) pair", name, getattr(self, name))
         if not 0.0 <= self.prob <= 1.0:
             self.fail("prob={} must be in [0, 1]", self.prob)
+        if self.n < 1:
+            self.fail("n={} must be positive (the number of boxes tried per sample)", self.n)
         self.random_setup(x)
         if len(x) - self.base_axis != 3:
             self.fail("input of shape {} must have exactly 3 axes (C, H, W{}) after base_axis={}",

@@ -52,6 +52,18 @@ def warn_uncomputed_read(what):
                   "this warning is given once)".format(what), UncomputedReadWarning, stacklevel=3)
 
 
+class KeepsInputType:
+    """Mixin of ops whose output takes input 0's own dtype, as nnabla's Identity and Unlink keep
+    an integer, float16 or float64 input's type. The dtype is the stored one at each forward,
+    so the op is data-dependent: the executor asks ``output_specs`` then."""
+    keep_input_dtypes = (0,)
+    data_dependent = True
+
+    def output_specs(self, inputs):
+        x = inputs[0]
+        return None if x is None else [(tuple(x.shape), x.dtype)]
+
+
 def normalize_axis(op, axis, ndim, arg="axis"):
     """Map a negative axis to its positive index; reject one outside [-ndim, ndim)."""
     if not -ndim <= axis < ndim:

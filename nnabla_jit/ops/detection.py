@@ -124,7 +124,8 @@ def onnx_nms_kernel(boxes, scores, center_point_box, max_per_class, iou_threshol
             n_kept = 0
             for a in range(N):
                 i = order[a]
-                if n_kept >= max_per_class or scores[b, c, i] <= score_threshold:
+                # a score equal to the threshold is kept, as nnabla keeps it
+                if n_kept >= max_per_class or scores[b, c, i] < score_threshold:
                     break
                 ok = True
                 for t in range(n_kept):
@@ -155,12 +156,14 @@ class ONNXNonMaxSuppression(Op):
             self.fail("boxes {} must be (B, N, 4) and scores {} must be (B, C, N)", boxes, scores)
         if self.center_point_box not in (0, 1):
             self.fail("center_point_box={} must be 0 or 1", self.center_point_box)
+        if self.max_output_boxes_per_class < 0:
+            self.fail("max_output_boxes_per_class={} must not be negative", self.max_output_boxes_per_class)
         self.selected = None
         return [(0, 3)]
 
     def select(self, boxes, scores):
         B, C, N = scores.shape
-        limit = min(max(self.max_output_boxes_per_class, 0), N)
+        limit = min(self.max_output_boxes_per_class, N)
         buffer = np.empty((B * C * limit, 3), np.int64)
         n = onnx_nms_kernel(boxes, scores, self.center_point_box, limit, self.iou_threshold,
                             self.score_threshold, buffer)

@@ -27,7 +27,7 @@ import ast
 
 import numpy as np
 
-from ..deferred_compile import load_generated
+from ..deferred_compile import ELEMENTWISE, load_generated, register_generated
 from . import scalar_math
 from .common import sum_to_shape
 from .kernels import uses_parallel
@@ -38,6 +38,7 @@ __all__ = ["elementwise", "SCALAR_FUNCTIONS", "generated_kernel"]
 # Scalar functions an expression may call: the names of scalar_math's table, which also gives
 # the kernels' imports (CPU and CUDA) and the F op grad rules use for each (see _grad_namespace).
 SCALAR_FUNCTIONS = scalar_math.NAMES
+MODULE_PREFIX = "nnabla_jit_elementwise_"   # an op's kernel module: + its ident + its source's hash
 prelude = scalar_math.kernel_prelude   # the imports of a generated kernel module (also fusion's)
 
 
@@ -183,7 +184,7 @@ class _Line:
     def kernels(self):
         """The module of this op's kernels (rendered and imported on first use)."""
         if self.module is None:
-            self.module = load_generated("nnabla_jit_elementwise_{}_".format(self.ident),
+            self.module = load_generated("{}{}_".format(MODULE_PREFIX, self.ident),
                                          prelude() + self.source())
         return self.module
 
@@ -203,6 +204,10 @@ def generated_kernel(name):
         if name in line.kernel_names():
             return getattr(line.kernels(), name)
     raise KeyError("no elementwise kernel is called {!r}".format(name))
+
+
+# the compile worker finds the manifest's elementwise kernels (module ELEMENTWISE) through this
+register_generated(MODULE_PREFIX, ELEMENTWISE, generated_kernel)
 
 
 # ------------------------------------------------------------------------------ shapes

@@ -25,7 +25,7 @@ from numba import njit, prange
 from .common import integer_indices, normalize_axis
 from .elementwise import ElementwiseOp, elementwise
 from .kernels import parallel_kernel
-from .registry import NoGradient, Op, accumulate, register
+from .registry import Op, accumulate, register
 
 
 # ------------------------------------------------------------------ backward kernels
@@ -100,8 +100,7 @@ def bool_scatter_backward(op, inputs, outputs, output_grads, input_grads, propag
 
 
 def sort_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
-    if op.only_index:
-        raise NoGradient("Sort: only_index=True outputs indices, which have no gradient")
+    # only_index=True: the index output's gradient is unsorted as the values' would be (nnabla)
     if propagate_down[0]:
         unsort_lines(output_grads[0].reshape(op.shape3), op.order(inputs[0]),
                             input_grads[0].reshape(op.shape3), accum[0])
@@ -223,6 +222,8 @@ class GatherNd(Op):
         m = indices[0]
         if m > len(x):
             self.fail("indices of shape {} index {} dimensions of x of shape {}", indices, m, x)
+        if m == 0:
+            self.fail("indices of shape {} hold no index rows (M = 0)", indices)
         self.index_shape = tuple(x[:m])
         self.block = prod(x[m:])
         rows = prod(indices[1:])
@@ -497,9 +498,9 @@ class Unique(Op):
     data_dependent = True
 
     def setup(self, x):
-        if not self.flatten:
-            if self.axis is None:
-                self.fail("axis is required when flatten is False")
+        if not self.flatten and self.axis is None:
+            self.fail("axis is required when flatten is False")
+        if self.axis is not None:   # nnabla checks the axis with flatten=True too
             self.axis = normalize_axis(self, self.axis, len(x))
         self.n_inverse = prod(x) if self.flatten else x[self.axis]
         self.input_shape = tuple(x)
@@ -608,18 +609,75 @@ class Sort(Op):
         return True
 
 
+# nnabla selects the top k with a binary heap (libstdc++'s make_heap / pop_heap / push_heap /
+# sort_heap over (key, position) pairs, the smallest key on top); which of equal values it keeps,
+# and their order, follow from that heap, so these loops take the same steps.
+@njit(cache=True)
+def _heap_sift_up(keys, pos, hole, top, key, p):
+    """Move the hole up towards ``top`` while its parent's key is larger, then put (key, p) there."""
+    parent = (hole - 1) // 2
+    while hole > top and keys[parent] > key:
+        keys[hole], pos[hole] = keys[parent], pos[parent]
+        hole = parent
+        parent = (hole - 1) // 2
+    keys[hole], pos[hole] = key, p
+
+
+@njit(cache=True)
+def _heap_adjust(keys, pos, hole, length, key, p):
+    """Move the hole down to a leaf along the smaller child, then sift (key, p) up from there."""
+    top = hole
+    child = hole
+    while child < (length - 1) // 2:
+        child = 2 * (child + 1)
+        if keys[child] > keys[child - 1]:
+            child -= 1
+        keys[hole], pos[hole] = keys[child], pos[child]
+        hole = child
+    if length % 2 == 0 and child == (length - 2) // 2:
+        child = 2 * (child + 1)
+        keys[hole], pos[hole] = keys[child - 1], pos[child - 1]
+        hole = child - 1
+    _heap_sift_up(keys, pos, hole, top, key, p)
+
+
+@njit(cache=True)
+def _heap_pop_to(keys, pos, length, result):
+    """The top entry goes to ``result``; the entry that was there is re-inserted in [0, length)."""
+    key, p = keys[result], pos[result]
+    keys[result], pos[result] = keys[0], pos[0]
+    _heap_adjust(keys, pos, 0, length, key, p)
+
+
 @njit(cache=True)
 def top_k_rows(x2, k, by_abs, largest, index):
     """index[n] = the k positions of row x2[n] with the largest (or smallest) values or
-    magnitudes, best first; ties keep the lower position first."""
+    magnitudes, best first, chosen and ordered among equal values as nnabla's heap does."""
+    keys = np.empty(k, x2.dtype)
+    pos = np.empty(k, np.int64)
     for n in range(x2.shape[0]):
-        keys = np.empty(x2.shape[1], x2.dtype)
-        for s in range(x2.shape[1]):
+        for s in range(k):
             v = abs(x2[n, s]) if by_abs else x2[n, s]
-            keys[s] = -v if largest else v
-        order = np.argsort(keys, kind="mergesort")
+            keys[s], pos[s] = (v if largest else -v), s
+        if k > 1:
+            parent = (k - 2) // 2
+            while True:
+                _heap_adjust(keys, pos, parent, k, keys[parent], pos[parent])
+                if parent == 0:
+                    break
+                parent -= 1
+        for s in range(k, x2.shape[1]):
+            v = abs(x2[n, s]) if by_abs else x2[n, s]
+            v = v if largest else -v
+            if v > keys[0]:
+                if k > 1:
+                    _heap_pop_to(keys, pos, k - 1, k - 1)
+                keys[k - 1], pos[k - 1] = v, s
+                _heap_sift_up(keys, pos, k - 1, 0, v, s)
+        for last in range(k - 1, 0, -1):
+            _heap_pop_to(keys, pos, last, last)
         for j in range(k):
-            index[n, j] = order[j]
+            index[n, j] = pos[j]
 
 
 class _TopK(Op):

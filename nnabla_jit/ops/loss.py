@@ -186,8 +186,8 @@ elementwise("BinaryCrossEntropy",
             "-(x1 * log(maximum(x0, {0})) + (1 - x1) * log(maximum(1 - x0, {0})))".format(_TINY),
             dx0="dy * (x0 - x1) / (x0 * (1 - x0))", dx1="dy * (log(1 - x0) - log(x0))", broadcasts=False)
 elementwise("SquaredError", "(x0 - x1) ** 2", dx0="2 * dy * (x0 - x1)", dx1="-2 * dy * (x0 - x1)")
-elementwise("AbsoluteError", "abs(x0 - x1)", dx0="where(x0 > x1, dy, where(x0 < x1, -dy, 0.0))",
-            dx1="where(x0 > x1, -dy, where(x0 < x1, dy, 0.0))")
+# at x0 == x1 nnabla's backward gives x0 -dy and x1 dy
+elementwise("AbsoluteError", "abs(x0 - x1)", dx0="where(x0 > x1, dy, -dy)", dx1="where(x0 > x1, -dy, dy)")
 elementwise("HuberLoss", "where(abs(x0 - x1) < delta, (x0 - x1) ** 2, delta * (2 * abs(x0 - x1) - delta))",
             dx0="2 * dy * where(abs(x0 - x1) < delta, x0 - x1, where(x0 > x1, delta, -delta))",
             dx1="-2 * dy * where(abs(x0 - x1) < delta, x0 - x1, where(x0 > x1, delta, -delta))")

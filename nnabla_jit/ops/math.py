@@ -2,9 +2,9 @@
 import numpy as np
 from numba import njit
 
-from .common import sum_to_shape
+from .common import KeepsInputType, sum_to_shape
 from .elementwise import elementwise
-from .registry import Op, register
+from .registry import Op, accumulate, register
 
 
 # ------------------------------------------------------------------ backward kernels
@@ -27,7 +27,6 @@ def batch_matmul_backward(op, inputs, outputs, output_grads, input_grads, propag
 elementwise("Abs", "abs(x)", dx="where(x >= 0, dy, -dy)")
 elementwise("Exp", "exp(x)", dx="dy * y")
 elementwise("Log", "log(x)", dx="dy / x")
-elementwise("Identity", "x", dx="dy")
 # nnabla passes the gradient straight through rounding (straight-through estimator).
 elementwise("Round", "round_away(x)", dx="dy")
 elementwise("Ceil", "ceil(x)", dx="dy")
@@ -46,6 +45,21 @@ elementwise("ASinh", "asinh(x)", dx="dy / sqrt(x * x + 1)")
 elementwise("ACosh", "acosh(x)", dx="dy / sqrt(x * x - 1)")
 elementwise("ATanh", "atanh(x)", dx="dy / (1 - x * x)")
 elementwise("Erf", "erf(x)", dx="dy * 2 / sqrt(pi) * exp(-x * x)")
+
+
+@register
+class Identity(KeepsInputType, Op):
+    """y = x in x's own dtype; dx = dy."""
+
+    def forward(self, inputs, outputs):
+        outputs[0][...] = inputs[0]
+
+    def backward(self, inputs, outputs, output_grads, input_grads, propagate_down, accum):
+        if propagate_down[0]:
+            accumulate(input_grads[0], output_grads[0], accum[0])
+
+    def grad_depends_input_data(self, i, j):
+        return False
 
 
 @register

@@ -223,6 +223,8 @@ def clip_grad_by_norm_backward(op, inputs, outputs, output_grads, input_grads, p
     """dx = clip_norm * dy / ||dy|| over ``axes``."""
     if not propagate_down[0]:
         return
+    if op.repeated_axes:   # nnabla's forward takes them, its backward (a Norm of dy) raises
+        op.fail("axes {} name an axis more than once", tuple(op.args["axes"]))
     lay = op.layout
     d3 = lay.view(output_grads[0])
     zeros = np.zeros(lay.channels)
@@ -396,8 +398,15 @@ def batch_stats(layout, x3):
     return mean, np.maximum(ss / n - (mean - shift) ** 2, 0.0)
 
 
-def _axes_list(op, axes, ndim, arg):
-    return sorted({normalize_axis(op, int(a), ndim, arg) for a in axes})
+def _axes_list(op, axes, ndim, arg, others=()):
+    """The sorted non-negative axes; one named twice (also as one of ``others``, the channel
+    axis) is refused, as nnabla's axis permutation has then the wrong length."""
+    listed = [normalize_axis(op, int(a), ndim, arg) for a in axes]
+    for k, a in enumerate(listed):
+        if a in listed[:k] or a in others:
+            op.fail("{} {} name axis {} more than once{}", arg, tuple(axes), a,
+                    " (it is the channel axis)" if a in others else "")
+    return sorted(listed)
 
 
 # ------------------------------------------------------------------------ standardizations
@@ -642,7 +651,7 @@ class InstanceNormalization(Standardization):
 
     def layout_of(self, x):
         self.channel_axis = normalize_axis(self, self.channel_axis, len(x), "channel_axis")
-        self.batch_axis = _axes_list(self, self.batch_axis, len(x), "batch_axis")
+        self.batch_axis = _axes_list(self, self.batch_axis, len(x), "batch_axis", (self.channel_axis,))
         return StatLayout(x, x, self.batch_axis + [self.channel_axis])
 
     def expected_param_shape(self, x):
@@ -661,7 +670,7 @@ class GroupNormalization(Standardization):
 
     def layout_of(self, x):
         ca = self.channel_axis = normalize_axis(self, self.channel_axis, len(x), "channel_axis")
-        self.batch_axis = _axes_list(self, self.batch_axis, len(x), "batch_axis")
+        self.batch_axis = _axes_list(self, self.batch_axis, len(x), "batch_axis", (ca,))
         if self.num_groups < 1 or x[ca] % self.num_groups:
             self.fail("the channel dimension {} of input shape {} is not a multiple of "
                       "num_groups={}", x[ca], x, self.num_groups)
@@ -691,6 +700,8 @@ class WeightNormalization(Op):
 
     def setup(self, w, g):
         self.dim = normalize_axis(self, self.dim, len(w), "dim")
+        if not self.eps > 0:
+            self.fail("eps={} must be positive", self.eps)
         if shape_size(g) != w[self.dim]:
             self.fail("g of shape {} must have {} elements (weight shape {}, dim {})", g, w[self.dim], w,
                       self.dim)
@@ -749,7 +760,10 @@ class SpectralNorm(Op):
     no_grad_inputs = (1,)
 
     def setup(self, w, u):
-        self.dim = normalize_axis(self, self.dim, len(w), "dim")
+        if not 0 <= self.dim < len(w):   # nnabla takes no negative dim here
+            self.fail("dim {} must be in [0, {}) (weight shape {})", self.dim, len(w), w)
+        if not self.eps > 0:
+            self.fail("eps={} must be positive", self.eps)
         self.perm = (self.dim,) + tuple(a for a in range(len(w)) if a != self.dim)
         self.matrix_shape = (w[self.dim], shape_size(w) // max(w[self.dim], 1))
         if tuple(u) != (w[self.dim],):
@@ -858,8 +872,10 @@ class ClipGradByNorm(Op):
 
     def setup(self, x):
         # no axes (()): each element its own norm, as in nnabla
-        axes = _axes_list(self, self.axes, len(x), "axes") if self.axes is not None else list(range(len(x)))
-        self.axes = axes
+        axes = sorted(normalize_axis(self, int(a), len(x), "axes") for a in self.axes) \
+            if self.axes is not None else list(range(len(x)))
+        self.repeated_axes = len(set(axes)) < len(axes)
+        self.axes = axes = sorted(set(axes))
         self.layout = StatLayout(x, x, [a for a in range(len(x)) if a not in axes])
         return [x]
 

@@ -346,6 +346,8 @@ class _Pooling(Op):
     including_pad = True
 
     def setup(self, x):
+        if not 2 <= len(self.kernel) <= 3:   # nnabla's pooling is 2-d or 3-d only
+            self.fail("kernel {} must have 2 or 3 dimensions (2-d and 3-d pooling)", tuple(self.kernel))
         self.geo = PoolGeometry(self, x, self.kernel, self.stride, self.pad, self.ignore_border,
                                 self.channel_last)
         return [self.geo.out_shape]

@@ -12,6 +12,7 @@ and differentiate as the affine map with the float weights (``dW = x^T dy``). In
 in place are taken in their stored type (``keep_input_dtypes``), so the writes reach the
 variables even when the compute type differs.
 """
+import functools
 import math
 
 import numpy as np
@@ -100,6 +101,28 @@ def quantize_linear_backward(op, inputs, outputs, output_grads, input_grads, pro
 
 
 # ------------------------------------------------------------------ quantized affine layers
+def float32_work(op, inputs):
+    """``inputs`` with the op's kept float16 inputs (weights written in place) as float32
+    copies: numba has no float16, and nnabla computes them in float32 too."""
+    return [x.astype(np.float32) if k in op.keep_input_dtypes and x is not None and x.dtype == np.float16
+            else x for k, x in enumerate(inputs)]
+
+
+def write_back(inputs, work):
+    """Store the float32 copies of ``float32_work`` into their float16 inputs."""
+    for x, w in zip(inputs, work):
+        if w is not x:
+            x[...] = w
+
+
+def on_float32(backward):
+    """``backward`` run on ``float32_work``'s inputs."""
+    @functools.wraps(backward)
+    def run(op, inputs, *rest):
+        return backward(op, float32_work(op, inputs), *rest)
+    return run
+
+
 def _affine_backward(op, x, dy, w_for_dx, input_grads, propagate_down, accum):
     """dx = dy w_for_dx^T, dW = x^T dy (the float weight, input 1), db = sum(dy)."""
     n, d, m = op.dims
@@ -114,11 +137,13 @@ def _affine_backward(op, x, dy, w_for_dx, input_grads, propagate_down, accum):
         sum_rows(dy2, input_grads[b].reshape(m), accum[b])
 
 
+@on_float32
 def binary_connect_affine_backward(op, inputs, outputs, output_grads, input_grads, propagate_down,
                                    accum):
     _affine_backward(op, inputs[0], output_grads[0], inputs[2], input_grads, propagate_down, accum)
 
 
+@on_float32
 def binary_weight_affine_backward(op, inputs, outputs, output_grads, input_grads, propagate_down,
                                   accum):
     n, d, m = op.dims
@@ -131,6 +156,7 @@ def binary_weight_affine_backward(op, inputs, outputs, output_grads, input_grads
     _affine_backward(op, inputs[0], dy, inputs[2], input_grads, pd, accum)
 
 
+@on_float32
 def inq_affine_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     _affine_backward(op, inputs[0], output_grads[0], inputs[1], input_grads, propagate_down, accum)
 
@@ -142,6 +168,7 @@ def affine_dims(x_shape, w_shape, base_axis):
 
 
 # ------------------------------------------------------------------ quantized convolutions
+@on_float32
 def quantized_convolution_backward(op, inputs, outputs, output_grads, input_grads, propagate_down,
                                    accum):
     geo, dy = op.geo, output_grads[0]
@@ -379,6 +406,8 @@ class MinMaxQuantize(Op):
         if any(q != qs[0] for q in qs):
             self.fail("qr_min {}, qr_max {}, ql_min {} and ql_max {} must have the same shape",
                       *qs)
+        if self.x_min_max and len(qs[0]) != len(x):   # nnabla reduces x into them axis by axis
+            self.fail("with x_min_max, qr_min {} must have as many dimensions as x {}", qs[0], tuple(x))
         self.qindex = broadcast_index(self, "qr_min", qs[0], tuple(x))
         padded = (1,) * (len(x) - len(qs[0])) + qs[0]
         self.stat_axes = tuple(a for a, s in enumerate(padded) if s == 1)
@@ -421,6 +450,9 @@ def check_quantization_params(op, x, scale, zero_point):
     if not len(x) == len(scale) == len(zero_point):
         op.fail("x {}, scale {} and zero_point {} must have the same number of dimensions",
                 x, scale, zero_point)
+    for name, p in (("scale", scale), ("zero_point", zero_point)):
+        if any(n == 0 and m != 0 for n, m in zip(x, p)):   # nnabla broadcasts no axis onto size 0
+            op.fail("{} {} cannot broadcast to x {}, which has an empty axis", name, tuple(p), tuple(x))
     return (broadcast_index(op, "scale", tuple(scale), tuple(x)),
             broadcast_index(op, "zero_point", tuple(zero_point), tuple(x)))
 
@@ -505,7 +537,9 @@ class _QuantizedAffine(Op):
             self.fail("{} of shape {} must have the shape of weight {}", name, shape, w)
 
     def forward(self, inputs, outputs):
+        stored, inputs = inputs, float32_work(self, inputs)
         self.quantize(inputs)
+        write_back(stored, inputs)
         n, d, m = self.dims
         y = outputs[0].reshape(n, m)
         gemm(inputs[0].reshape(n, d), inputs[self.forward_weight].reshape(d, m), y)
@@ -681,7 +715,9 @@ class _QuantizedConvolution(Op):
         return [self.geo.map_shape]
 
     def forward(self, inputs, outputs):
+        stored, inputs = inputs, float32_work(self, inputs)
         self.quantize(inputs)
+        write_back(stored, inputs)
         w = self.forward_filter(inputs)
         bias = inputs[self.bias_index] if self.bias_index is not None else None
         self.geo.image_to_map(inputs[0], w, outputs[0], bias, init_for_bias(bias))

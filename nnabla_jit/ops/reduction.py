@@ -67,8 +67,8 @@ def arg_backward_kernel(dy, index, dx3, accum):
 def arg_reduction_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if not propagate_down[0]:
         return
-    if op.only_index:
-        raise NotImplementedError("{}: only_index=True has no gradient".format(op.name))
+    # only_index=True: the index output's gradient goes where the values' would, as nnabla's
+    # backward reads the first output's gradient whatever that output is
     lay = op.layout
     index = getattr(op, "saved_index", None)
     if index is None:

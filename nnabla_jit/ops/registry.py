@@ -158,12 +158,18 @@ def _coerce(op_name, spec, value):
         if t == "string":
             value = str(value)
             if spec.choices and value not in spec.choices:
-                raise ValueError("must be one of {}".format(spec.choices))
+                raise _NotAChoice("must be one of {}".format(spec.choices))
             return value
     except (TypeError, ValueError, OverflowError) as e:   # OverflowError: int(float("inf"))
-        raise ValueError("{}: argument '{}' = {!r} is not a valid {} ({})".format(
+        # a string outside its choices is refused by nnabla's setup: a RuntimeError there
+        error = OpValueError if isinstance(e, _NotAChoice) else ValueError
+        raise error("{}: argument '{}' = {!r} is not a valid {} ({})".format(
             op_name, spec.name, value, t, e)) from None
     return value
+
+
+class _NotAChoice(ValueError):
+    pass
 
 
 class _ShapeOnly:

@@ -283,6 +283,8 @@ def onnx_source_coordinates(ctm, j, n_in, n_out, scale, start, end):
         return j * (n_in - 1) / (n_out - 1) if n_out > 1 else np.zeros_like(j)
     if ctm == "asymmetric":
         return j / scale
+    if ctm == "tf_half_pixel_for_nn":
+        return (j + 0.5) / scale
     if n_out > 1:   # tf_crop_and_resize
         return start * (n_in - 1) + j * (end - start) * (n_in - 1) / (n_out - 1)
     return np.full_like(j, 0.5 * (start + end) * (n_in - 1))
@@ -333,9 +335,17 @@ class ONNXResize(_Resample):
                           self.scales, x)
             scales = list(self.scales)
             out = tuple(int(np.floor(n * s)) for n, s in zip(x, scales))
-        roi = tuple(self.roi) if self.roi else (0.0,) * nd + (1.0,) * nd
-        if self.coordinate_transformation_mode == "tf_crop_and_resize" and len(roi) != 2 * nd:
-            self.fail("roi {} must hold {} starts then {} ends for tf_crop_and_resize", roi, nd, nd)
+        # nnabla resizes the axes from the first whose scale is not 1 on: 1, 2 or 3 of them
+        outer = next((a for a, s in enumerate(scales) if s != 1.0), nd)
+        if not 1 <= nd - outer <= 3:
+            self.fail("scales {} resize the last {} axes (from the first scale other than 1 on); "
+                      "1-d, 2-d and 3-d resizing only", tuple(scales), nd - outer)
+        if self.coordinate_transformation_mode == "tf_crop_and_resize" and len(self.roi) != 2 * nd:
+            self.fail("roi {} must hold {} starts then {} ends for tf_crop_and_resize",
+                      tuple(self.roi), nd, nd)
+        # only tf_crop_and_resize reads roi (nnabla ignores it otherwise, whatever its length)
+        roi = tuple(self.roi) if self.coordinate_transformation_mode == "tf_crop_and_resize" \
+            else (0.0,) * nd + (1.0,) * nd
         taps = {a: onnx_resize_taps(self, x[a], out[a], scales[a], roi[a], roi[nd + a])
                 for a in range(nd) if x[a] != out[a] or scales[a] != 1.0
                 or self.coordinate_transformation_mode == "tf_crop_and_resize"}

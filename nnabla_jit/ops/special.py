@@ -14,7 +14,7 @@ They exist for graph plumbing in nnabla's GUI and keep its odd backward semantic
 import numpy as np
 from numba import prange
 
-from .common import normalize_axis
+from .common import KeepsInputType, normalize_axis
 from .kernels import parallel_kernel
 from .registry import Op, register
 
@@ -51,8 +51,8 @@ VAT_NORM_EPS = 1e-8   # nnabla's constant under the square root
 
 
 @register
-class Unlink(Op):
-    """y = x; no gradient reaches x."""
+class Unlink(KeepsInputType, Op):
+    """y = x in x's own dtype; no gradient reaches x."""
 
     def forward(self, inputs, outputs):
         outputs[0][...] = inputs[0]

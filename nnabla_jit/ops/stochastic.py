@@ -272,8 +272,9 @@ class RandomChoice(Op):
         if not x:
             self.fail("x must have at least one dimension")
         self.populations = int(np.prod(x[:-1], dtype=np.int64))
-        self.draws = int(np.prod(self.shape, dtype=np.int64))
-        return [tuple(x[:-1]) + tuple(self.shape)]
+        draws = tuple(self.shape) or (1,)   # shape=(): one draw per population, as nnabla
+        self.draws = int(np.prod(draws, dtype=np.int64))
+        return [tuple(x[:-1]) + draws]
 
     def forward(self, inputs, outputs):
         x, w = inputs

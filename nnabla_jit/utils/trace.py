@@ -38,9 +38,7 @@ import sys
 import threading
 import time
 
-from numba.core import event as numba_event
-
-from .. import tracing
+from .. import numba_internals, tracing
 from ..cuda_ops import device as cuda_device
 from ..serialization.files import atomic_path
 from .inspection import parameter_names, parameter_scope_of
@@ -58,12 +56,12 @@ def _describe(v):
     return "{}[{}]".format(v._body.data.dtype, ",".join(str(n) for n in v._body.shape))
 
 
-class _CompileListener(numba_event.Listener):
+class _CompileListener(numba_internals.Listener):
     """numba's events as slices on the thread they happen on: ``numba:compile`` (a kernel
     compiled), and the outermost ``numba:compiler_lock`` spans, in which numba also loads
     kernels from its on-disk cache (the first call of each kernel in a process)."""
 
-    KINDS = ("numba:compile", "numba:compiler_lock")
+    KINDS = (numba_internals.COMPILE_EVENT, numba_internals.COMPILER_LOCK_EVENT)
 
     def __init__(self, events):
         self.events = events
@@ -77,8 +75,9 @@ class _CompileListener(numba_event.Listener):
 
     def on_start(self, ev):
         stack = self._stack()
-        if ev.kind == "numba:compile" or not any(k == ev.kind for k, _, _ in stack):
-            stack.append((ev.kind, _clock(), _locking_kernel() if ev.kind != "numba:compile" else None))
+        compiling = ev.kind == numba_internals.COMPILE_EVENT
+        if compiling or not any(k == ev.kind for k, _, _ in stack):
+            stack.append((ev.kind, _clock(), None if compiling else _locking_kernel()))
         else:
             stack.append((None, None, None))   # the lock taken again inside its span
 
@@ -89,11 +88,12 @@ class _CompileListener(numba_event.Listener):
         kind, start, kernel = stack.pop()
         if kind is None:
             return
-        if kind == "numba:compile":
-            disp = ev.data.get("dispatcher")
+        if kind == numba_internals.COMPILE_EVENT:
+            disp = numba_internals.event_dispatcher(ev)
             name = _kernel_name(disp)
             args = {"kernel": name, "module": getattr(getattr(disp, "py_func", None), "__module__", ""),
-                    "signature": "({})".format(", ".join(str(a) for a in ev.data.get("args", ())))}
+                    "signature": "({})".format(", ".join(
+                        str(a) for a in numba_internals.event_argument_types(ev)))}
             self.events.append((start, _clock() - start, _ident(), "compile " + name, "compile", args))
         else:
             args = {"what": "numba held its compiler lock: loading the kernel from the on-disk "
@@ -158,14 +158,14 @@ class trace:
         self._owner = _ident()
         self.start = _clock()
         for kind in self._listener.KINDS:
-            numba_event.register(kind, self._listener)
+            numba_internals.register_listener(kind, self._listener)
         tracing.recorder = self
         return self
 
     def __exit__(self, *exc):
         tracing.recorder = None
         for kind in self._listener.KINDS:
-            numba_event.unregister(kind, self._listener)
+            numba_internals.unregister_listener(kind, self._listener)
         self.end = _clock()
         self._thread_names.update({t.ident: t.name for t in threading.enumerate()})
         if self.path is not None:

@@ -56,7 +56,7 @@ def signed_ranges(shape):
     (dict(), (1, 3, 1)),                                  # trained range: dq_min / dq_max
     (dict(ste_fine_grained=False), (1, 1, 1)),
     (dict(x_min_max=True), (1, 3, 1)),                     # batch extremes per channel
-    (dict(x_min_max=True, ema=True, decay=0.9), (1,)),
+    (dict(x_min_max=True, ema=True, decay=0.9), (1, 1, 1)),   # x's rank, as nnabla needs
 ], ids=["trained range", "plain STE", "x min max", "x min max ema"])
 def test_min_max_quantize(kw, qshape):
     """The output, the input gradients and the range written in place match the CPU's."""

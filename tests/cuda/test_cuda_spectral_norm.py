@@ -22,8 +22,8 @@ def _u_of(y):
     return y.parent.inputs[0].parent.inputs[1]
 
 
-@pytest.mark.parametrize("dim, itr, test", [(0, 1, False), (1, 2, False), (-1, 1, False),
-                                            (1, 1, True)],
+@pytest.mark.parametrize("dim, itr, test", [(0, 1, False), (1, 2, False), (2, 1, False),
+                                            (1, 1, True)],   # nnabla takes no negative dim
                          ids=["dim 0", "dim 1, two rounds", "last dim", "test mode"])
 def test_forward_backward_and_the_update_of_u(dim, itr, test):
     w = signed(3, 2, 2)

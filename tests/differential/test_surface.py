@@ -115,10 +115,9 @@ def test_state_files_round_trip(name, ext, tmp_path):
 ARRAY_RECORD = json.load(open(os.path.join(FIXTURES, "surface_arrays.json"), encoding="utf-8"))
 # Known differences (README "Differences from nnabla": "Argument forms"): nnabla raises reading
 # an unallocated gradient through ``v.grad.data`` and the dtype of an empty ``NdArray()``;
-# nnabla's ``v.no_grad()`` answers need_grad True; ``v[i] = x`` writes the values at once here
-# (nnabla builds a ScatterNd node that a forward runs); ``copy_from`` of another shape and an
-# out-of-range ``narrow`` are ValueErrors here (nnabla: copies with its own shape / RuntimeError).
-ARRAY_KNOWN = {"v.grad", "NdArray()", "no_grad", "v setitem", "a.copy_from shape", "a.narrow bad"}
+# ``copy_from`` of another shape and an out-of-range ``narrow`` are ValueErrors here (nnabla:
+# copies with its own shape / RuntimeError).
+ARRAY_KNOWN = {"v.grad", "NdArray()", "a.copy_from shape", "a.narrow bad"}
 # nnabla's C++ binding's flag, of no meaning here
 MEMBERS_NOT_PROVIDED = {"EXCEPTIONS_AT_DEALLOC"}
 

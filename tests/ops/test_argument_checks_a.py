@@ -11,7 +11,6 @@ import nnabla_jit.function_bases as FB
 import nnabla_jit.functions as F
 from nnabla_jit.backward_function.adjoint import linear_adjoint
 from nnabla_jit.ops.elementwise import elementwise
-from nnabla_jit.ops.registry import NoGradient
 
 
 def V(*shape):
@@ -126,11 +125,16 @@ def test_empty_index_inputs_give_empty_outputs():
     assert y.d.shape == (0, 3, 4)
 
 
-def test_sort_indices_have_no_gradient():
-    x = nn.Variable.from_numpy_array(np.array([3.0, 1.0, 2.0]), need_grad=True)
-    y = forward(F.sort(x, only_index=True))
-    with pytest.raises(NoGradient, match="Sort: only_index=True outputs indices, which have no gradient"):
-        y.backward()
+def test_sort_only_index_backward_passes_the_index_gradient_as_nnabla():
+    # nnabla 1.39 (recorded): the index output's gradient is unsorted as the values' would be
+    x = nn.Variable.from_numpy_array(np.array([[0.0, 1, 2], [3, 4, 5]]), need_grad=True)
+    y = forward(F.sort(x, axis=1, only_index=True))
+    x.g = np.full((2, 3), 7.0)
+    y.g = np.ones((2, 3))
+    y.parent.backward([x], [y], accum=[False])
+    np.testing.assert_array_equal(x.g, np.ones((2, 3)))
+    y.parent.backward([x], [y], accum=[True])
+    np.testing.assert_array_equal(x.g, np.full((2, 3), 2.0))
 
 
 def test_pad_gradient_after_reset_shape_names_the_stale_shape():

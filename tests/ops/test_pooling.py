@@ -68,7 +68,7 @@ def max_pooling_backward_ref(dy, x, kernel, stride, ignore_border, pad, channel_
 # ------------------------------------------------------------------------------ strategies
 @st.composite
 def pool_cases(draw, max_elements=30):
-    nk = draw(st.integers(1, 3))
+    nk = draw(st.integers(2, 3))   # nnabla pools 2-d and 3-d windows only
     kernel = tuple(draw(st.integers(1, 3 if nk < 3 else 2)) for _ in range(nk))
     stride = tuple(draw(st.integers(1, 3)) for _ in range(nk))
     pad = tuple(draw(st.integers(0, k - 1)) for k in kernel)
@@ -209,7 +209,8 @@ def _v(*shape):
     (lambda: F.sum_pooling(_v(1, 1, 4, 4), (5, 2), (1, 1)), r"larger than the padded input.*\(1, 1, 4, 4\)"),
     (lambda: F.max_pooling(_v(1, 1, 4, 4), (2, 2), (1,)), "one entry per kernel dimension"),
     (lambda: F.max_pooling(_v(4, 4), (2, 2, 2)), "more dimensions than input"),
-    (lambda: F.max_pooling(_v(2, 2, 2, 2, 2), (1, 1, 1, 1)), "1, 2 or 3 dimensions"),
+    (lambda: F.max_pooling(_v(2, 2, 2, 2, 2), (1, 1, 1, 1)), r"kernel \(1, 1, 1, 1\) must have 2 or 3 dimensions"),
+    (lambda: F.average_pooling(_v(2, 3, 5), (2,)), r"kernel \(2,\) must have 2 or 3 dimensions"),
     (lambda: F.max_pooling(_v(4, 4), (2, 2), channel_last=True), "more dimensions than input"),
     (lambda: F.max_pooling(_v(1, 1, 0, 4), (2, 2), ignore_border=False, pad=(1, 1)), "must not be empty"),
     (lambda: F.max_pooling_backward(_v(1, 1, 3, 2), _v(1, 1, 4, 4), (2, 2)), r"dy of shape \(1, 1, 3, 2\)"),

@@ -263,7 +263,7 @@ def max_pool(c, node):
         raise Unsupported("the Indices output of MaxPool is not supported")
     x = c.var(node.inputs[0])
     kernel, stride, dilation, begins, ends = _window_args(c, node, x)
-    if any(d != 1 for d in dilation):
+    if len(kernel) == 1 or any(d != 1 for d in dilation):   # nnabla pools 2-d and 3-d only
         return pool_by_taps(c, node, x, "max")
     sizes = x.shape[-len(kernel):]
     ends = _ceil_ends(node, sizes, kernel, stride, begins, ends)
@@ -283,7 +283,8 @@ def average_pool(c, node):
     kernel, stride, dilation, begins, ends = _window_args(c, node, x)
     including = bool(node.attr("count_include_pad", 0))
     sizes = x.shape[-len(kernel):]
-    if any(d != 1 for d in dilation) or _ceil_ends(node, sizes, kernel, stride, begins, ends) != ends:
+    if (len(kernel) == 1 or any(d != 1 for d in dilation)   # nnabla pools 2-d and 3-d only
+            or _ceil_ends(node, sizes, kernel, stride, begins, ends) != ends):
         return pool_by_taps(c, node, x, "average")
     if begins == ends:
         return F.average_pooling(x, tuple(kernel), tuple(stride), True, tuple(begins),

@@ -1,11 +1,13 @@
 """The CUDA kernels compile the CPU kernels' scalar rules (their py_func) instead of coding them
-again: one window rule, one col layout, one thread-index rule, one per-element body per loss."""
+again: one window rule, one col layout, one thread-index rule, one per-element body per loss.
+(The device's im2col and col2im read tables built on the host with the CPU's col rules,
+``col_entry`` and ``col_row``: tests/cuda/test_cuda_col.py checks them against the CPU's im2col.)"""
 import itertools
 
 import numpy as np
 import pytest
 
-from nnabla_jit.cuda_ops import (convolution as cuda_conv, convolution_variants as cuda_variants, device as cuda_device,
+from nnabla_jit.cuda_ops import (convolution_variants as cuda_variants, device as cuda_device,
                                  linalg as cuda_linalg, loss as cuda_loss, pooling as cuda_pooling,
                                  validation as cuda_validation)
 from nnabla_jit.ops import (common, convolution, convolution_variants, linalg, loss, pooling, pooling_geometry,
@@ -22,9 +24,6 @@ SHARED = [
     (cuda_pooling, "roi_grid", pooling.roi_grid),
     (cuda_pooling, "roi_sample", pooling.roi_sample),
     (cuda_pooling, "bilinear_at", pooling.bilinear_at),
-    (cuda_conv, "sample_strides", convolution.sample_strides),
-    (cuda_conv, "col_row", convolution.col_row),
-    (cuda_conv, "col_entry", convolution.col_entry),
     (cuda_variants, "corners", convolution_variants.bilinear_corners),
     (cuda_variants, "corner_sums", convolution_variants.corner_sums),
     (cuda_variants, "corner_weight", convolution_variants.corner_weight),

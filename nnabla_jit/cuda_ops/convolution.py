@@ -18,46 +18,23 @@ deconvolutions' are the other way round, and both filter gradients are the third
 col2im gathers (one thread per image element, summing the col entries that read it), so no
 atomics are needed. Any number of spatial dims. ``rows`` is a map with its batch moved next to
 its positions, whatever the layout, so the GEMMs never see the layout.
+
+im2col and col2im (and the map <-> rows copies) run over a 3-d grid: x the positions (of the
+map, or of the image), y the col rows (or the channels), z the samples, so that a thread finds
+its row and sample without dividing, and consecutive threads write consecutive col entries. Per geometry, small tables
+built from the CPU's col rules (``col_entry``, ``col_row``, the tap offsets ``koff``) are
+uploaded once; a thread decodes its position with one division (two from 3 spatial dims on):
+int64 division is emulated on the GPU, and the per-element decoding of row, sample, channel,
+tap and every coordinate it replaced made these copies several times slower than memory.
 """
+import numpy as np
+
 from ..ops import convolution as cpu_conv
 from ..ops.convolution import INIT_ADD, INIT_BIAS, INIT_ZERO, init_for_accum, init_for_bias
 from . import blas, device, reduction
-from .device import unravel3
 from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
-
-# The CPU's layout and col rules (ops/convolution.py), compiled for the device.
-sample_strides = device_function(cpu_conv.sample_strides.py_func)
-col_row = device_function(cpu_conv.col_row.py_func)
-col_entry = device_function(cpu_conv.col_entry.py_func)
-
-
-@device_function
-def tap_offset(k, kernel_shape, dilation, d):
-    """Offset along spatial dim ``d`` of kernel tap ``k`` (C order over ``kernel_shape``)."""
-    for e in range(len(kernel_shape) - 1, d, -1):
-        k //= kernel_shape[e]
-    return (k % kernel_shape[d]) * dilation[d]
-
-
-@device_function
-def element_at(b, c, p, channels, n_positions, channel_last):
-    """Flat index of element (channel c, position p) of sample b of an image or map."""
-    cs, ps = sample_strides(channels, n_positions, channel_last)
-    return b * channels * n_positions + c * cs + p * ps
-
-
-@device_function
-def element_of(i, channels, n_positions, channel_last):
-    """(b, c, p): sample, channel and position of flat element i of an image or map
-    (``element_at`` inverted)."""
-    if channel_last:
-        b, p, c = unravel3(i, n_positions, channels)
-    else:
-        b, c, p = unravel3(i, channels, n_positions)
-    return b, c, p
-
 
 @device_function
 def write_init(out, i, v, init, bias, channel):
@@ -70,74 +47,183 @@ def write_init(out, i, v, init, bias, channel):
         out[i] = v
 
 
-@kernel
-def im2col_kernel(img, col, n_batch, channels, group, channel_last, img_sp, map_sp,
-                  kernel_shape, stride, pad, dilation, n_img, n_map, n_taps):
-    """col[row(c, k), b * O + o] = img[b, c, o * stride + tap(k) - pad] (0 in the padding)."""
-    i = cuda.grid(1)
-    if i < col.size:
-        row, b, o = unravel3(i, n_batch, n_map)
-        c, k = col_entry(row, n_taps, channels // group, channel_last)
-        pos = 0
-        inside = True
-        rem = o
-        step = 1
-        for d in range(len(img_sp) - 1, -1, -1):
-            od = rem % map_sp[d]
-            rem //= map_sp[d]
-            p = od * stride[d] + tap_offset(k, kernel_shape, dilation, d) - pad[d]
-            if p < 0 or p >= img_sp[d]:
-                inside = False
-            pos += p * step
-            step *= img_sp[d]
-        col[row, b * n_map + o] = (img[element_at(b, c, pos, channels, n_img, channel_last)]
-                                   if inside else 0.0)
+@device_function
+def split_position(i, sp):
+    """(plane, h, w): flat position ``i`` over the spatial dims ``sp`` (at least two) as its
+    last two coordinates and its plane (flat over the dims before them): one division for two
+    dims, two for more (int64 division is emulated on the GPU: a few per thread at most)."""
+    D = len(sp)
+    q = i // sp[D - 1]
+    w = i - q * sp[D - 1]
+    if D == 2:
+        return 0, q, w
+    plane = q // sp[D - 2]
+    return plane, q - plane * sp[D - 2], w
+
+
+@device_function
+def image_plane(plane, koff, k, map_sp, img_sp, stride):
+    """The image plane that map plane ``plane`` reads at tap ``k``, and whether it lies in the
+    image (planes: flat over the spatial dims before the last two; no division up to 3 dims)."""
+    flat = 0
+    step = 1
+    inside = True
+    for d in range(len(map_sp) - 3, -1, -1):
+        od = plane
+        if d > 0:
+            plane //= map_sp[d]
+            od -= plane * map_sp[d]
+        p = od * stride[d] + koff[k, d]
+        if p < 0 or p >= img_sp[d]:
+            inside = False
+        flat += p * step
+        step *= img_sp[d]
+    return flat, inside
+
+
+@device_function
+def map_coordinate(p, off, stride, n):
+    """(o, hit): the map coordinate o (of ``n``) whose tap at offset ``off`` reads image
+    coordinate p (o * stride + off == p), and whether there is one."""
+    q = p - off
+    if q < 0:
+        return 0, False
+    o = q
+    if stride != 1:   # dividing only where the stride needs it
+        o = q // stride
+    return o, o * stride == q and o < n
+
+
+@device_function
+def map_plane(plane, koff, k, map_sp, img_sp, stride):
+    """The map plane whose tap ``k`` reads image plane ``plane``, and whether there is one
+    (``image_plane`` inverted)."""
+    flat = 0
+    step = 1
+    hit = True
+    for d in range(len(img_sp) - 3, -1, -1):
+        p = plane
+        if d > 0:
+            plane //= img_sp[d]
+            p -= plane * img_sp[d]
+        od, ok = map_coordinate(p, koff[k, d], stride[d], map_sp[d])
+        hit = hit and ok
+        flat += od * step
+        step *= map_sp[d]
+    return flat, hit
 
 
 @kernel
-def col2im_kernel(col, img, bias, init, n_batch, channels, group, channel_last, img_sp, map_sp,
-                  kernel_shape, stride, pad, dilation, n_img, n_map, n_taps):
-    """img[b, c, p] = the sum of col[row(c, k), b * O + o] over the (k, o) that read p, added
-    to img (INIT_ADD), to zero or to bias[c] (the CPU's init modes)."""
-    i = cuda.grid(1)
-    if i < img.size:
-        b, c, p_flat = element_of(i, channels, n_img, channel_last)
-        acc = 0.0
-        for k in range(n_taps):
-            o = 0
-            valid = True
-            rem = p_flat
-            step = 1
-            for d in range(len(img_sp) - 1, -1, -1):
-                p = rem % img_sp[d]
-                rem //= img_sp[d]
-                q = p + pad[d] - tap_offset(k, kernel_shape, dilation, d)
-                od = q // stride[d]
-                if q < 0 or q - od * stride[d] != 0 or od >= map_sp[d]:
-                    valid = False
-                o += od * step
-                step *= map_sp[d]
-            if valid:
-                acc += col[col_row(c, k, n_taps, channels // group, channel_last), b * n_map + o]
-        write_init(img, i, acc, init, bias, c)
+def im2col_kernel(img, col, entries, koff, n_batch, n_map, sample_size, channel_stride,
+                  position_stride, img_sp, map_sp, stride):
+    """col[row, b * O + o] = img[b, c, o * stride + koff[k]] (0 in the padding), (c, k) =
+    entries[row]. Threads along x: the map positions o (consecutive threads write consecutive
+    col entries), blocks along y: the col rows, threads along z: the samples (rows and samples
+    looped over when more than the grid)."""
+    o = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if o < n_map:
+        D = len(img_sp)
+        plane, oh, ow = split_position(o, map_sp)
+        b = cuda.blockIdx.z * cuda.blockDim.z + cuda.threadIdx.z
+        while b < n_batch:   # while, not range(): a range with a variable step divides
+            row = cuda.blockIdx.y
+            while row < col.shape[0]:
+                c = entries[row, 0]
+                k = entries[row, 1]
+                h = oh * stride[D - 2] + koff[k, D - 2]
+                w = ow * stride[D - 1] + koff[k, D - 1]
+                ip, inside = image_plane(plane, koff, k, map_sp, img_sp, stride)
+                inside = inside and 0 <= h < img_sp[D - 2] and 0 <= w < img_sp[D - 1]
+                pos = (ip * img_sp[D - 2] + h) * img_sp[D - 1] + w
+                col[row, b * n_map + o] = (
+                    img[b * sample_size + c * channel_stride + pos * position_stride]
+                    if inside else 0.0)
+                row += cuda.gridDim.y
+            b += cuda.gridDim.z * cuda.blockDim.z
 
 
 @kernel
-def rows_to_map_kernel(rows, mp, bias, init, n_map, channel_last):
-    """mp[b, m, o] = rows[m, b * O + o], added to mp (INIT_ADD), to zero or to bias[m]."""
-    i = cuda.grid(1)
-    if i < mp.size:
-        b, m, o = element_of(i, rows.shape[0], n_map, channel_last)
-        write_init(mp, i, rows[m, b * n_map + o], init, bias, m)
+def col2im_kernel(col, img, bias, init, col_rows, koff, n_batch, n_map, n_img, sample_size,
+                  channel_stride, position_stride, img_sp, map_sp, stride):
+    """img[b, c, p] = the sum of col[col_rows[c, k], b * O + o] over the (k, o) that read p,
+    added to img (INIT_ADD), to zero or to bias[c] (the CPU's init modes). Threads along x: the
+    image positions p, blocks along y: the channels, threads along z: the samples (channels
+    and samples looped over when more than the grid)."""
+    p = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if p < n_img:
+        D = len(img_sp)
+        plane, ph, pw = split_position(p, img_sp)
+        b = cuda.blockIdx.z * cuda.blockDim.z + cuda.threadIdx.z
+        while b < n_batch:   # while, not range(): a range with a variable step divides
+            c = cuda.blockIdx.y
+            while c < col_rows.shape[0]:
+                acc = np.float64(0.0)   # float64 in numba's typing, and so in the simulator
+                for k in range(col_rows.shape[1]):
+                    oh, hit_h = map_coordinate(ph, koff[k, D - 2], stride[D - 2], map_sp[D - 2])
+                    ow, hit_w = map_coordinate(pw, koff[k, D - 1], stride[D - 1], map_sp[D - 1])
+                    if hit_h and hit_w:
+                        mp, hit = map_plane(plane, koff, k, map_sp, img_sp, stride)
+                        if hit:
+                            o = (mp * map_sp[D - 2] + oh) * map_sp[D - 1] + ow
+                            acc += col[col_rows[c, k], b * n_map + o]
+                write_init(img, b * sample_size + c * channel_stride + p * position_stride,
+                           acc, init, bias, c)
+                c += cuda.gridDim.y
+            b += cuda.gridDim.z * cuda.blockDim.z
 
 
 @kernel
-def map_to_rows_kernel(mp, rows, n_map, channel_last):
-    """rows[m, b * O + o] = mp[b, m, o]."""
-    i = cuda.grid(1)
-    if i < mp.size:
-        b, m, o = element_of(i, rows.shape[0], n_map, channel_last)
-        rows[m, b * n_map + o] = mp[i]
+def rows_to_map_kernel(rows, mp, bias, init, n_batch, n_map, sample_size, channel_stride,
+                       position_stride):
+    """mp[b, m, o] = rows[m, b * O + o], added to mp (INIT_ADD), to zero or to bias[m]. Threads
+    along x: the map positions o, blocks along y: the channels m, threads along z: the samples
+    (as im2col's)."""
+    o = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if o < n_map:
+        b = cuda.blockIdx.z * cuda.blockDim.z + cuda.threadIdx.z
+        while b < n_batch:
+            m = cuda.blockIdx.y
+            while m < rows.shape[0]:
+                write_init(mp, b * sample_size + m * channel_stride + o * position_stride,
+                           rows[m, b * n_map + o], init, bias, m)
+                m += cuda.gridDim.y
+            b += cuda.gridDim.z * cuda.blockDim.z
+
+
+@kernel
+def map_to_rows_kernel(mp, rows, n_batch, n_map, sample_size, channel_stride, position_stride):
+    """rows[m, b * O + o] = mp[b, m, o] (the grid of ``rows_to_map_kernel``)."""
+    o = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if o < n_map:
+        b = cuda.blockIdx.z * cuda.blockDim.z + cuda.threadIdx.z
+        while b < n_batch:
+            m = cuda.blockIdx.y
+            while m < rows.shape[0]:
+                rows[m, b * n_map + o] = mp[b * sample_size + m * channel_stride +
+                                            o * position_stride]
+                m += cuda.gridDim.y
+            b += cuda.gridDim.z * cuda.blockDim.z
+
+
+GRID_YZ = 65535     # the most blocks along grid y and z; the kernels loop over more
+BLOCK_Z = 64        # the most threads of a block along z
+
+
+def grid_launch(kern, n_x, n_y, n_z):
+    """``kern`` configured for ``n_x`` positions (threads along x) by ``n_y`` rows (blocks
+    along y) by ``n_z`` samples (threads along z): blocks of up to device.THREADS threads,
+    as many samples to a block as fit when the positions are few (consecutive threads then
+    run on into the next sample, whose col columns follow: a warp stays whole and its writes
+    consecutive even for a 4 x 4 map)."""
+    threads = device.THREADS
+    x = 1
+    while x < min(n_x, threads):
+        x *= 2
+    z = 1
+    while z < min(n_z, threads // x, BLOCK_Z):
+        z *= 2
+    grid = ((n_x + x - 1) // x, min(n_y, GRID_YZ), min((n_z + z - 1) // z, GRID_YZ))
+    return device.configured(kern, grid, (x, 1, z))
 
 
 class ConvLaunch:
@@ -145,11 +231,37 @@ class ConvLaunch:
 
     def __init__(self, op):
         geo = self.geo = op.geo
-        self.layout = (int(geo.group), bool(geo.channel_last))
-        as_ints = (lambda v: tuple(int(e) for e in v))
-        self.spatial = (as_ints(geo.img_sp), as_ints(geo.map_sp), as_ints(geo.kernel), geo.stride,
-                        geo.pad, geo.dilation, int(geo.S), int(geo.O), int(geo.K))
         self.same = blas.batch_map(geo.group, (geo.group,), (geo.group,))
+        self.col_tables = None   # set up on the first im2col or col2im (see tables())
+
+    def tables(self):
+        """What im2col and col2im read, built once per geometry from the CPU's col rules and
+        kept on the device: per col row its (channel, tap) (``col_entry``), per (channel, tap)
+        its col row (``col_row``), per tap its offsets (tap * dilation - pad, the CPU's
+        ``koff``, over at least two spatial dims as the CPU's kernels see them), and the
+        scalars and shapes after them."""
+        if self.col_tables is None:
+            geo = self.geo
+            C, K, Cg, last = int(geo.C), int(geo.K), int(geo.C // geo.group), bool(geo.channel_last)
+            entries = np.stack(cpu_conv.col_entry.py_func(np.arange(C * K), K, Cg, last), 1)
+            col_rows = cpu_conv.col_row.py_func(np.arange(C)[:, None], np.arange(K)[None, :], K,
+                                                Cg, last)
+            S, O = int(geo.S), int(geo.O)
+            channel_stride, position_stride = cpu_conv.sample_strides.py_func(C, S, last)
+            as_ints = (lambda v: tuple(int(e) for e in v))
+            self.col_tables = (
+                device.upload(entries.astype(np.int64)), device.upload(col_rows.astype(np.int64)),
+                device.upload(np.asarray(geo.koff, np.int64)),
+                (int(geo.B), O, S, C * S, int(channel_stride), int(position_stride),
+                 as_ints(geo.img_sp_a), as_ints(geo.map_sp_a), as_ints(geo.stride_a)))
+        return self.col_tables
+
+    def map_layout(self):
+        """(samples, positions, sample size, channel stride, position stride) of the map."""
+        geo = self.geo
+        M, O = int(geo.M), int(geo.O)
+        strides = cpu_conv.sample_strides.py_func(M, O, bool(geo.channel_last))
+        return int(geo.B), O, M * O, int(strides[0]), int(strides[1])
 
     def filters(self, w):
         geo = self.geo
@@ -159,9 +271,10 @@ class ConvLaunch:
         """The whole batch's col of ``img``, in a workspace, as (G, C/G * K, B * O)."""
         geo = self.geo
         col = device.workspace("conv col", geo.C * geo.K * geo.B * geo.O, img.dtype)
-        device.launch(im2col_kernel, col.size, device.flat(img),
-                      device.reshaped(col, geo.C * geo.K, geo.B * geo.O), geo.B, geo.C,
-                      *self.layout, *self.spatial)
+        entries, _, koff, (B, O, S, *scalars) = self.tables()
+        grid_launch(im2col_kernel, O, geo.C * geo.K, B)(
+            device.flat(img), device.reshaped(col, geo.C * geo.K, B * O), entries, koff, B, O,
+            *scalars)
         return device.reshaped(col, geo.group, geo.C // geo.group * geo.K, geo.B * geo.O)
 
     def rows(self, mp):
@@ -169,8 +282,8 @@ class ConvLaunch:
         geo = self.geo
         rows = device.workspace("conv rows", geo.M * geo.B * geo.O, mp.dtype)
         rows = device.reshaped(rows, geo.M, geo.B * geo.O)
-        device.launch(map_to_rows_kernel, mp.size, device.flat(mp), rows, geo.O,
-                      self.layout[1])
+        grid_launch(map_to_rows_kernel, geo.O, geo.M, geo.B)(device.flat(mp), rows,
+                                                             *self.map_layout())
         return rows
 
     def grouped(self, rows):
@@ -185,8 +298,9 @@ class ConvLaunch:
         blas.matmul(self.filters(w), self.col(img), self.grouped(rows), a_batch=self.same,
                     b_batch=self.same)
         bias = rows if bias is None else bias   # rows: a stand-in, not read
-        device.launch(rows_to_map_kernel, mp.size, rows, device.flat(mp),
-                      device.flat(bias), init, geo.O, self.layout[1])
+        grid_launch(rows_to_map_kernel, geo.O, geo.M, geo.B)(rows, device.flat(mp),
+                                                             device.flat(bias), init,
+                                                             *self.map_layout())
 
     def rows_to_image(self, rows, w, img, bias=None, init=INIT_ZERO):
         """img = conv^T(the map of ``rows``, w), onto zero, bias or img (``init``)."""
@@ -195,10 +309,16 @@ class ConvLaunch:
         blas.matmul(self.filters(w), self.grouped(rows),
                     device.reshaped(dcol, geo.group, geo.C // geo.group * geo.K, geo.B * geo.O),
                     trans_a=True, a_batch=self.same, b_batch=self.same)
+        self.col_to_image(dcol, img, bias, init)
+
+    def col_to_image(self, dcol, img, bias=None, init=INIT_ZERO):
+        """img = col2im(dcol) (a flat col of C * K rows), onto zero, bias or img (``init``)."""
+        geo = self.geo
         bias = dcol if bias is None else bias   # dcol: a stand-in, not read
-        device.launch(col2im_kernel, img.size, device.reshaped(dcol, geo.C * geo.K, geo.B * geo.O),
-                      device.flat(img), device.flat(bias), init, geo.B, geo.C,
-                      *self.layout, *self.spatial)
+        _, col_rows, koff, (B, O, S, *scalars) = self.tables()
+        grid_launch(col2im_kernel, S, geo.C, B)(
+            device.reshaped(dcol, geo.C * geo.K, B * O), device.flat(img), device.flat(bias),
+            init, col_rows, koff, B, O, S, *scalars)
 
     def filter_grad(self, img, rows, dw, accum):
         """dw (+)= rows(map) @ col(img)^T: the filter gradient when the map is dL/dmap (or,

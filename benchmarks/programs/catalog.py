@@ -140,7 +140,23 @@ PROGRAMS = [
                 "-b", "100", "-m", "{cwd}/tmp.monitor"],
           data=["cifar10"], stop="Training loss:4",
           note="the quantization program with incremental network quantization "
-               "(inq_convolution/inq_affine); validates on all 10000 test images first"),    Entry("stargan", "image-translation/stargan/train.py",
+               "(inq_convolution/inq_affine); validates on all 10000 test images first"),    Entry("factorized-svd-cifar10", "compression/cifar10/factorized-layers/classification.py",
+          setup=[("compression/cifar10/factorized-layers/classification.py",
+                  ["-c", "cpu", "-n", "cifar10_resnet23_prediction", "-i", "1", "-v", "1000",
+                   "-b", "100", "-m", "{cwd}/ref", "-o", "{cwd}/ref"])],
+          args=["-c", "cpu", "-n", "cifar10_svd_factorized_resnet23_prediction",
+                "-t", "{cwd}/ref/params_000000.h5", "-i", "6", "-v", "1000", "-b", "100",
+                "-m", "{cwd}/tmp.monitor", "-o", "{cwd}/tmp.monitor"],
+          data=["cifar10"], stop="Training loss:6",
+          note="ResNet-23 (the program's own, saved by a first run) with every convolution and "
+               "affine factored by SVD (PF.svd_convolution / svd_affine with uv_init), then "
+               "trained; validates on all 10000 test images first"),
+    Entry("pix2pix", "image-translation/pix2pix/pix2pix.py",
+          args=["--train", "-c", "cpu", "-e", "1", "-b", "1", "-m", "1000", "-l", "{cwd}/result"],
+          data=["facades"], stop="Generator loss:4",
+          note="pix2pix: U-Net generator with dropout (replayed) and batch normalization at "
+               "batch 1, conditional discriminator, L1 + GAN losses; facades JPEG/PNG pairs"),
+    Entry("stargan", "image-translation/stargan/train.py",
           args=["-c", "cpu", "--image-size", "32", "--g-conv-dim", "16", "--d-conv-dim", "16",
                 "--g-repeat-num", "2", "--d-repeat-num", "3", "--batch-size", "4", "--num-data", "16",
                 "--max-epoch", "2", "--n-critic", "1", "--log-step", "1", "--sample-step", "1000",

@@ -116,9 +116,11 @@ def _site_dir(work):
 
 
 # ------------------------------------------------------------------------------- run
-def run_side(entry, side, work, corpus, run_dir, draws=None, timeout=1800, dump=False, perturb=0.0):
+def run_side(entry, side, work, corpus, run_dir, draws=None, timeout=1800, dump=False, perturb=0.0,
+             nnabla_stats=False):
     """Run ``entry`` on ``side`` ("oracle" or "jit") in a fresh ``run_dir``; return the
-    result (exit status, seconds, series, the tail of its output)."""
+    result (exit status, seconds, series, the tail of its output). ``nnabla_stats``: nnabla_jit
+    takes nnabla's float32 one-pass normalization statistics (program_hook)."""
     shutil.rmtree(run_dir, ignore_errors=True)
     os.makedirs(run_dir)
     for name, params in entry.data:
@@ -137,6 +139,7 @@ def run_side(entry, side, work, corpus, run_dir, draws=None, timeout=1800, dump=
         "NNABLA_PROGRAMS_OUT": run_dir, "NNABLA_PROGRAMS_STOP": entry.stop,
         "NNABLA_PROGRAMS_DRAWS": draws or "", "NNABLA_PROGRAMS_DUMP": "1" if dump else "",
         "NNABLA_PROGRAMS_PERTURB": repr(perturb) if perturb else "",
+        "NNABLA_PROGRAMS_NNABLA_STATS": "1" if nnabla_stats else "",
     })
     os.makedirs(env["HOME"], exist_ok=True)
     paths = [_site_dir(work)] + [os.path.join(corpus, p) for p in entry.pythonpath]
@@ -353,6 +356,26 @@ def float64_reference(entry, work, corpus, row, timeout=1800):
     return row
 
 
+def nnabla_stats_run(entry, work, corpus, row, timeout=1800):
+    """Run ``entry`` on nnabla_jit with nnabla's float32 one-pass normalization statistics
+    (nnabla's draws replayed) and put into ``row`` how far its losses are from nnabla's: a
+    program that then agrees differed by nnabla's statistics alone (README, differences)."""
+    oracle_dir = os.path.join(work, "oracle", entry.name)
+    with open(os.path.join(oracle_dir, "result.json")) as f:
+        oracle = json.load(f)
+    run_dir = os.path.join(work, "runs-nnabla-stats", entry.name)
+    print("  nnabla_jit run with nnabla's normalization statistics ...", flush=True)
+    run = run_side(entry, "jit", work, corpus, run_dir, draws=os.path.join(oracle_dir, "draws.npz"),
+                   timeout=timeout, nnabla_stats=True)
+    with open(os.path.join(run_dir, "result.json"), "w") as f:
+        json.dump(run, f)
+    if run["rc"] == 0:
+        worst, first, _, problem = agreement(entry, oracle["series"], run["series"])
+        if problem is None:
+            row["nnabla_stats_diff"], row["nnabla_stats_first"] = worst, first
+    return row
+
+
 def load_jit_run(entry, work):
     """nnabla_jit's kept run of ``entry`` (exit status, series), or None."""
     run_dir = os.path.join(work, "runs", entry.name)
@@ -381,7 +404,7 @@ def recompute_row(entry, work, row):
         with open(perturbed_path) as f:
             perturbed = json.load(f)
         judge_by_spread(entry, new, oracle, perturbed, row.get("perturbation", 1e-6))
-    for key in ("float64_nnabla", "float64_jit"):
+    for key in ("float64_nnabla", "float64_jit", "nnabla_stats_diff", "nnabla_stats_first"):
         if key in row:
             new[key] = row[key]
     return new
@@ -470,6 +493,9 @@ def main(argv=None):
     p.add_argument("--float64", action="store_true",
                    help="run the named programs (already run) on nnabla_jit in float64 (their "
                         "float64_args) and measure both float32 runs against it")
+    p.add_argument("--nnabla-stats", action="store_true",
+                   help="run the named programs (already run) on nnabla_jit with nnabla's float32 "
+                        "one-pass normalization statistics and measure against nnabla's losses")
     p.add_argument("--dump", action="store_true",
                    help="debugging: both runs save params0.npz and forward0.npz (see program_hook)")
     a = p.parse_args(argv)
@@ -500,14 +526,17 @@ def main(argv=None):
     for e in entries:
         print("{} ({})".format(e.name, e.path), flush=True)
         row_path = os.path.join(rows_dir, e.name + ".json")
-        if a.float64:   # the reference run only, beside the kept runs of both sides
-            if not (e.float64_args and os.path.exists(row_path)):
+        if a.float64 or a.nnabla_stats:   # extra runs only, beside the kept runs of both sides
+            if not ((e.float64_args or not a.float64) and os.path.exists(row_path)):
                 continue
             with open(row_path) as f:
                 row = recompute_row(e, a.work, json.load(f))
             if row.get("max_rel_diff") is None:
                 continue
-            float64_reference(e, a.work, corpus, row, a.timeout)
+            if a.float64:
+                float64_reference(e, a.work, corpus, row, a.timeout)
+            if a.nnabla_stats:
+                nnabla_stats_run(e, a.work, corpus, row, a.timeout)
         else:
             row = run_program(e, a.work, corpus, a.fresh_oracle, a.timeout, a.dump, a.sensitivity)
         rows.append(row)

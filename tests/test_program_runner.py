@@ -216,3 +216,19 @@ def test_a_difference_within_nnabla_own_spread_counts_as_round_off_only_if_the_f
     row = runner.compare_runs(entry, nnabla, run(1.0, 2.0, 4.5))         # 0.5 > 3 * 0.1
     runner.judge_by_spread(entry, row, nnabla, perturbed, 1e-6)
     assert row["status"] == "differs"
+
+
+def test_a_difference_counts_as_nnabla_statistics_only_if_the_run_with_them_agrees():
+    import catalog
+    entry = catalog.Entry("x", "x.py", stop="loss:3")
+
+    def row(stats_diff, stats_first, spread=0.01):
+        r = {"status": "differs", "max_rel_diff": 0.2, "first_rel_diff": 1e-5, "nnabla_spread": spread,
+             "nnabla_stats_diff": stats_diff, "nnabla_stats_first": stats_first}
+        return runner.judge_by_nnabla_stats(entry, r)["status"]
+
+    assert row(0.02, 0.0) == "ok with nnabla's statistics"      # within 3 x nnabla's own spread
+    assert row(5e-5, 0.0, spread=None) == "ok with nnabla's statistics"   # within the tolerance
+    assert row(0.05, 0.0) == "differs"                          # beyond 3 x spread
+    assert row(0.02, 1e-3) == "differs"                         # first values off
+    assert runner.judge_by_nnabla_stats(entry, {"status": "differs", "max_rel_diff": 0.2})["status"] == "differs"

@@ -151,6 +151,25 @@ PROGRAMS = [
           note="ResNet-23 (the program's own, saved by a first run) with every convolution and "
                "affine factored by SVD (PF.svd_convolution / svd_affine with uv_init), then "
                "trained; validates on all 10000 test images first"),
+    Entry("distillation-student", "compression/cifar10/distillation/distillation.py",
+          setup=[("compression/cifar10/distillation/classification.py",
+                  ["-c", "cpu", "-b", "125", "-i", "1", "-v", "1000", "--maps", "16",
+                   "-m", "{cwd}/ref", "-o", "{cwd}/ref"])],
+          args=["-c", "cpu", "-b", "125", "-i", "6", "-v", "1000", "--maps", "16",
+                "-T", "{cwd}/ref/params_000000.h5", "-m", "{cwd}/tmp.monitor", "-o", "{cwd}/tmp.monitor"],
+          data=["cifar10"], stop="Training loss:6",
+          note="knowledge distillation: a smaller ResNet-23 student learns from the teacher (the "
+               "program's own classification.py, run first) through a soft cross entropy; "
+               "validates on all 10000 test images first"),
+    Entry("sparsity-finetuning", "compression/cifar10/structured-sparsity/finetuning.py",
+          setup=[("compression/cifar10/structured-sparsity/classification.py",
+                  ["-c", "cpu", "-b", "100", "-i", "1", "-v", "10000", "-m", "{cwd}/ref",
+                   "-o", "{cwd}/ref"])],
+          args=["-c", "cpu", "-b", "100", "-i", "4", "-v", "10000", "-T", "{cwd}/ref/params_000000.h5",
+                "-m", "{cwd}/tmp.monitor", "-o", "{cwd}/tmp.monitor"],
+          data=["cifar10"], stop="Training loss:4",
+          note="fine-tuning the structured-sparsity ResNet-23 (run first) with filters and "
+               "channels masked off by their norms; validates on all 10000 test images first"),
     Entry("pix2pix", "image-translation/pix2pix/pix2pix.py",
           args=["--train", "-c", "cpu", "-e", "1", "-b", "1", "-m", "1000", "-l", "{cwd}/result"],
           data=["facades"], stop="Generator loss:4",

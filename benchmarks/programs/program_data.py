@@ -295,7 +295,7 @@ def celeba_attributes(root, directory="data/celeba", n=2016):
 
 # ----------------------------------------------------------------------------- facades
 @maker
-def facades(root, directory="datasets/facades", train=4, val=2, test=2, size=286):
+def facades(root, directory="datasets/facades", train=6, val=2, test=2, size=286):
     """CMP Facades as pix2pix's ``FacadeDataSource`` finds it once downloaded and split:
     ``train/``, ``val/``, ``test/`` each holding ``K.jpg`` (RGB photo) beside ``K.png`` (its
     label map, one byte per pixel, classes 1 .. 12). ``size`` x ``size`` images (the program

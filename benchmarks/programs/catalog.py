@@ -175,7 +175,7 @@ PROGRAMS = [
                "channels masked off by their norms; validates on all 10000 test images first"),
     Entry("pix2pix", "image-translation/pix2pix/pix2pix.py",
           args=["--train", "-c", "cpu", "-e", "1", "-b", "1", "-m", "1000", "-l", "{cwd}/result"],
-          data=["facades"], stop="Generator loss:5",
+          data=[("facades", {"train": 6})], stop="Generator loss:5",
           note="pix2pix: U-Net generator with dropout (replayed) and batch normalization at "
                "batch 1, conditional discriminator, L1 + GAN losses; facades JPEG/PNG pairs (one "
                "epoch of 6 images: 5 iterations, the program reads one batch for its shapes)"),

@@ -33,8 +33,11 @@ the end of the run):
    them, then the tiled-kernel route for the GEMM workloads while time remains. PyTorch runs
    in float32 without TF32 (as nnabla_jit's products), cudnn.benchmark on. nnabla_jit runs
    each workload twice, with the CUDA path's speed-ups (``NNABLA_JIT_CUDA_FAST=1``, the default)
-   and without (``=0``), in separate processes; with ``--profile``, cProfile's top functions
-   of 20 steps of LeNet and ResNet-50 b1 go to ``profile.txt``.
+   and without (``=0``), in separate processes, and LeNet, BN-CNN and ResNet-50 b1 again in
+   the first process with each newer speed-up (SWITCHED: packed launches, kept views, kept
+   GEMM layouts, one-launch BN statistics in inference and training) off in turn; with
+   ``--profile``, cProfile's top functions of 20 steps of LeNet, BN-CNN, ResNet-18 and
+   ResNet-50 b1 go to ``profile.txt``.
 
 DIR receives, updated as each section ends: ``results.json``, ``results.md`` (the tables),
 ``gpu_check.log`` (this script's log), ``pytest.log``, ``junit.xml``, ``junit_numba.xml``,
@@ -69,10 +72,18 @@ GEMM_TESTS = ("test_cuda_blas.py", "test_cuda_ops.py", "test_cuda_conv.py", "tes
               "test_cuda_signal.py", "test_cuda_geometric.py", "test_cuda_training.py",
               "test_cuda_adjoint.py")
 SIMULATED_TESTS = ("test_cuda_blas.py", "test_cuda_arithmetic.py")
-PROFILED = ("lenet", "resnet50_b1")     # --profile: workloads cProfiled on the GPU
+PROFILED = ("lenet", "convbn", "resnet18", "resnet50_b1")   # --profile: cProfiled on the GPU
 PROFILED_SIMULATED = ("elementwise",)   # and in the simulator's dry run (tiny, one step)
 PROFILE_STEPS = 20
-PROFILE_RESERVE = 60.0   # s of the budget the bench passes leave for the profiles
+PROFILE_RESERVE = 90.0   # s of the budget the bench passes leave for the profiles
+# speed-ups switched off one at a time in the bench worker's process (module flags of
+# cuda_ops/device.py read at every launch), on these workloads: the effect of each, measured
+# on the same graph right after the default
+SWITCHED = ("PACKED_LAUNCH", "VIEW_CACHE", "GEMM_CACHE", "FUSED_INFERENCE", "FUSED_STATISTICS")
+SWITCH_MODULES = {"PACKED_LAUNCH": "device", "VIEW_CACHE": "device", "GEMM_CACHE": "cublas",
+                  "FUSED_INFERENCE": "normalization", "FUSED_STATISTICS": "normalization"}
+SWITCH_BENCH = ("lenet", "convbn", "resnet50_b1")
+SWITCH_SHARE = 0.5   # of a switched workload's time, for the switched-off measurements
 CACHE_ROOT = os.path.join(tempfile.gettempdir(), "nnabla_jit_gpu_check")
 
 
@@ -318,8 +329,8 @@ class Check:
                                     "elapsed_s": result.get("elapsed_s")})
             if isinstance(result.get("error"), str):
                 section["runs"][-1]["error"] = result["error"].strip().splitlines()[-1][:300]
-            for key in ("torch", "torch_settings", "routes"):
-                if key in result:
+            for key in ("torch", "torch_settings", "routes", "packing"):
+                if key in result and (fast == "1" or key != "packing"):
                     section[key] = result[key]
             done = set(result.get("done", []))
             current = result.get("current")
@@ -576,6 +587,7 @@ def worker_bench(args):
     from nnabla_jit.cuda_ops import blas, cublas, device
     from nnabla_jit.ext_utils import get_extension_context
     cuda = device.load()
+    device.packing_driver()   # resolved now, so PACKING_STATS says why packing is off if it is
     size = "tiny" if args.simulate else "full"
     deadline = args.bench_deadline or (time.time() + 120)
     torch = None
@@ -630,12 +642,24 @@ def worker_bench(args):
         except ImportError as e:
             r[key] = {"error": str(e)}
             continue
+        switched = fast and route == default and name in SWITCH_BENCH
         try:
+            steps = []
+
             def ours():
                 with nn.context_scope(ctx):
-                    step = gpu_workloads.nnabla_jit_step(name, size)
-                return _measure(step, cuda.synchronize, cap, args.simulate)
+                    steps.append(gpu_workloads.nnabla_jit_step(name, size))
+                share = (1 - SWITCH_SHARE) if switched else 1.0
+                return _measure(steps[0], cuda.synchronize,
+                                time.time() + (cap - time.time()) * share, args.simulate)
             r[key] = _attempt(ours)
+            for i_off, flag in enumerate(SWITCHED if switched and steps else ()):
+                r["{}_no_{}".format(route, flag.lower())] = _attempt(lambda: _switched_off(
+                    flag, lambda: _measure(
+                        steps[0], cuda.synchronize,
+                        time.time() + (cap - time.time()) / (len(SWITCHED) - i_off),
+                        args.simulate)))
+            out["packing"] = dict(device.PACKING_STATS)
         finally:
             blas.use_backend(previous)
             nn.clear_parameters()
@@ -652,9 +676,27 @@ def worker_bench(args):
     return 0
 
 
+def _switched_off(flag, measure):
+    """``measure()`` with the speed-up ``flag`` (a module flag of nnabla_jit.cuda_ops, read at
+    every launch) off, as its NNABLA_JIT_CUDA_<flag>=0 would have it, then as it was."""
+    import importlib
+    module = importlib.import_module("nnabla_jit.cuda_ops." + SWITCH_MODULES[flag])
+    before = getattr(module, flag)
+    setattr(module, flag, False)
+    try:
+        return measure()
+    finally:
+        setattr(module, flag, before)
+
+
+def _switch_keys(r):
+    """The keys of ``r`` measured with one speed-up off (``<route>_no_<switch>``)."""
+    return [k for k in r if "_no_" in k and isinstance(r[k], dict)]
+
+
 def _ratios(r):
     """PyTorch's time over ours, per route measured (>= 1: as fast as PyTorch or faster)."""
-    for k in ROUTE_KEYS:
+    for k in ROUTE_KEYS + tuple(_switch_keys(r)):
         if k in r and "ms_per_step" in r[k] and "ms_per_step" in (r.get("torch") or {}):
             r["ratio_" + k] = r["torch"]["ms_per_step"] / r[k]["ms_per_step"]
 
@@ -673,6 +715,7 @@ def worker_profile(args):
     from nnabla_jit.cuda_ops import device
     from nnabla_jit.ext_utils import get_extension_context
     cuda = device.load()
+    device.packing_driver()
     out = {"summary": {}}
     size = "tiny" if args.simulate else "full"
     steps, warm = (1, 1) if args.simulate else (PROFILE_STEPS, 2)
@@ -697,9 +740,10 @@ def worker_profile(args):
             per_step = {k: v / steps for k, v in device.stats().items()}
             text = io.StringIO()
             text.write("===== {} ({}): {} steps under cProfile, {:.2f} ms per step (profiler "
-                       "included); FAST={}\ndevice.stats() per step: {}\n\n".format(
-                           name, gpu_workloads.TITLES[name], steps, ms,
-                           os.environ.get("NNABLA_JIT_CUDA_FAST", "1"), per_step))
+                       "included); FAST={}\ndevice.stats() per step: {}\npacked launches: {}"
+                       "\n\n".format(name, gpu_workloads.TITLES[name], steps, ms,
+                                    os.environ.get("NNABLA_JIT_CUDA_FAST", "1"), per_step,
+                                    device.PACKING_STATS))
             stats = pstats.Stats(prof, stream=text)
             stats.sort_stats("tottime").print_stats(40)
             stats.sort_stats("cumulative").print_stats(25)
@@ -841,6 +885,8 @@ def _bench_line(r):
              "cublas FAST=0 {}".format(ms("cublas_fast_off")), "numba {}".format(ms("numba"))]
     if "numba_fast_off" in r:
         parts.append("numba FAST=0 {}".format(ms("numba_fast_off")))
+    for key in _switch_keys(r):
+        parts.append("{} {}".format(key, ms(key)))
     for key in ("ratio_" + k for k in ROUTE_KEYS):
         if key in r:
             parts.append("{} {:.2f}x".format(key, r[key]))
@@ -964,6 +1010,7 @@ def render_markdown(results):
                 run.get("fast", "1"), run["status"], run.get("elapsed_s"),
                 ": " + run["error"] if run.get("error") else ""))
         lines.append("")
+        lines += _switch_table(bench)
     prof = sec.get("profile")
     if prof:
         lines += ["## Host profile (cProfile, speed-ups on)", "",
@@ -974,6 +1021,32 @@ def render_markdown(results):
             lines += ["## {}: orchestrator error".format(name), "", "```", str(s["error"]), "```",
                       ""]
     return "\n".join(lines)
+
+
+def _switch_table(bench):
+    """The speed-ups one at a time: ms per step (host ms) with each off, next to all on and
+    FAST=0 (all off), on the workloads measured so (SWITCH_BENCH)."""
+    rows = [(name, r) for name, r in bench.get("results", {}).items() if _switch_keys(r)]
+    if not rows:
+        return []
+    route = _switch_keys(rows[0][1])[0].split("_no_")[0]
+    keys = [route] + ["{}_no_{}".format(route, f.lower()) for f in SWITCHED] + \
+        [route + "_fast_off"]
+    heads = ["all on"] + ["{}=0".format(f) for f in SWITCHED] + ["FAST=0 (all off)"]
+    lines = ["## The speed-ups one at a time (NNABLA_JIT_CUDA_<switch>=0, in the process of the "
+             "default column; ms per step, host ms to queue it)", "",
+             "packed launches: {}".format(bench.get("packing")), "",
+             "| workload | PyTorch | " + " | ".join(heads) + " |",
+             "|---|" + "---:|" * (len(heads) + 1)]
+    for name, r in rows:
+        cells = []
+        for key in ["torch"] + keys:
+            v = r.get(key) or {}
+            cells.append("{:.2f} ({:.2f})".format(v["ms_per_step"], v.get(
+                "host_ms_per_step", float("nan"))) if "ms_per_step" in v else
+                ("error" if "error" in v else v.get("capped", "-") if v else "-"))
+        lines.append("| {} | {} |".format(r.get("title", name), " | ".join(cells)))
+    return lines + [""]
 
 
 def summary_text(results):
@@ -1010,6 +1083,7 @@ def summary_text(results):
     bench = sec.get("bench")
     if bench:
         lines.append("bench: {}".format(bench.get("torch")))
+        lines.append("packed launches: {}".format(bench.get("packing")))
         for run in bench.get("runs", []):
             if run.get("error"):
                 lines.append("  worker {}: {}".format(run["status"], run["error"]))

@@ -193,3 +193,29 @@ def test_products_left_to_the_tiled_kernel(fake):
         assert not cublas.gemm(FakeDeviceArray(a), FakeDeviceArray(b), FakeDeviceArray(c), False,
                                False, False, zeros, zeros)
     assert fake.calls == []
+
+
+@pytest.mark.parametrize("kept", [True, False])
+def test_repeated_products_reuse_the_kept_layouts(fake, monkeypatch, kept):
+    """NNABLA_JIT_CUDA_GEMM_CACHE: the layouts, batch kinds and scalars read once; a product
+    repeated on the same arrays (accumulating, then not) computes what a fresh one does."""
+    monkeypatch.setattr(cublas, "GEMM_CACHE", kept)
+    monkeypatch.setattr(cublas, "_KINDS", {})
+    monkeypatch.setattr(cublas, "_SCALARS", {})
+    rng = np.random.RandomState(2)
+    a, b = rng.randn(2, 3, 4).astype(np.float32), rng.randn(1, 4, 5).astype(np.float32)
+    c = np.zeros((2, 3, 5), np.float32)
+    da, db, dc = FakeDeviceArray(a), FakeDeviceArray(b), FakeDeviceArray(c)
+    same, broadcast = np.arange(2), np.zeros(2, np.int64)
+    for accum in (False, True, True, False):
+        before = c.copy()
+        assert cublas.gemm(da, db, dc, False, False, accum, same, broadcast)
+        np.testing.assert_allclose(c, _reference(a, b, before, False, False, accum, same,
+                                                 broadcast), rtol=1e-5, atol=1e-5)
+    assert (cublas.LAYOUT_ATTR in dc.__dict__) == kept
+    assert len(cublas._KINDS) == (2 if kept else 0) and len(cublas._SCALARS) == (2 if kept else 0)
+    # another map of the same size is its own kind
+    gathered = np.array([1, 0])
+    cublas.gemm(da, db, dc, False, False, False, gathered, broadcast)
+    np.testing.assert_allclose(c, _reference(a, b, c, False, False, False, gathered, broadcast),
+                               rtol=1e-5, atol=1e-5)

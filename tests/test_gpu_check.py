@@ -85,6 +85,27 @@ def test_reports_render_partial_results():
     assert "0.50x" in gc.summary_text(results)
 
 
+def test_the_switches_table_shows_each_speed_up_off():
+    gc = _module()
+    r = {"title": "LeNet", "torch": {"ms_per_step": 2.0, "host_ms_per_step": 1.0},
+         "cublas": {"ms_per_step": 4.0, "host_ms_per_step": 3.5},
+         "cublas_no_packed_launch": {"ms_per_step": 6.0, "host_ms_per_step": 5.5},
+         "cublas_no_view_cache": {"error": "boom"},
+         "cublas_fast_off": {"ms_per_step": 9.0, "host_ms_per_step": 8.5}}
+    gc._ratios(r)
+    assert r["ratio_cublas_no_packed_launch"] == pytest.approx(2.0 / 6.0)
+    results = {"meta": {"simulate": False, "budget_s": 420, "started": "now", "command": "x",
+                        "elapsed_s": 1},
+               "sections": {"bench": {"results": {"lenet": r, "mlp": {"title": "MLP"}},
+                                      "runs": [], "packing": {"packed": 3, "reason": None}}}}
+    text = gc.render_markdown(results)
+    assert ("| LeNet | 2.00 (1.00) | 4.00 (3.50) | 6.00 (5.50) | error | - | - | - | "
+            "9.00 (8.50) |" in text), text
+    assert "| MLP |" not in text.split("one at a time")[1]
+    assert "'packed': 3" in gc.summary_text(results)
+    assert "cublas_no_packed_launch 6.00 ms" in gc.summary_text(results)
+
+
 def test_bad_sections_are_refused(capsys):
     gc = _module()
     with pytest.raises(SystemExit, match="2"):
@@ -123,6 +144,10 @@ def test_the_device_check_runs_under_the_simulator(tmp_path):
         assert r["numba_fast_off"]["ms_per_step"] > 0, (name, r)   # NNABLA_JIT_CUDA_FAST=0
         has_torch = importlib.util.find_spec("torch") is not None
         assert ("ms_per_step" in r.get("torch", {})) == has_torch, (name, r)
+    for flag in ("packed_launch", "view_cache", "gemm_cache", "fused_inference",
+                 "fused_statistics"):   # switched off one by one in the first process
+        assert bench["resnet50_b1"]["numba_no_" + flag]["ms_per_step"] > 0
+    assert "simulator" in results["bench"]["packing"]["reason"]
     if importlib.util.find_spec("torch") is None:
         assert "skipped" in results["bench"]["torch"]
     assert results["profile"]["status"] == "ok", results["profile"]

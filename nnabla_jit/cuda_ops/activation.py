@@ -60,7 +60,7 @@ def softmax_forward(op, inputs, outputs):
     outer, n, inner = op.shape3
     x, y = inputs[0], outputs[0]
     if x.size:
-        device.launch(softmax_kernel, outer * inner, x.reshape(x.size), y.reshape(y.size),
+        device.launch(softmax_kernel, outer * inner, device.flat(x), device.flat(y),
                       outer * inner, n, inner, op.log)
 
 
@@ -71,8 +71,8 @@ def softmax_backward(op, inputs, outputs, output_grads, input_grads, propagate_d
     outer, n, inner = op.shape3
     y, dy, dx = outputs[0], output_grads[0], input_grads[0]
     if y.size:
-        device.launch(softmax_backward_kernel, outer * inner, y.reshape(y.size),
-                      dy.reshape(dy.size), dx.reshape(dx.size), outer * inner, n, inner, op.log,
+        device.launch(softmax_backward_kernel, outer * inner, device.flat(y),
+                      device.flat(dy), device.flat(dx), outer * inner, n, inner, op.log,
                       accum[0])
 
 
@@ -106,7 +106,7 @@ def concatenated_backward_kernel(x, dy, dx, n, inner, alpha, elu, accum):
 
 
 def _flat(a):
-    return a.reshape(a.size)
+    return device.flat(a)
 
 
 @forward("CReLU", "CELU")

@@ -21,7 +21,7 @@ def combine_kernel(out, x, multiply, first):
 
 
 def _flat(a):
-    return a.reshape(a.size)
+    return device.flat(a)
 
 
 def _combine(out, x, multiply, first):

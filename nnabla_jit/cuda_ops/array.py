@@ -11,6 +11,8 @@ dy into dx through the tables with atomic adds (several outputs may read one inp
 Broadcast's and Meshgrid's, which are the reduction kernel's sums. OneHot counts indices out
 of range into host memory mapped into the device, and then raises the CPU's error.
 """
+import math
+
 import numpy as np
 
 from ..ops.array import Broadcast, BroadcastTo
@@ -80,14 +82,14 @@ def move(src, dst, shape, src_strides, dst_strides, src_base=0, dst_base=0, mode
          table=None, table_start=None, fill=0.0):
     """Run :func:`move_kernel` over the box ``shape`` between the flat device arrays."""
     shape = tuple(int(s) for s in shape)
-    n = int(np.prod(shape, dtype=np.int64))
+    n = math.prod(shape)
     if n == 0:
         return
     if not shape:
         shape, src_strides, dst_strides = (1,), (0,), (0,)
     if table is None:
         table, table_start = _no_table(), (-1,) * len(shape)
-    device.launch(move_kernel, n, src.reshape(src.size), dst.reshape(dst.size), shape,
+    device.launch(move_kernel, n, device.flat(src), device.flat(dst), shape,
                   tuple(int(s) for s in src_strides), int(src_base),
                   tuple(int(s) for s in dst_strides), int(dst_base), table, table_start,
                   float(fill), n, mode)
@@ -247,14 +249,14 @@ def gather_backward(op, inputs, outputs, output_grads, input_grads, propagate_do
     dy, dx = output_grads[0], input_grads[k]
     shape = _gather_shape(op, dx.shape)
     if _is_broadcast(op):   # a sum over the broadcast axes
-        reduction.sum_to_shape(dy, dx.reshape(shape), accum[k])
+        reduction.sum_to_shape(dy, device.reshaped(dx, shape), accum[k])
         return
     if not accum[k]:
         device.fill(dx, 0)
     table, starts = _tables(op)
     n = dy.size
     if n:
-        device.launch(scatter_kernel, n, dy.reshape(n), dx.reshape(dx.size),
+        device.launch(scatter_kernel, n, device.reshaped(dy, n), device.flat(dx),
                       tuple(int(s) for s in dy.shape) or (1,), contiguous_strides(shape) or (0,),
                       table, starts or (-1,), n)
 
@@ -344,8 +346,8 @@ def one_hot_kernel(index, shape, strides, y, bad):
 @forward("OneHot")
 def one_hot_forward(op, inputs, outputs):
     dims = len(op.shape)
-    index = inputs[0].reshape(inputs[0].size // dims, dims)
-    y = outputs[0].reshape(index.shape[0], outputs[0].size // max(index.shape[0], 1))
+    index = device.reshaped(inputs[0], inputs[0].size // dims, dims)
+    y = device.reshaped(outputs[0], index.shape[0], outputs[0].size // max(index.shape[0], 1))
     device.fill(y, 0)
     bad = device.kept_counter(op, "bad indices")
     device.launch(one_hot_kernel, index.shape[0], index, tuple(int(s) for s in op.shape),

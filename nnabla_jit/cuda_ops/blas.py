@@ -130,8 +130,8 @@ def tiled_matmul(a, b, c, trans_a, trans_b, accum, a_batch, b_batch):
     z, rows, cols = c.shape
     for z0 in range(0, z, MAX_GRID_Z):
         grid = ((cols + TILE - 1) // TILE, (rows + TILE - 1) // TILE, min(z - z0, MAX_GRID_Z))
-        matmul_kernel[grid, (TILE, TILE)](a, b, c, a_batch, b_batch, bool(trans_a),
-                                          bool(trans_b), bool(accum), z0)
+        device.configured(matmul_kernel, grid, (TILE, TILE))(
+            a, b, c, a_batch, b_batch, bool(trans_a), bool(trans_b), bool(accum), z0)
 
 
 @functools.lru_cache(maxsize=256)

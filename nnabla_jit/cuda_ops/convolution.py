@@ -180,51 +180,51 @@ class _Launch:
 
     def filters(self, w):
         geo = self.geo
-        return w.reshape(geo.group, geo.M // geo.group, geo.C // geo.group * geo.K)
+        return device.reshaped(w, geo.group, geo.M // geo.group, geo.C // geo.group * geo.K)
 
     def col(self, img):
         """The whole batch's col of ``img``, in a workspace, as (G, C/G * K, B * O)."""
         geo = self.geo
         col = device.workspace("conv col", geo.C * geo.K * geo.B * geo.O, img.dtype)
-        device.launch(im2col_kernel, col.size, img.reshape(img.size),
-                      col.reshape(geo.C * geo.K, geo.B * geo.O), geo.B, geo.C, *self.layout,
-                      *self.spatial)
-        return col.reshape(geo.group, geo.C // geo.group * geo.K, geo.B * geo.O)
+        device.launch(im2col_kernel, col.size, device.flat(img),
+                      device.reshaped(col, geo.C * geo.K, geo.B * geo.O), geo.B, geo.C,
+                      *self.layout, *self.spatial)
+        return device.reshaped(col, geo.group, geo.C // geo.group * geo.K, geo.B * geo.O)
 
     def rows(self, mp):
         """``mp`` as rows (M, B * O), in a workspace."""
         geo = self.geo
         rows = device.workspace("conv rows", geo.M * geo.B * geo.O, mp.dtype)
-        rows = rows.reshape(geo.M, geo.B * geo.O)
-        device.launch(map_to_rows_kernel, mp.size, mp.reshape(mp.size), rows, geo.O,
+        rows = device.reshaped(rows, geo.M, geo.B * geo.O)
+        device.launch(map_to_rows_kernel, mp.size, device.flat(mp), rows, geo.O,
                       self.layout[1])
         return rows
 
     def grouped(self, rows):
         geo = self.geo
-        return rows.reshape(geo.group, geo.M // geo.group, geo.B * geo.O)
+        return device.reshaped(rows, geo.group, geo.M // geo.group, geo.B * geo.O)
 
     def image_to_map(self, img, w, mp, bias=None, init=INIT_ZERO):
         """mp = conv(img, w), onto zero, bias or mp (``init``)."""
         geo = self.geo
         rows = device.workspace("conv rows", geo.M * geo.B * geo.O, img.dtype)
-        rows = rows.reshape(geo.M, geo.B * geo.O)
+        rows = device.reshaped(rows, geo.M, geo.B * geo.O)
         blas.matmul(self.filters(w), self.col(img), self.grouped(rows), a_batch=self.same,
                     b_batch=self.same)
         bias = rows if bias is None else bias   # rows: a stand-in, not read
-        device.launch(rows_to_map_kernel, mp.size, rows, mp.reshape(mp.size),
-                      bias.reshape(bias.size), init, geo.O, self.layout[1])
+        device.launch(rows_to_map_kernel, mp.size, rows, device.flat(mp),
+                      device.flat(bias), init, geo.O, self.layout[1])
 
     def rows_to_image(self, rows, w, img, bias=None, init=INIT_ZERO):
         """img = conv^T(the map of ``rows``, w), onto zero, bias or img (``init``)."""
         geo = self.geo
         dcol = device.workspace("conv dcol", geo.C * geo.K * geo.B * geo.O, rows.dtype)
         blas.matmul(self.filters(w), self.grouped(rows),
-                    dcol.reshape(geo.group, geo.C // geo.group * geo.K, geo.B * geo.O),
+                    device.reshaped(dcol, geo.group, geo.C // geo.group * geo.K, geo.B * geo.O),
                     trans_a=True, a_batch=self.same, b_batch=self.same)
         bias = dcol if bias is None else bias   # dcol: a stand-in, not read
-        device.launch(col2im_kernel, img.size, dcol.reshape(geo.C * geo.K, geo.B * geo.O),
-                      img.reshape(img.size), bias.reshape(bias.size), init, geo.B, geo.C,
+        device.launch(col2im_kernel, img.size, device.reshaped(dcol, geo.C * geo.K, geo.B * geo.O),
+                      device.flat(img), device.flat(bias), init, geo.B, geo.C,
                       *self.layout, *self.spatial)
 
     def filter_grad(self, img, rows, dw, accum):
@@ -232,6 +232,15 @@ class _Launch:
         for the deconvolutions, when the image is dL/dimage)."""
         blas.matmul(self.grouped(rows), self.col(img), self.filters(dw), trans_b=True,
                     accum=accum, a_batch=self.same, b_batch=self.same)
+
+
+def _launch_of(op):
+    """The node's :class:`_Launch`, kept on it while its geometry is the same object (set up
+    again, it gets a new one)."""
+    kept = op.__dict__.get("device_conv_launch")
+    if kept is None or kept.geo is not op.geo:
+        kept = op.__dict__["device_conv_launch"] = _Launch(op)
+    return kept
 
 
 def _init(accum):
@@ -249,7 +258,7 @@ def _zero_unless_accum(grads, propagate_down, accum):
 def convolution_forward(op, inputs, outputs):
     if outputs[0].size:
         bias = inputs[2] if len(inputs) > 2 else None
-        _Launch(op).image_to_map(inputs[0], inputs[1], outputs[0], bias,
+        _launch_of(op).image_to_map(inputs[0], inputs[1], outputs[0], bias,
                                  INIT_ZERO if bias is None else INIT_BIAS)
 
 
@@ -260,14 +269,15 @@ def convolution_backward(op, inputs, outputs, output_grads, input_grads, propaga
     if dy.size == 0:
         _zero_unless_accum(input_grads, propagate_down, accum)
         return
-    launch = _Launch(op)
+    launch = _launch_of(op)
     rows = launch.rows(dy)
     if propagate_down[0]:
         launch.rows_to_image(rows, inputs[1], input_grads[0], init=_init(accum[0]))
     if propagate_down[1]:
         launch.filter_grad(inputs[0], rows, input_grads[1], accum[1])
     if len(inputs) > 2 and propagate_down[2]:
-        reduction.reduce(rows, input_grads[2].reshape(rows.shape[0]), (1,), accum=accum[2])
+        reduction.reduce(rows, device.reshaped(input_grads[2], rows.shape[0]), (1,),
+                         accum=accum[2])
 
 
 @forward("Deconvolution", "DepthwiseDeconvolution")
@@ -275,7 +285,7 @@ def deconvolution_forward(op, inputs, outputs):
     """y = col2im(W^T rows(x)) (+ b): the convolution's data gradient."""
     y = outputs[0]
     if y.size:
-        launch = _Launch(op)
+        launch = _launch_of(op)
         bias = inputs[2] if len(inputs) > 2 else None
         launch.rows_to_image(launch.rows(inputs[0]), inputs[1], y, bias,
                              INIT_ZERO if bias is None else INIT_BIAS)
@@ -289,14 +299,14 @@ def deconvolution_backward(op, inputs, outputs, output_grads, input_grads, propa
     if dy.size == 0:
         _zero_unless_accum(input_grads, propagate_down, accum)
         return
-    launch = _Launch(op)
+    launch = _launch_of(op)
     if propagate_down[0]:
         launch.image_to_map(dy, inputs[1], input_grads[0], init=_init(accum[0]))
     if propagate_down[1]:
         launch.filter_grad(dy, launch.rows(inputs[0]), input_grads[1], accum[1])
     if len(inputs) > 2 and propagate_down[2]:
         geo = op.geo
-        per_channel = (dy.reshape(geo.B * geo.S, geo.C), (0,)) if geo.channel_last else \
-            (dy.reshape(geo.B, geo.C, geo.S), (0, 2))
-        reduction.reduce(per_channel[0], input_grads[2].reshape(geo.C), per_channel[1],
+        per_channel = (device.reshaped(dy, geo.B * geo.S, geo.C), (0,)) if geo.channel_last else \
+            (device.reshaped(dy, geo.B, geo.C, geo.S), (0, 2))
+        reduction.reduce(per_channel[0], device.reshaped(input_grads[2], geo.C), per_channel[1],
                          accum=accum[2])

@@ -22,6 +22,8 @@ import os
 import numpy as np
 from numba import config
 
+from . import device
+
 __all__ = ["unavailable_reason", "gemm", "TF32"]
 
 TF32 = os.environ.get("NNABLA_JIT_CUBLAS_TF32", "0") == "1"
@@ -74,6 +76,51 @@ def _types(dtype):
     return None
 
 
+# Every step multiplies the same buffers: a device array's layout (its pointer and strides,
+# read through ``__cuda_array_interface__``, which builds a dict and asks numba for the current
+# context), the batch kinds of the maps and the alpha / beta scalars are kept
+# (NNABLA_JIT_CUDA_GEMM_CACHE=0: read on every product).
+GEMM_CACHE = device.switch("GEMM_CACHE")
+LAYOUT_ATTR = "_nnabla_jit_gemm_layout"
+_KINDS = {}       # (a host map's type, its bytes) -> its kind
+_SCALARS = {}     # (NumPy type, accum) -> (alpha, beta)
+KEPT_MAX = 1024   # kinds kept; the table starts again when full
+
+
+def _kept_layout(x):
+    """:func:`_layout`, kept on the device array ``x`` (its memory and shape never change)."""
+    held = getattr(x, "__dict__", None) if GEMM_CACHE else None
+    if held is None:
+        return _layout(x)
+    layout = held.get(LAYOUT_ATTR, _layout)
+    if layout is _layout:
+        layout = held[LAYOUT_ATTR] = _layout(x)
+    return layout
+
+
+def _kept_kind(host_map):
+    """:func:`_kind`, kept per map contents."""
+    if not GEMM_CACHE:
+        return _kind(host_map)
+    key = (host_map.dtype.str, host_map.tobytes())
+    kind = _KINDS.get(key)
+    if kind is None:
+        if len(_KINDS) >= KEPT_MAX:
+            _KINDS.clear()
+        kind = _KINDS[key] = _kind(host_map)
+    return kind
+
+
+def _scalars(scalar, accum):
+    """alpha = 1 and beta = 1 (accumulating) or 0, as one-element host arrays of ``scalar``."""
+    pair = _SCALARS.get((scalar, accum)) if GEMM_CACHE else None
+    if pair is None:
+        pair = np.ones(1, scalar), np.full(1, 1 if accum else 0, scalar)
+        if GEMM_CACHE:
+            _SCALARS[(scalar, bool(accum))] = pair
+    return pair
+
+
 def _layout(x):
     """(pointer, batch stride, row stride) of the 3-d device array ``x`` in elements, or None
     when its rows are not contiguous or overlap."""
@@ -108,7 +155,7 @@ def gemm(a, b, c, trans_a, trans_b, accum, a_map, b_map):
     types = _types(c.dtype)
     if types is None or a.dtype != c.dtype or b.dtype != c.dtype or 0 in a.shape + b.shape:
         return False
-    layouts = _layout(a), _layout(b), _layout(c)
+    layouts = _kept_layout(a), _kept_layout(b), _kept_layout(c)
     if None in layouts:
         return False
     cupy, cublas_bindings = _load()
@@ -116,8 +163,7 @@ def gemm(a, b, c, trans_a, trans_b, accum, a_map, b_map):
     z, rows, cols = c.shape
     inner = a.shape[1] if trans_a else a.shape[2]
     data_type, compute_type, scalar = types
-    alpha = np.ones(1, scalar)
-    beta = np.full(1, 1 if accum else 0, scalar)
+    alpha, beta = _scalars(scalar, bool(accum))
     item = c.dtype.itemsize
     handle = cupy.cuda.device.get_cublas_handle()
     handle = int(getattr(handle, "handle", handle))   # an int, or a Handle holding one
@@ -130,7 +176,7 @@ def gemm(a, b, c, trans_a, trans_b, accum, a_map, b_map):
             beta.ctypes.data, c_ptr, data_type, ldc, zc, count, compute_type, _GEMM_DEFAULT)
 
     def launch():
-        kinds = _kind(a_map), _kind(b_map)
+        kinds = _kept_kind(a_map), _kept_kind(b_map)
         if "gather" not in kinds:   # one call: a broadcast operand has batch stride 0
             run(pb, 0 if kinds[1] == "broadcast" else zb, pa, 0 if kinds[0] == "broadcast" else za,
                 pc, z)

@@ -5,11 +5,16 @@ be the newer one: a CUDA node writing an output makes the host copy stale (``.da
 down), and ``.data`` on the host, which hands out a writable array, makes the device copy stale
 (the next CUDA node reading it copies it up). ``clear()`` drops both.
 """
+import ctypes
 import functools
+import inspect
+import math
 import os
 import sys
+from importlib import metadata
 
 import numpy as np
+from numba.core import types as numba_types
 
 from .. import tracing
 from ..ndarray import NotComputed
@@ -21,7 +26,7 @@ __all__ = ["load", "unavailable_reason", "properties", "HOW_TO_GET_CUDA", "Devic
            "DeviceMemory", "MEMORY", "fresh_on_device", "written_on_device", "read", "write", "accumulator", "zeroed",
            "upload", "copy_up", "copy_down", "host_counter", "read_counter", "stats",
            "reset_stats", "zeros", "empty", "release", "free_pool", "POOL_DEPTH", "workspace", "launch", "fill", "copy", "add_into",
-           "flat_offset", "contiguous_strides", "broadcast_strides"]
+           "flat_offset", "contiguous_strides", "broadcast_strides", "flat", "reshaped", "row"]
 
 cuda = None  # numba.cuda, bound by load()
 
@@ -293,10 +298,10 @@ class DeviceMemory:
         added in afterwards: one workspace per slot, reused by every node and step (the add
         that reads it is queued before any later kernel writes it)."""
         shape = tuple(shape)
-        size = int(np.prod(shape, dtype=np.int64))
+        size = math.prod(shape)
 
         def get(dtype):
-            array = workspace(("repeated input's gradient", slot), size, dtype).reshape(shape)
+            array = reshaped(workspace(("repeated input's gradient", slot), size, dtype), shape)
             fill(array, 0)
             return array
         return get
@@ -428,7 +433,7 @@ def empty(shape, dtype):
     """An uninitialised device array: one from the pool when one of its size and type is
     there, else a new allocation."""
     shape, dtype = tuple(int(s) for s in shape), np.dtype(dtype)
-    size = int(np.prod(shape, dtype=np.int64))
+    size = math.prod(shape)
     bucket = _POOL.get((size, dtype))
     if bucket:
         _STATS["reused"] += 1
@@ -486,17 +491,17 @@ def zeros(shape, dtype):
 
 def fill(array, value):
     """Set every element of a device array to ``value``."""
-    launch(fill_kernel, array.size, array.reshape(array.size), value)
+    launch(fill_kernel, array.size, flat(array), value)
 
 
 def copy(src, dst):
     """dst = src (converted to dst's type) for device arrays of one size."""
-    launch(cast_kernel, dst.size, src.reshape(src.size), dst.reshape(dst.size))
+    launch(cast_kernel, dst.size, flat(src), flat(dst))
 
 
 def add_into(dst, src):
     """dst += src for device arrays of one size."""
-    launch(add_kernel, dst.size, dst.reshape(dst.size), src.reshape(src.size))
+    launch(add_kernel, dst.size, flat(dst), flat(src))
 
 
 # numba builds a launch configuration object on every ``kernel[grid, block]``; the same few
@@ -564,16 +569,34 @@ class ResolvedLaunch:
     """A configured kernel (``kernel[grid, block]``) whose launches reuse numba's overload
     resolution per argument key (see above)."""
 
-    __slots__ = ("dispatcher", "config", "kernels", "array_type")
+    __slots__ = ("dispatcher", "config", "kernels", "array_type", "packed", "packers")
 
     def __init__(self, dispatcher, config):
         self.dispatcher = dispatcher
         self.config = config
         self.kernels = {}         # argument key -> numba's compiled kernel, or _PLAIN
         self.array_type = None    # numba's device array class, from the first launch
+        self.packed = {}          # value key -> a packed launch (see "packed launches" below)
+        self.packers = {}         # argument key -> _Packer, or _PLAIN
 
     def __call__(self, *args):
-        key = tuple(_arg_key(a, self.array_type) for a in args)
+        array_type = self.array_type
+        vkey = None
+        if PACKED_LAUNCH and array_type is not None:
+            driver = _PACKING[0]
+            if driver is _UNRESOLVED:
+                driver = packing_driver()
+            if driver is not None:
+                vkey = _value_keys(args, array_type, driver)
+                entry = self.packed.get(vkey) if vkey is not None else None
+                if entry is not None:
+                    try:
+                        driver.launch_kernel(*entry[0], cooperative=entry[1])
+                        return
+                    except TypeError as e:   # a launch_kernel taking other arguments after all
+                        _stop_packing(e)
+                        vkey = None
+        key = tuple(_arg_key(a, array_type) for a in args)
         kernel = self.kernels.get(key)
         if kernel is None or kernel is _PLAIN or None in key:
             self.config(*args)    # numba's path: resolves (compiling if needed) and launches
@@ -585,6 +608,8 @@ class ResolvedLaunch:
                 self._learn_array_type(args)
             return
         config = self.config
+        if vkey is not None and _launch_packed(self, kernel, key, vkey, args):
+            return
         try:
             kernel.launch(args, config.griddim, config.blockdim, config.stream, config.sharedmem)
         except (TypeError, AttributeError):
@@ -616,6 +641,293 @@ class ResolvedLaunch:
         self.kernels[key] = kernel if kernel is not None else _PLAIN
 
 
+# ---------------------------------------------------------------------------- packed launches
+# ======== numba-cuda internals: every private numba-cuda name this project reads is in this
+# section (and ResolvedLaunch above) ========
+#
+# After resolving, numba's ``_Kernel.launch`` still converts every argument on every launch
+# (``_prepare_args``: ``wrap_arg(...).to_device``, the device pointer, one ctypes object per
+# field) before its one driver call, ``driver.launch_kernel``. Those parameters depend only on
+# the arguments' values: for a device array its size, item size, data pointer, shape and
+# strides (the array model's meminfo and parent are 0); for a scalar its value as numba's type
+# of it; tuples flattened. A packed launch builds that list once per value key (the arrays'
+# pointers, shapes and strides, the scalars' values) and afterwards launches with one dict
+# lookup and the driver call. The first packing for each overload and argument key is checked
+# against numba's own ``_prepare_args`` for the same arguments; any difference, a numba-cuda
+# version other than the ones read (PACKED_VERSIONS), a launch_kernel of another signature,
+# a debug kernel or one with argument extensions take numba's own path.
+# A packed launch uses the kernel's function handle of the device current when it was packed:
+# the CUDA path runs on one device per process. NNABLA_JIT_CUDA_PACKED_LAUNCH=0: numba
+# converts the arguments of every launch.
+PACKED_LAUNCH = switch("PACKED_LAUNCH")
+PACKED_VERSIONS = ((0, 30),)   # numba-cuda (major, minor) whose launch was read for this
+PACKED_MAX = 1024              # packed launches kept per configuration; the table starts again
+LAUNCH_KERNEL_PARAMS = ("cufunc_handle", "gx", "gy", "gz", "bx", "by", "bz", "sharedmem",
+                        "hstream", "args", "cooperative")
+_UNRESOLVED = object()
+_PACKING = [_UNRESOLVED]       # the _PackingDriver, None when packing is off, or _UNRESOLVED
+PACKING_STATS = {"packed": 0, "checked": 0, "refused": 0, "reason": None}
+POINTER_ATTR = "_nnabla_jit_pointer"   # a device array's data pointer, kept on it
+
+
+class _PackingDriver:
+    """numba-cuda's ``driver.launch_kernel`` and ``driver.device_pointer``."""
+
+    def __init__(self, launch_kernel, device_pointer):
+        self.launch_kernel = launch_kernel
+        self.device_pointer = device_pointer
+
+
+def packing_unavailable_reason(version, launch_kernel):
+    """Why packed launches cannot be used with numba-cuda ``version`` (a string, None when
+    numba-cuda is not installed) and its ``launch_kernel``; None when they can."""
+    if version is None:
+        return "numba-cuda is not installed (numba's own CUDA target or its simulator)"
+    try:
+        major_minor = tuple(int(p) for p in version.split(".")[:2])
+    except ValueError:
+        return "numba-cuda version {!r} not understood".format(version)
+    if major_minor not in PACKED_VERSIONS:
+        return "numba-cuda {} is not one whose launch was read ({})".format(
+            version, ", ".join("%d.%d" % v for v in PACKED_VERSIONS))
+    try:
+        params = tuple(inspect.signature(launch_kernel).parameters)
+    except (TypeError, ValueError):
+        return "numba-cuda's launch_kernel has no readable signature"
+    if params != LAUNCH_KERNEL_PARAMS:
+        return "numba-cuda's launch_kernel takes {}".format(params)
+    return None
+
+
+def _resolve_packing():
+    """The _PackingDriver of this numba-cuda, or None (the reason in PACKING_STATS)."""
+    from numba import config as numba_config
+    if numba_config.ENABLE_CUDASIM:
+        PACKING_STATS["reason"] = "the CUDA simulator has no driver"
+        return None
+    try:
+        version = metadata.version("numba-cuda")
+    except Exception:
+        version = None
+    try:
+        from numba.cuda.cudadrv import driver as cuda_driver
+        launch_kernel = cuda_driver.launch_kernel
+    except Exception as e:
+        PACKING_STATS["reason"] = "numba-cuda's driver module differs ({})".format(e)
+        return None
+    # the pointer numba's _prepare_args reads; the array interface's where a numba-cuda lacks
+    # it (the first packing of each overload compares the parameters with numba's anyway)
+    device_pointer = getattr(cuda_driver, "device_pointer", _interface_pointer)
+    reason = packing_unavailable_reason(version, launch_kernel)
+    PACKING_STATS["reason"] = reason
+    return None if reason is not None else _PackingDriver(launch_kernel, device_pointer)
+
+
+def _interface_pointer(array):
+    """A device array's data pointer from its ``__cuda_array_interface__``."""
+    return array.__cuda_array_interface__["data"][0]
+
+
+def packing_driver():
+    """The _PackingDriver in use (resolved on first call), or None."""
+    if _PACKING[0] is _UNRESOLVED:
+        _PACKING[0] = _resolve_packing() if PACKED_LAUNCH else None
+    return _PACKING[0]
+
+
+def device_pointer(array, driver):
+    """``array``'s data pointer as an int (``driver.device_pointer``), kept on the array: a
+    device array object never changes its memory."""
+    held = getattr(array, "__dict__", None)
+    if held is None:
+        return int(driver.device_pointer(array))
+    ptr = held.get(POINTER_ATTR)
+    if ptr is None:
+        ptr = held[POINTER_ATTR] = int(driver.device_pointer(array))
+    return ptr
+
+
+def _value_key(value, array_type, driver):
+    """What decides the packed parameters of the argument ``value``, or None when unknown."""
+    kind = type(value)
+    if kind is array_type:
+        return _array_value_key(value, driver)
+    if kind is int:
+        return (int, value) if -INT_BOUND < value < INT_BOUND else None
+    if kind is tuple:
+        keys = tuple(_value_key(v, array_type, driver) for v in value)
+        return None if None in keys else (tuple, keys)
+    if isinstance(value, _SCALAR_TYPES):
+        # 0.0 and -0.0 are equal keys, yet other parameters: zeros are keyed by their text
+        return (kind, value) if value else (kind, value, repr(value))
+    return None
+
+
+VALUE_KEY_ATTR = "_nnabla_jit_value_key"   # a device array's value key, kept on it
+
+
+_ARRAY_KEYS = {}          # (dtype, shape, strides, pointer) -> its number
+_ARRAY_KEY_COUNT = [0]    # numbers handed out: never reused, so a number kept on an array
+ARRAY_KEYS_MAX = 1 << 16  # always means its contents (the table starts again when full)
+
+
+def _array_value_key(array, driver):
+    """A number standing for a device array's (dtype, shape, strides, pointer), kept on it
+    (none of them changes): a launch's key hashes ints instead of dtypes and tuples."""
+    contents = (array.dtype, array.shape, array.strides, device_pointer(array, driver))
+    key = _ARRAY_KEYS.get(contents)
+    if key is None:
+        if len(_ARRAY_KEYS) >= ARRAY_KEYS_MAX:
+            _ARRAY_KEYS.clear()
+        _ARRAY_KEY_COUNT[0] += 1
+        key = _ARRAY_KEYS[contents] = _ARRAY_KEY_COUNT[0]
+    held = getattr(array, "__dict__", None)
+    if held is not None:
+        held[VALUE_KEY_ATTR] = key
+    return key
+
+
+def _value_keys(args, array_type, driver):
+    """The value key of a launch's arguments (``_value_key`` of each, the common kinds
+    inlined: this runs for every launch), or None when one is unknown."""
+    keys = []
+    for value in args:
+        kind = type(value)
+        if kind is array_type:
+            try:
+                keys.append(value.__dict__[VALUE_KEY_ATTR])
+            except (KeyError, AttributeError):
+                keys.append(_array_value_key(value, driver))
+        elif kind is int and -INT_BOUND < value < INT_BOUND and value:
+            keys.append((int, value))
+        elif (kind is float or kind is bool) and value:
+            keys.append((kind, value))
+        else:
+            key = _value_key(value, array_type, driver)
+            if key is None:
+                return None
+            keys.append(key)
+    return tuple(keys)
+
+
+class _Unpackable(Exception):
+    """An argument type this packer does not convert as numba does (numba's path)."""
+
+
+def pack_arguments(argument_types, args, pointer):
+    """The kernel parameters numba-cuda's ``_Kernel._prepare_args`` builds for ``args`` of
+    ``argument_types`` (numba types), as ctypes objects; ``pointer(array)`` gives a device
+    array's data pointer. _Unpackable for a type it does not cover."""
+    params = []
+    for ty, value in zip(argument_types, args):
+        _pack(ty, value, pointer, params)
+    return params
+
+
+def _pack(ty, value, pointer, params):
+    types = numba_types
+    if isinstance(ty, types.Array):
+        c_intp = ctypes.c_ssize_t
+        params.extend((ctypes.c_void_p(0), ctypes.c_void_p(0), c_intp(value.size),
+                       c_intp(value.dtype.itemsize), ctypes.c_void_p(pointer(value))))
+        params.extend(c_intp(n) for n in value.shape)
+        params.extend(c_intp(n) for n in value.strides)
+    elif isinstance(ty, types.Integer):
+        params.append(getattr(ctypes, "c_%s" % ty)(value))
+    elif ty == types.float16:
+        params.append(ctypes.c_uint16(np.float16(value).view(np.uint16)))
+    elif ty == types.float64:
+        params.append(ctypes.c_double(value))
+    elif ty == types.float32:
+        params.append(ctypes.c_float(value))
+    elif ty == types.boolean:
+        params.append(ctypes.c_uint8(int(value)))
+    elif ty == types.complex64:
+        params.extend((ctypes.c_float(value.real), ctypes.c_float(value.imag)))
+    elif ty == types.complex128:
+        params.extend((ctypes.c_double(value.real), ctypes.c_double(value.imag)))
+    elif isinstance(ty, types.BaseTuple) and len(ty) == len(value):
+        for t, v in zip(ty, value):
+            _pack(t, v, pointer, params)
+    else:
+        raise _Unpackable(ty)
+
+
+def same_parameters(mine, numbas):
+    """Whether two lists of ctypes parameters are the same types holding the same values."""
+    return len(mine) == len(numbas) and all(
+        type(a) is type(b) and a.value == b.value for a, b in zip(mine, numbas))
+
+
+class _Packer:
+    """What a packed launch of one overload reads once: the function handle, the argument
+    types, the launch configuration; ``checked`` once compared with numba's conversion."""
+
+    __slots__ = ("prefix", "argument_types", "cooperative", "checked")
+
+    def __init__(self, kernel, config):
+        if kernel.debug or kernel.extensions:
+            raise _Unpackable("a debug kernel or one with argument extensions")
+        griddim, blockdim = tuple(config.griddim), tuple(config.blockdim)
+        if len(griddim) != 3 or len(blockdim) != 3:
+            raise _Unpackable("launch dimensions {} {}".format(griddim, blockdim))
+        stream = config.stream
+        stream_handle = stream and stream.handle.value or 0
+        handle = kernel._codelibrary.get_cufunc().handle
+        self.prefix = (handle,) + griddim + blockdim + (config.sharedmem, stream_handle)
+        self.argument_types = tuple(kernel.argument_types)
+        self.cooperative = bool(kernel.cooperative)
+        self.checked = False
+
+
+def _launch_packed(resolved, kernel, key, vkey, args):
+    """Pack the launch of ``kernel`` (the overload ``resolved`` keeps for argument key ``key``)
+    for value key ``vkey`` and launch it; False, launching nothing, when it cannot be packed
+    (the caller launches through numba)."""
+    driver = packing_driver()
+    if driver is None:
+        return False
+    packer = resolved.packers.get(key)
+    if packer is _PLAIN:
+        return False
+    pointer = functools.partial(device_pointer, driver=driver)
+    try:
+        if packer is None:
+            packer = resolved.packers[key] = _Packer(kernel, resolved.config)
+        params = pack_arguments(packer.argument_types, args, pointer)
+        if not packer.checked:
+            numbas, retr = [], []
+            for ty, value in zip(kernel.argument_types, args):
+                kernel._prepare_args(ty, value, resolved.config.stream, retr, numbas)
+            PACKING_STATS["checked"] += 1
+            if retr or not same_parameters(params, numbas):
+                raise _Unpackable("parameters differ from numba's: {} vs {}".format(
+                    params, numbas))
+            packer.checked = True
+    except Exception as e:   # _Unpackable, or a numba-cuda without these parts
+        resolved.packers[key] = _PLAIN
+        PACKING_STATS["refused"] += 1
+        PACKING_STATS["reason"] = "{}: {}".format(getattr(kernel, "entry_name", kernel), e)[:500]
+        return False
+    if len(resolved.packed) >= PACKED_MAX:
+        resolved.packed.clear()
+    entry = resolved.packed[vkey] = ((*packer.prefix, params), packer.cooperative)
+    PACKING_STATS["packed"] += 1
+    try:
+        driver.launch_kernel(*entry[0], cooperative=entry[1])
+    except TypeError as e:   # refused before launching: numba's path for this launch and on
+        _stop_packing(e)
+        return False
+    return True
+
+
+def _stop_packing(error):
+    """numba-cuda's launch_kernel refused a packed launch's arguments (TypeError, raised before
+    anything is launched): no more packed launches in this process."""
+    _PACKING[0] = None
+    PACKING_STATS["reason"] = "launch_kernel refused packed arguments: {}".format(error)[:500]
+
+
 def launch(kern, n, *args):
     """Run a one-thread-per-element kernel over ``n`` elements."""
     if n == 0:
@@ -629,7 +941,47 @@ def flat(array):
     array object even to the same shape), else a reshaped view."""
     if LAUNCH_CACHE and array.ndim == 1:
         return array
-    return array.reshape(array.size)
+    return reshaped(array, array.size)
+
+
+# numba builds a new device array object for every reshape and index (``a.reshape(n)``,
+# ``a[0]``: a shape check, a dummy array, a memory view), and the launchers take the same views
+# of the same buffers every step. They are kept on the array they are views of, per shape or
+# index (a view holds the memory, not the array it came from, so the pool's count of who holds
+# an array is unchanged). A kept view must never be handed out as a buffer of its own (the
+# pool's arrays are reshaped with numba's reshape). NNABLA_JIT_CUDA_VIEW_CACHE=0: new views
+# on every launch.
+VIEW_CACHE = switch("VIEW_CACHE")
+VIEWS_ATTR = "_nnabla_jit_views"
+VIEWS_MAX = 32     # views kept per array; its table starts again when full
+
+
+def _kept_view(array, key, make):
+    held = getattr(array, "__dict__", None) if VIEW_CACHE else None
+    if held is None:     # views not kept, or an array that cannot keep them (NumPy's)
+        return make()
+    views = held.get(VIEWS_ATTR)
+    if views is None:
+        views = held[VIEWS_ATTR] = {}
+    view = views.get(key)
+    if view is None:
+        if len(views) >= VIEWS_MAX:
+            views.clear()
+        view = views[key] = make()
+    return view
+
+
+def reshaped(array, *shape):
+    """``array.reshape(*shape)`` of a device array, the view kept on it (see above)."""
+    if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+        shape = tuple(shape[0])   # one sequence of sizes (a tuple, a list, an array)
+    key = tuple(int(n) for n in shape)
+    return _kept_view(array, key, lambda: array.reshape(key))
+
+
+def row(array, i):
+    """``array[i]`` of a device array, the view kept on it (see above)."""
+    return _kept_view(array, ("row", i), lambda: array[i])
 
 
 def contiguous_strides(shape):

@@ -70,14 +70,14 @@ def softmax_cross_entropy_backward_kernel(prob3, t3, dy, dx3, accum):
 @forward("SoftmaxCrossEntropy")
 def softmax_cross_entropy_forward(op, inputs, outputs):
     n_outer, n_class, n_inner = op.shape3
-    x3 = inputs[0].reshape(op.shape3)
-    t3 = inputs[1].reshape(n_outer, 1, n_inner)
+    x3 = device.reshaped(inputs[0], op.shape3)
+    t3 = device.reshaped(inputs[1], n_outer, 1, n_inner)
     prob = getattr(op, "saved_device_prob", None)
     if prob is None or prob.shape != x3.shape or prob.dtype != x3.dtype:
         prob = op.saved_device_prob = device.empty(x3.shape, x3.dtype)
-    y = outputs[0].reshape(outputs[0].size)
-    checked_labels(op, t3, lambda bad: device.launch(softmax_cross_entropy_kernel, n_outer * n_inner,
-                                                     x3, t3, prob, y, bad))
+    y = device.flat(outputs[0])
+    checked_labels(op, t3, lambda bad: device.launch(
+        softmax_cross_entropy_kernel, n_outer * n_inner, x3, t3, prob, y, bad))
 
 
 @backward("SoftmaxCrossEntropy")
@@ -88,8 +88,8 @@ def softmax_cross_entropy_backward(op, inputs, outputs, output_grads, input_grad
     n_outer, n_class, n_inner = op.shape3
     dy = output_grads[0]
     device.launch(softmax_cross_entropy_backward_kernel, n_outer * n_class * n_inner,
-                  op.saved_device_prob, inputs[1].reshape(n_outer, 1, n_inner),
-                  dy.reshape(dy.size), input_grads[0].reshape(op.shape3), accum[0])
+                  op.saved_device_prob, device.reshaped(inputs[1], n_outer, 1, n_inner),
+                  device.flat(dy), device.reshaped(input_grads[0], op.shape3), accum[0])
 
 
 @kernel
@@ -133,9 +133,9 @@ def checked_labels(op, t3, launch_kernel):
 @forward("CategoricalCrossEntropy")
 def categorical_cross_entropy_forward(op, inputs, outputs):
     n_outer, n_class, n_inner = op.shape3
-    x3 = inputs[0].reshape(op.shape3)
-    t3 = inputs[1].reshape(n_outer, 1, n_inner)
-    y = outputs[0].reshape(outputs[0].size)
+    x3 = device.reshaped(inputs[0], op.shape3)
+    t3 = device.reshaped(inputs[1], n_outer, 1, n_inner)
+    y = device.flat(outputs[0])
     checked_labels(op, t3, lambda bad: device.launch(categorical_cross_entropy_kernel,
                                                      n_outer * n_inner, x3, t3, y, bad))
 
@@ -145,11 +145,11 @@ def categorical_cross_entropy_backward(op, inputs, outputs, output_grads, input_
                                        propagate_down, accum):
     if propagate_down[0]:
         n_outer, n_class, n_inner = op.shape3
-        x3 = inputs[0].reshape(op.shape3)
+        x3 = device.reshaped(inputs[0], op.shape3)
         dy = output_grads[0]
         device.launch(categorical_cross_entropy_backward_kernel, x3.size, x3,
-                      inputs[1].reshape(n_outer, 1, n_inner), dy.reshape(dy.size),
-                      input_grads[0].reshape(op.shape3), accum[0])
+                      device.reshaped(inputs[1], n_outer, 1, n_inner), device.flat(dy),
+                      device.reshaped(input_grads[0], op.shape3), accum[0])
 
 
 @kernel
@@ -192,17 +192,17 @@ def kl_multinomial_backward_kernel(p2, q2, dy, dp2, dq2, want_p, want_q, accum_p
 @forward("KLMultinomial")
 def kl_multinomial_forward(op, inputs, outputs):
     y = outputs[0]
-    device.launch(kl_multinomial_kernel, op.shape2[0], inputs[0].reshape(op.shape2),
-                  inputs[1].reshape(op.shape2), y.reshape(y.size))
+    device.launch(kl_multinomial_kernel, op.shape2[0], device.reshaped(inputs[0], op.shape2),
+                  device.reshaped(inputs[1], op.shape2), device.flat(y))
 
 
 @backward("KLMultinomial")
 def kl_multinomial_backward(op, inputs, outputs, output_grads, input_grads, propagate_down,
                             accum):
     s = op.shape2
-    p2, q2 = inputs[0].reshape(s), inputs[1].reshape(s)
-    dp2 = input_grads[0].reshape(s) if propagate_down[0] else p2
-    dq2 = input_grads[1].reshape(s) if propagate_down[1] else q2
+    p2, q2 = device.reshaped(inputs[0], s), device.reshaped(inputs[1], s)
+    dp2 = device.reshaped(input_grads[0], s) if propagate_down[0] else p2
+    dq2 = device.reshaped(input_grads[1], s) if propagate_down[1] else q2
     dy = output_grads[0]
-    device.launch(kl_multinomial_backward_kernel, p2.size, p2, q2, dy.reshape(dy.size), dp2, dq2,
+    device.launch(kl_multinomial_backward_kernel, p2.size, p2, q2, device.flat(dy), dp2, dq2,
                   propagate_down[0], propagate_down[1], accum[0], accum[1])

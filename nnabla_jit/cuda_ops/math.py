@@ -13,7 +13,7 @@ cuda = None  # numba.cuda, bound by device.load()
 def _as3(a):
     """A (..., r, c) device array as (batch, r, c)."""
     *batch, rows, cols = a.shape
-    return a.reshape(int(np.prod(batch, dtype=np.int64)), rows, cols)
+    return device.reshaped(a, int(np.prod(batch, dtype=np.int64)), rows, cols)
 
 
 def _maps(op_shapes, out_shape):
@@ -37,12 +37,12 @@ def _into_gradient(dx, n, out_batch, accum, left, right, trans_left, trans_right
     batch, else through a temporary summed over the batches dx is broadcast to."""
     *_, rows, cols = dx.shape
     if dx.size == n * rows * cols:
-        blas.matmul(left, right, dx.reshape(n, rows, cols), trans_left, trans_right, accum,
+        blas.matmul(left, right, device.reshaped(dx, n, rows, cols), trans_left, trans_right, accum,
                     left_map, right_map)
         return
     full = device.empty((n, rows, cols), dx.dtype)
     blas.matmul(left, right, full, trans_left, trans_right, False, left_map, right_map)
-    reduction.sum_to_shape(full.reshape(tuple(out_batch) + (rows, cols)), dx, accum)
+    reduction.sum_to_shape(device.reshaped(full, tuple(out_batch) + (rows, cols)), dx, accum)
     device.release(full)
 
 
@@ -78,7 +78,7 @@ def progression_kernel(y, start, step, last, set_last):
 
 @forward("Constant")
 def constant_forward(op, inputs, outputs):
-    device.fill(outputs[0].reshape(outputs[0].size), op.val)
+    device.fill(device.flat(outputs[0]), op.val)
 
 
 @forward("Arange", "Linspace")

@@ -36,23 +36,26 @@ from .registry import backward, device_function, forward, kernel
 cuda = None  # numba.cuda, bound by device.load()
 
 BLOCK = 128   # most threads reducing one channel (a power of two: the combine halves it)
+# Without batch statistics (inference), the statistics and the affine map in one launch
+# (running_affine_kernel) instead of two; NNABLA_JIT_CUDA_FUSED_INFERENCE=0: two.
+FUSED_INFERENCE = device.switch("FUSED_INFERENCE")
+# With batch statistics (training), the per-channel sums and the statistics in one launch
+# (batch_statistics_kernel) instead of two, and backward's sums and coefficients in one
+# (gradient_sums_kernel); NNABLA_JIT_CUDA_FUSED_STATISTICS=0: two each.
+FUSED_STATISTICS = device.switch("FUSED_STATISTICS")
 
 odd_power = device_function(_odd_power.py_func)   # the CPU's per-element formulas
 term = device_function(_term.py_func)
 
 
-@kernel
-def channel_sums_kernel(x, d, y, center, power, first_as_center, relu, sum_d, sum_e, O, C, I):
-    """Per channel c: sum_d[c] = sum of g and sum_e[c] = sum of ``term(x, g, m, power)``:
-    g (x - m) for power 0, (x - m)^2 for 2, |x - m|^power otherwise, where g = d (0 where
-    y <= 0 with ``relu``) and m = center[c] or, with ``first_as_center``, the channel's first
-    element."""
-    acc_d = cuda.shared.array(BLOCK, float64)
-    acc_e = cuda.shared.array(BLOCK, float64)
+@device_function
+def block_channel_sums(x, d, y, m, power, relu, O, C, I, acc_d, acc_e):
+    """This block's channel c = blockIdx.x: sum of g and of ``term(x, g, m, power)`` over the
+    channel's elements (g = d, 0 where y <= 0 with ``relu``), reduced in the shared arrays
+    ``acc_d`` and ``acc_e`` (their [0] holds the sums once every thread has returned)."""
     c = cuda.blockIdx.x
     t = cuda.threadIdx.x
     n_threads = cuda.blockDim.x
-    m = x[c * I] if first_as_center else center[c]
     sd = 0.0
     se = 0.0
     q = t
@@ -75,48 +78,91 @@ def channel_sums_kernel(x, d, y, center, power, first_as_center, relu, sum_d, su
             acc_e[t] += acc_e[t + step]
         cuda.syncthreads()
         step //= 2
-    if t == 0:
+
+
+@kernel
+def channel_sums_kernel(x, d, y, center, power, first_as_center, relu, sum_d, sum_e, O, C, I):
+    """Per channel c: sum_d[c] = sum of g and sum_e[c] = sum of ``term(x, g, m, power)``:
+    g (x - m) for power 0, (x - m)^2 for 2, |x - m|^power otherwise, where g = d (0 where
+    y <= 0 with ``relu``) and m = center[c] or, with ``first_as_center``, the channel's first
+    element."""
+    acc_d = cuda.shared.array(BLOCK, float64)
+    acc_e = cuda.shared.array(BLOCK, float64)
+    c = cuda.blockIdx.x
+    m = x[c * I] if first_as_center else center[c]
+    block_channel_sums(x, d, y, m, power, relu, O, C, I, acc_d, acc_e)
+    if cuda.threadIdx.x == 0:
         sum_d[c] = acc_d[0]
         sum_e[c] = acc_e[0]
+
+
+@device_function
+def channel_statistics(c, x, I, s, ss, n, batch_stat, running_mean, running_var,
+                       update_running, decay, unbias, eps, gamma, has_gamma, beta, has_beta,
+                       stats, mean_out, var_out, with_stats):
+    """Channel c's mean, variance (the batch's, from the sums ``s`` and ``ss`` of x and of
+    (x - its first element)^2, or the running ones), the running averages' update, and
+    stats[0..3, c] = mean, 1 / sqrt(var + eps), the affine map's scale and shift."""
+    if batch_stat:
+        if n > 0:
+            shift = x[c * I]
+            mean = s / n
+            var = max(ss / n - (mean - shift) * (mean - shift), 0.0)
+        else:
+            mean = 0.0
+            var = 0.0
+        if update_running:
+            running_mean[c] = decay * running_mean[c] + (1.0 - decay) * mean
+            running_var[c] = decay * running_var[c] + (1.0 - decay) * var * unbias
+    else:
+        mean = running_mean[c]
+        var = running_var[c]
+    inv_std = 1.0 / (var + eps) ** 0.5
+    scale = inv_std
+    offset = -mean * inv_std
+    if has_gamma:
+        scale *= gamma[c]
+        offset *= gamma[c]
+    if has_beta:
+        offset += beta[c]
+    stats[0, c] = mean
+    stats[1, c] = inv_std
+    stats[2, c] = scale
+    stats[3, c] = offset
+    if with_stats:
+        mean_out[c] = mean
+        var_out[c] = var
 
 
 @kernel
 def statistics_kernel(x, s, ss, n, I, batch_stat, running_mean, running_var, update_running,
                       decay, unbias, eps, gamma, has_gamma, beta, has_beta, stats, mean_out,
                       var_out, with_stats):
-    """Per channel: mean, variance (the batch's or the running ones), the running averages'
-    update, and stats[0..3, c] = mean, 1 / sqrt(var + eps), the affine map's scale and shift."""
+    """Per channel: :func:`channel_statistics` from the sums in ``s`` and ``ss``."""
     c = cuda.grid(1)
     if c < stats.shape[1]:
-        if batch_stat:
-            if n > 0:
-                shift = x[c * I]
-                mean = s[c] / n
-                var = max(ss[c] / n - (mean - shift) * (mean - shift), 0.0)
-            else:
-                mean = 0.0
-                var = 0.0
-            if update_running:
-                running_mean[c] = decay * running_mean[c] + (1.0 - decay) * mean
-                running_var[c] = decay * running_var[c] + (1.0 - decay) * var * unbias
-        else:
-            mean = running_mean[c]
-            var = running_var[c]
-        inv_std = 1.0 / (var + eps) ** 0.5
-        scale = inv_std
-        offset = -mean * inv_std
-        if has_gamma:
-            scale *= gamma[c]
-            offset *= gamma[c]
-        if has_beta:
-            offset += beta[c]
-        stats[0, c] = mean
-        stats[1, c] = inv_std
-        stats[2, c] = scale
-        stats[3, c] = offset
-        if with_stats:
-            mean_out[c] = mean
-            var_out[c] = var
+        channel_statistics(c, x, I, s[c], ss[c], n, batch_stat, running_mean, running_var,
+                           update_running, decay, unbias, eps, gamma, has_gamma, beta, has_beta,
+                           stats, mean_out, var_out, with_stats)
+
+
+@kernel
+def batch_statistics_kernel(x, center, first_as_center, O, C, I, n, running_mean, running_var,
+                            update_running, decay, unbias, eps, gamma, has_gamma, beta,
+                            has_beta, stats, mean_out, var_out, with_stats):
+    """channel_sums_kernel's batch sums (of x and of (x - its first element)^2;
+    ``first_as_center`` is True, ``center`` a float64 stand-in, so that the centre is typed as
+    there) and statistics_kernel's statistics in one launch: block c sums channel c, and its
+    thread 0 turns the sums into the statistics."""
+    acc_d = cuda.shared.array(BLOCK, float64)
+    acc_e = cuda.shared.array(BLOCK, float64)
+    c = cuda.blockIdx.x
+    m = x[c * I] if first_as_center else center[c]
+    block_channel_sums(x, x, x, m, 2, False, O, C, I, acc_d, acc_e)
+    if cuda.threadIdx.x == 0:
+        channel_statistics(c, x, I, acc_d[0], acc_e[0], n, True, running_mean, running_var,
+                           update_running, decay, unbias, eps, gamma, has_gamma, beta, has_beta,
+                           stats, mean_out, var_out, with_stats)
 
 
 @kernel
@@ -157,6 +203,44 @@ def channel_affine_kernel(x, stats, z, add_z, relu, y, C, I):
 
 
 @kernel
+def running_affine_kernel(x, running_mean, running_var, eps, gamma, has_gamma, beta, has_beta,
+                          z, add_z, relu, y, C, I, stats, mean_out, var_out, with_stats):
+    """Without batch statistics, statistics_kernel and channel_affine_kernel in one launch:
+    every thread computes its channel's affine map from the running mean and variance (the
+    same float64 expressions as statistics_kernel's), and the thread of each channel's first
+    element stores the channel's stats (for backward) and the ``with_stats`` outputs."""
+    i = cuda.grid(1)
+    if i < y.size:
+        c = (i // I) % C
+        mean = running_mean[c]
+        var = running_var[c]
+        inv_std = 1.0 / (var + eps) ** 0.5
+        scale = inv_std
+        offset = -mean * inv_std
+        if has_gamma:
+            scale *= gamma[c]
+            offset *= gamma[c]
+        if has_beta:
+            offset += beta[c]
+        if i < C * I and i % I == 0:
+            stats[0, c] = mean
+            stats[1, c] = inv_std
+            stats[2, c] = scale
+            stats[3, c] = offset
+            if with_stats:
+                mean_out[c] = mean
+                var_out[c] = var
+        # as channel_affine_kernel reads them: stored as float64 (the simulator computes the
+        # lines above in the inputs' type, NumPy's rule)
+        v = x[i] * float64(scale) + float64(offset)
+        if add_z:
+            v += z[i]
+        if relu and v < 0:
+            v = 0.0
+        y[i] = v
+
+
+@kernel
 def broadcast_product_kernel(a, g, has_g, g_strides, b, has_b, b_strides, shape, out):
     """out[i] = a[i] g[.] + b[.], g and b (each optional) read through broadcast strides."""
     i = cuda.grid(1)
@@ -169,33 +253,63 @@ def broadcast_product_kernel(a, g, has_g, g_strides, b, has_b, b_strides, shape,
         out[i] = v
 
 
+@device_function
+def channel_coefficients(c, s_d, s_dxc, stats, count, gamma, has_gamma, batch_stat, dmean, dvar,
+                         with_stats, dbeta, want_beta, accum_beta, dgamma, want_gamma,
+                         accum_gamma, coef):
+    """Channel c, from its sums s_d = sum(g) and s_dxc = sum(g (x - mean)): dbeta (+)= s_d,
+    dgamma (+)= s_dxc / std, and the coefficients coef[0..2, c] = p, q, r of
+    dx = p g + q (x - mean) + r."""
+    inv_std = stats[1, c]
+    if want_beta:
+        dbeta[c] = dbeta[c] + s_d if accum_beta else s_d
+    if want_gamma:
+        v = s_dxc * inv_std
+        dgamma[c] = dgamma[c] + v if accum_gamma else v
+    factor = gamma[c] if has_gamma else 1.0
+    p = factor * inv_std
+    q = 0.0
+    r = 0.0
+    if batch_stat:
+        q = -factor * inv_std * inv_std * inv_std * s_dxc / count
+        r = -factor * inv_std * s_d / count
+        if with_stats:
+            q += 2.0 * dvar[c] / count
+            r += dmean[c] / count
+    coef[0, c] = p
+    coef[1, c] = q
+    coef[2, c] = r
+
+
 @kernel
 def gradient_coefficients_kernel(stats, sum_d, sum_dxc, count, gamma, has_gamma, batch_stat,
                                  dmean, dvar, with_stats, dbeta, want_beta, accum_beta, dgamma,
                                  want_gamma, accum_gamma, coef):
-    """Per channel: dbeta (+)= sum(g), dgamma (+)= sum(g (x - mean)) / std, and the coefficients
-    coef[0..2, c] = p, q, r of dx = p g + q (x - mean) + r."""
+    """Per channel: :func:`channel_coefficients` from the sums in ``sum_d`` and ``sum_dxc``."""
     c = cuda.grid(1)
     if c < coef.shape[1]:
-        inv_std = stats[1, c]
-        if want_beta:
-            dbeta[c] = dbeta[c] + sum_d[c] if accum_beta else sum_d[c]
-        if want_gamma:
-            v = sum_dxc[c] * inv_std
-            dgamma[c] = dgamma[c] + v if accum_gamma else v
-        factor = gamma[c] if has_gamma else 1.0
-        p = factor * inv_std
-        q = 0.0
-        r = 0.0
-        if batch_stat:
-            q = -factor * inv_std * inv_std * inv_std * sum_dxc[c] / count
-            r = -factor * inv_std * sum_d[c] / count
-            if with_stats:
-                q += 2.0 * dvar[c] / count
-                r += dmean[c] / count
-        coef[0, c] = p
-        coef[1, c] = q
-        coef[2, c] = r
+        channel_coefficients(c, sum_d[c], sum_dxc[c], stats, count, gamma, has_gamma,
+                             batch_stat, dmean, dvar, with_stats, dbeta, want_beta, accum_beta,
+                             dgamma, want_gamma, accum_gamma, coef)
+
+
+@kernel
+def gradient_sums_kernel(x, dy, y, center, first_as_center, relu, O, C, I, stats, count, gamma,
+                         has_gamma, batch_stat, dmean, dvar, with_stats, dbeta, want_beta,
+                         accum_beta, dgamma, want_gamma, accum_gamma, coef):
+    """channel_sums_kernel's backward sums (of g and of g (x - mean), ``first_as_center``
+    False as there, so that the centre is typed as there) and gradient_coefficients_kernel's
+    coefficients in one launch: block c sums channel c, its thread 0 computes the channel's
+    parameter gradients and coefficients."""
+    acc_d = cuda.shared.array(BLOCK, float64)
+    acc_e = cuda.shared.array(BLOCK, float64)
+    c = cuda.blockIdx.x
+    m = x[c * I] if first_as_center else center[c]
+    block_channel_sums(x, dy, y, m, 0, relu, O, C, I, acc_d, acc_e)
+    if cuda.threadIdx.x == 0:
+        channel_coefficients(c, acc_d[0], acc_e[0], stats, count, gamma, has_gamma, batch_stat,
+                             dmean, dvar, with_stats, dbeta, want_beta, accum_beta, dgamma,
+                             want_gamma, accum_gamma, coef)
 
 
 @kernel
@@ -267,7 +381,7 @@ def _view(lay, a, owned):
     if lay.perm is None:
         return _flat(a)
     box, strides = _permuted(lay)
-    t = _temporary(a.shape, a.dtype, owned).reshape(a.size)
+    t = device.flat(_temporary(a.shape, a.dtype, owned))
     move(a, t, box, strides, contiguous_strides(box))
     return t
 
@@ -298,15 +412,20 @@ def _release_all(owned):
         device.release(owned.pop())
 
 
+def _sum_threads(O, I):
+    """Threads of a block summing one channel of O * I elements (a power of two)."""
+    return min(BLOCK, 1 << max(O * I - 1, 0).bit_length())
+
+
 def _channel_sums(op, x, d, y, center, power, first_as_center, relu=False):
     """(sum_d, sum_e) per channel (``channel_sums_kernel``), in a float64 workspace."""
     O, C, I = op.layout.shape3
-    sums = device.workspace("standardization sums", 2 * C, np.float64).reshape(2, C)
-    stand_in = center if center is not None else sums[0]
-    threads = min(BLOCK, 1 << max(O * I - 1, 0).bit_length())
-    device.configured(channel_sums_kernel, C, threads)(
-        x, d, y, stand_in, power, first_as_center, relu, sums[0], sums[1], O, C, I)
-    return sums[0], sums[1]
+    sums = device.reshaped(device.workspace("standardization sums", 2 * C, np.float64), 2, C)
+    sum_d, sum_e = device.row(sums, 0), device.row(sums, 1)
+    device.configured(channel_sums_kernel, C, _sum_threads(O, I))(
+        x, d, y, center if center is not None else sum_d, power, first_as_center, relu, sum_d,
+        sum_e, O, C, I)
+    return sum_d, sum_e
 
 
 def _broadcast_product(a, out, g=None, b=None):
@@ -358,25 +477,40 @@ def _standardize(op, inputs, outputs, owned):
     stats = getattr(op, "saved_device_stats", None)
     if stats is None or stats.shape[1] != C:
         stats = op.saved_device_stats = device.empty((4, C), np.float64)
-    s, ss = (_channel_sums(op, x, x, x, None, 2, True) if op.batch_stat and x.size
-             else (stats[0], stats[1]))   # stand-ins, not read
+    stand_in = device.row(stats, 0)   # for the arrays a launch does not read or write
+    fused_statistics = FUSED_STATISTICS and op.batch_stat and x.size > 0
+    s, ss = (_channel_sums(op, x, x, x, None, 2, True)
+             if op.batch_stat and x.size and not fused_statistics else (stand_in, stand_in))
     rm, rv = _slot(op, inputs, "mean"), _slot(op, inputs, "variance")
     update = op.batch_stat and rm is not None and not op.recomputing
     n = lay.count
     per_channel = op.channel_params
     gamma = _slot(op, inputs, "gamma") if per_channel else None
     beta = _slot(op, inputs, "beta") if per_channel else None
-    mean_out = _flat(outputs[1]) if op.with_stats else stats[0]
-    var_out = _flat(outputs[2]) if op.with_stats else stats[0]
-    device.launch(statistics_kernel, C, x if x.size else stats[0], s, ss, n, I, op.batch_stat,
-                  rm if rm is not None else stats[0], rv if rv is not None else stats[0], update,
-                  float(getattr(op, "decay_rate", 0.0)), n / (n - 1.0) if n > 1 else np.inf,
-                  float(op.eps), gamma if gamma is not None else stats[0], gamma is not None,
-                  beta if beta is not None else stats[0], beta is not None, stats, mean_out,
-                  var_out, op.with_stats)
+    mean_out = _flat(outputs[1]) if op.with_stats else stand_in
+    var_out = _flat(outputs[2]) if op.with_stats else stand_in
     z = _view(lay, inputs[op.slot["z"]], owned) if "z" in op.slot else None
-    device.launch(channel_affine_kernel, y.size, x, stats, z if z is not None else x,
-                  z is not None, op.relu, y, C, I)
+    if FUSED_INFERENCE and not op.batch_stat and rm is not None and rv is not None and y.size:
+        device.launch(running_affine_kernel, y.size, x, rm, rv, float(op.eps),
+                      gamma if gamma is not None else stand_in, gamma is not None,
+                      beta if beta is not None else stand_in, beta is not None,
+                      z if z is not None else x, z is not None, op.relu, y, C, I, stats,
+                      mean_out, var_out, op.with_stats)
+    else:
+        running = (rm if rm is not None else stand_in, rv if rv is not None else stand_in,
+                   update, float(getattr(op, "decay_rate", 0.0)),
+                   n / (n - 1.0) if n > 1 else np.inf, float(op.eps),
+                   gamma if gamma is not None else stand_in, gamma is not None,
+                   beta if beta is not None else stand_in, beta is not None, stats, mean_out,
+                   var_out, op.with_stats)
+        if fused_statistics:
+            device.configured(batch_statistics_kernel, C, _sum_threads(O, I))(
+                x, stand_in, True, O, C, I, n, *running)
+        else:
+            device.launch(statistics_kernel, C, x if x.size else stand_in, s, ss, n, I,
+                          op.batch_stat, *running)
+        device.launch(channel_affine_kernel, y.size, x, stats, z if z is not None else x,
+                      z is not None, op.relu, y, C, I)
     _store(lay, y, outputs[0])
     gamma, beta = _param(op, inputs, "gamma"), _param(op, inputs, "beta")
     if not per_channel and (gamma is not None or beta is not None):
@@ -442,21 +576,30 @@ def _standardization_grads(op, inputs, outputs, output_grads, input_grads, propa
     if not (need_sums or propagate_down[0]):
         return
     x = _view(lay, inputs[0], owned) if inputs[0] is not None else dy   # unread for dbeta alone
-    if need_sums:
-        sum_d, sum_dxc = _channel_sums(op, x, dy, y, stats[0], 0, False, op.relu)
+    stand_in = mean = device.row(stats, 0)
+    fused_sums = FUSED_STATISTICS and need_sums
+    if need_sums and not fused_sums:
+        sum_d, sum_dxc = _channel_sums(op, x, dy, y, mean, 0, False, op.relu)
     else:
-        sum_d = sum_dxc = stats[0]   # stand-ins, not read
-    coef = device.workspace("standardization coefficients", 3 * C, np.float64).reshape(3, C)
+        sum_d = sum_dxc = stand_in   # not read
+    coef = device.reshaped(device.workspace("standardization coefficients", 3 * C, np.float64),
+                           3, C)
     grad = (lambda name: _flat(input_grads[slot[name]]) if params_wanted and wanted(name)
-            else stats[0])
+            else stand_in)
     acc = (lambda name: bool(accum[slot[name]]) if wanted(name) else False)
-    dmean = _flat(output_grads[1]) if op.with_stats else stats[0]
-    dvar = _flat(output_grads[2]) if op.with_stats else stats[0]
-    device.launch(gradient_coefficients_kernel, C, stats, sum_d, sum_dxc, max(lay.count, 1),
-                  gamma if gamma is not None else stats[0], gamma is not None, op.batch_stat,
-                  dmean, dvar, op.with_stats, grad("beta"), params_wanted and wanted("beta"),
-                  acc("beta"), grad("gamma"), params_wanted and wanted("gamma"), acc("gamma"),
-                  coef)
+    dmean = _flat(output_grads[1]) if op.with_stats else stand_in
+    dvar = _flat(output_grads[2]) if op.with_stats else stand_in
+    coefficients = (stats, max(lay.count, 1), gamma if gamma is not None else stand_in,
+                    gamma is not None, op.batch_stat, dmean, dvar, op.with_stats, grad("beta"),
+                    params_wanted and wanted("beta"), acc("beta"), grad("gamma"),
+                    params_wanted and wanted("gamma"), acc("gamma"), coef)
+    if fused_sums:
+        O, I = lay.shape3[0], lay.shape3[2]
+        device.configured(gradient_sums_kernel, C, _sum_threads(O, I))(
+            x, dy, y, mean, False, op.relu, O, C, I, *coefficients)
+    else:
+        device.launch(gradient_coefficients_kernel, C, stats, sum_d, sum_dxc,
+                      *coefficients[1:])
     if propagate_down[0]:
         dx = _target(lay, input_grads[0], owned)
         device.launch(linear_grad_kernel, dy.size, x, dy, y, op.relu, stats, coef, 2, dx,
@@ -484,7 +627,7 @@ def norm_forward(op, inputs, outputs):
     stats = getattr(op, "saved_device_stats", None)
     if stats is None or stats.shape[1] != C:
         stats = op.saved_device_stats = device.empty((5, C), np.float64)
-    gain = _flat(inputs[1]) if len(inputs) > 1 else stats[0]
+    gain = _flat(inputs[1]) if len(inputs) > 1 else device.row(stats, 0)
     device.launch(norm_statistics_kernel, C, s, float(op.eps), 1.0 / power, gain,
                   len(inputs) > 1, op.name == "NormNormalization", stats)
     device.launch(channel_affine_kernel, y.size, x, stats, x, False, False, y, C, I)
@@ -505,11 +648,13 @@ def norm_backward(op, inputs, outputs, output_grads, input_grads, propagate_down
     power = _norm_power(op)
     stats = op.saved_device_stats
     x, dy = _view(lay, inputs[0], owned), _view(lay, output_grads[0], owned)
-    _, s = _channel_sums(op, x, dy, dy, stats[0], 0, False)   # stats[0]: the zero centre
-    coef = device.workspace("standardization coefficients", 3 * C, np.float64).reshape(3, C)
+    stand_in = device.row(stats, 0)
+    _, s = _channel_sums(op, x, dy, dy, stand_in, 0, False)   # stats[0]: the zero centre
+    coef = device.reshaped(device.workspace("standardization coefficients", 3 * C, np.float64),
+                           3, C)
     device.launch(norm_coefficients_kernel, C, stats, s, power,
-                  _flat(inputs[1]) if has_gain else stats[0], has_gain,
-                  _flat(input_grads[1]) if want_gain else stats[0], want_gain,
+                  _flat(inputs[1]) if has_gain else stand_in, has_gain,
+                  _flat(input_grads[1]) if want_gain else stand_in, want_gain,
                   bool(accum[1]) if want_gain else False, coef)
     if propagate_down[0]:
         dx = _target(lay, input_grads[0], owned)
@@ -580,7 +725,7 @@ def mean_subtraction_forward(op, inputs, outputs):
         device.fill(zeros, 0)
         s, _ = _channel_sums(op, x, x, x, zeros, 0, False)
     else:
-        s = stats[0]   # a stand-in, not read
+        s = device.row(stats, 0)   # a stand-in, not read
     t = _flat(inputs[2])
     device.launch(running_mean_kernel, C, s, float(max(lay.count, 1)), _flat(inputs[1]), t,
                   update and x.size > 0, stats, coef)
@@ -641,7 +786,8 @@ def clip_grad_by_norm_backward(op, inputs, outputs, output_grads, input_grads, p
     device.fill(gain, float(op.clip_norm))
     stats = _temporary((5, C), np.float64, owned)
     device.launch(norm_statistics_kernel, C, squares, 0.0, 0.5, gain, True, False, stats)
-    coef = device.workspace("standardization coefficients", 3 * C, np.float64).reshape(3, C)
+    coef = device.reshaped(device.workspace("standardization coefficients", 3 * C, np.float64),
+                           3, C)
     device.launch(norm_coefficients_kernel, C, stats, zeros, 2, gain, True, zeros, False, False,
                   coef)
     target = _target(lay, input_grads[0], owned)

@@ -181,7 +181,7 @@ def _mode(op):
 
 
 def _flat(a):
-    return a.reshape(a.size)
+    return device.flat(a)
 
 
 def _winners(op, x, y=None):
@@ -280,15 +280,15 @@ def max_pooling_gather_backward(op, inputs, outputs, output_grads, input_grads, 
 
 @forward("GlobalAveragePooling")
 def global_average_pooling_forward(op, inputs, outputs):
-    reduction.reduce(inputs[0].reshape(op.rows, op.size), outputs[0].reshape(op.rows), (1,),
-                     scale=1.0 / op.size)
+    reduction.reduce(device.reshaped(inputs[0], op.rows, op.size),
+                     device.reshaped(outputs[0], op.rows), (1,), scale=1.0 / op.size)
 
 
 @backward("GlobalAveragePooling")
 def global_average_pooling_backward(op, inputs, outputs, output_grads, input_grads,
                                     propagate_down, accum):
     if propagate_down[0]:
-        reduction.broadcast_into(output_grads[0], input_grads[0].reshape(op.rows, op.size),
+        reduction.broadcast_into(output_grads[0], device.reshaped(input_grads[0], op.rows, op.size),
                                  (1, 0), 1.0 / op.size, accum[0])
 
 

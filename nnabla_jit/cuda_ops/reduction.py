@@ -10,6 +10,7 @@ the CPU's exclusive prefix x suffix products (exact where x has zeros), Norm's t
 formula.
 """
 import functools
+import math
 
 import numpy as np
 from numba import float64, int64
@@ -162,7 +163,7 @@ def reduce(x, y, axes, kind=SUM, scale=1.0, accum=False, index=None, p=1.0):
     """y (+)= scale * reduction of device array x over ``axes`` (y flat over the kept axes;
     ``p``: Norm's power)."""
     kept_shape, kept_strides, red_shape, red_strides = reduction_layout(x.shape, axes)
-    red_size = int(np.prod(red_shape))
+    red_size = math.prod(red_shape)
     if y.size == 0:
         return
     if index is None:
@@ -217,7 +218,7 @@ def broadcast_into(src, dst, strides, scale=1.0, accum=False):
     """dst (+)= scale * src, src read through ``strides`` over dst's shape (0 where it is
     broadcast)."""
     shape = tuple(dst.shape) or (1,)
-    device.launch(broadcast_kernel, dst.size, src.reshape(src.size), dst.reshape(dst.size), shape,
+    device.launch(broadcast_kernel, dst.size, device.flat(src), device.flat(dst), shape,
                   strides or (0,), scale, accum)
 
 
@@ -261,8 +262,8 @@ def arg_reduction_backward(op, inputs, outputs, output_grads, input_grads, propa
     if not accum[0]:
         device.fill(dx, 0)
     layout = reduction_layout(dx.shape, op.axes)
-    device.launch(arg_backward_kernel, dy.size, dy.reshape(dy.size), op.saved_device_index,
-                  dx.reshape(dx.size), *layout)
+    device.launch(arg_backward_kernel, dy.size, device.flat(dy), op.saved_device_index,
+                  device.flat(dx), *layout)
 
 
 # ------------------------------------------------------------------------------ Prod, Norm
@@ -310,10 +311,10 @@ def product_norm_backward(op, inputs, outputs, output_grads, input_grads, propag
         return
     x, dy, dx = inputs[0], output_grads[0], input_grads[0]
     layout = reduction_layout(tuple(x.shape), op.axes)
-    prefix = device.empty((x.size,), x.dtype) if op.kind == PROD else dx.reshape(dx.size)
+    prefix = device.empty((x.size,), x.dtype) if op.kind == PROD else device.flat(dx)
     y = outputs[0] if op.kind == ABS_POW else dy
-    device.launch(product_norm_backward_kernel, dy.size, x.reshape(x.size), y.reshape(y.size),
-                  dy.reshape(dy.size), dx.reshape(dx.size), prefix, *layout,
+    device.launch(product_norm_backward_kernel, dy.size, device.flat(x), device.flat(y),
+                  device.flat(dy), device.flat(dx), prefix, *layout,
                   int(np.prod(layout[2])), op.kind, float(getattr(op, "p", 1.0)), accum[0])
     if op.kind == PROD:
         device.release(prefix)

@@ -177,7 +177,7 @@ def _scratch(name, size, dtype):
 
 
 def _flat(*arrays):
-    return [a.reshape(a.size) for a in arrays]
+    return [device.flat(a) for a in arrays]
 
 
 def _squared_norms(*arrays):
@@ -188,7 +188,7 @@ def _squared_norms(*arrays):
         if a.size:
             threads = min(BLOCK, 1 << max(a.size - 1, 0).bit_length())
             blocks = min(MAX_NORM_BLOCKS, (a.size + threads - 1) // threads)
-            squared_norm_kernel[blocks, threads](a.reshape(a.size), norms, k)
+            squared_norm_kernel[blocks, threads](device.flat(a), norms, k)
     return norms
 
 
@@ -296,7 +296,7 @@ def add_scaled(g, w, rate_):
 
 def scale(g, factor_):
     """g *= factor"""
-    device.launch(scale_kernel, g.size, g.reshape(g.size), _on_device_scalar(g, factor_))
+    device.launch(scale_kernel, g.size, device.flat(g), _on_device_scalar(g, factor_))
 
 
 def clip_by_norm(g, bound):
@@ -304,4 +304,4 @@ def clip_by_norm(g, bound):
     norms = _squared_norms(g)
     factor = _scratch("rate", 1, g.dtype)
     clip_factor_kernel[1, 1](norms, factor, bound)
-    device.launch(scale_kernel, g.size, g.reshape(g.size), factor)
+    device.launch(scale_kernel, g.size, device.flat(g), factor)

@@ -280,3 +280,57 @@ def test_resolved_launch_falls_back_when_a_kernel_launches_otherwise(monkeypatch
     launch(a, 1)
     launch(a, 1)
     assert kern.resolved == 4 and not device._RESOLVED_OK[0]
+
+
+@pytest.mark.parametrize("kept", [True, False])
+def test_views_kept_on_their_array_alias_it_and_leave_the_pool_alone(monkeypatch, kept):
+    """NNABLA_JIT_CUDA_VIEW_CACHE: a reshape or row of a device array is built once and kept on
+    it; it writes through to the array, and the array still goes back to the pool."""
+    from nnabla_jit.cuda_ops import device
+    device.load()
+    monkeypatch.setattr(device, "VIEW_CACHE", kept)
+    a = device.upload(np.arange(6, dtype=np.float32).reshape(2, 3))
+    flat = device.flat(a)
+    assert flat.shape == (6,)
+    assert (device.reshaped(a, 6) is flat) == kept
+    assert (device.reshaped(a, (3, 2)) is device.reshaped(a, 3, 2)) == kept
+    assert (device.reshaped(a, [3, 2]) is device.reshaped(a, 3, 2)) == kept
+    assert (device.reshaped(a, np.array([3, 2])) is device.reshaped(a, np.int64(3), 2)) == kept
+    assert device.reshaped(a, np.array([3, 2])).shape == (3, 2)
+    assert (device.row(a, 1) is device.row(a, 1)) == kept
+    device.fill(device.row(a, 1), 7.0)
+    device.add_into(device.reshaped(a, 3, 2), device.upload(np.ones((3, 2), np.float32)))
+    np.testing.assert_array_equal(device.copy_down(a), [[1, 2, 3], [8, 8, 8]])
+    np.testing.assert_array_equal(device.copy_down(device.reshaped(a, 3, 2)),
+                                  [[1, 2], [3, 8], [8, 8]])
+    device.free_pool()
+    device.release(a)
+    assert any(pooled is a for pooled in device._POOL.get((6, np.dtype(np.float32)), []))
+    device.free_pool()
+    host = np.zeros((2, 3))   # NumPy arrays cannot keep views: a new one each time
+    assert device.reshaped(host, 6) is not device.reshaped(host, 6)
+
+
+def test_convolution_launch_geometry_is_kept_until_set_up_again():
+    """A convolution node keeps its device launch geometry across steps; a new input shape
+    (set up again) gives it a new one, and the results stay the CPU's."""
+    import nnabla_jit as nn
+    from .compare import cuda_context
+    w = rng.randn(3, 2, 3, 3).astype(np.float32)
+    with nn.context_scope(cuda_context()):
+        x = nn.Variable.from_numpy_array(rng.randn(2, 2, 5, 5).astype(np.float32))
+        y = F.convolution(x, nn.Variable.from_numpy_array(w), pad=(1, 1))
+        y.forward()
+        op = y.parent.op
+        kept = op.device_conv_launch
+        y.forward()
+        assert op.device_conv_launch is kept
+        x.reset_shape((1, 2, 4, 4), force=True)
+        x.d = rng.randn(1, 2, 4, 4).astype(np.float32)
+        y.forward()
+        assert op.device_conv_launch is not kept and op.device_conv_launch.geo is op.geo
+        got = y.d.copy()
+    expected = F.convolution(nn.Variable.from_numpy_array(x.d), nn.Variable.from_numpy_array(w),
+                             pad=(1, 1))
+    expected.forward()
+    np.testing.assert_allclose(got, expected.d, rtol=1e-5, atol=1e-5)

@@ -143,3 +143,73 @@ def test_drawn_instance_normalizations(shape, data):
     assert_same_on_cuda(lambda x, b, g: F.instance_normalization(x, b, g, channel_axis, batch_axis),
                         signed(*shape), signed(*param), positive(*param), no_grad=without,
                         rtol=1e-4, atol=1e-5)
+
+
+INFERENCE_CASES = [
+    ("plain", lambda x, b, g, m, v: F.batch_normalization(x, b, g, m, v, batch_stat=False),
+     bn_inputs((2, 3, 2))),
+    ("z and relu", lambda x, b, g, m, v, z: F.fused_batch_normalization(
+        x, b, g, m, v, z, batch_stat=False), bn_inputs((2, 2, 3)) + [signed(2, 2, 3)]),
+    ("channel last", lambda x, b, g, m, v: F.batch_normalization(
+        x, b, g, m, v, axes=[2], batch_stat=False), bn_inputs((2, 2, 3), axis=2)),
+    ("channels apart", lambda x, b, g, m, v: F.batch_normalization(
+        x, b, g, m, v, axes=[0, 2], batch_stat=False), bn_inputs((2, 3, 2), axis=1)[:1]
+     + [signed(2, 1, 2), positive(2, 1, 2), signed(2, 1, 2), positive(2, 1, 2)]),
+    ("no gamma", lambda x, b, m, v: F.batch_normalization(x, b, None, m, v, batch_stat=False),
+     [a for k, a in enumerate(bn_inputs((3, 2, 2))) if k != 2]),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name, build, arrays", INFERENCE_CASES,
+                         ids=[c[0] for c in INFERENCE_CASES])
+def test_fused_inference_launch_equals_the_two_launches(monkeypatch, name, build, arrays, dtype):
+    """NNABLA_JIT_CUDA_FUSED_INFERENCE: one launch computing the statistics and the affine map
+    gives the two launches' outputs and gradients to the last bit, and the CPU's."""
+    from nnabla_jit.cuda_ops import normalization
+    arrays = [a.astype(dtype) for a in arrays]
+    no_grad = tuple(range(len(arrays) - 2, len(arrays))) if name != "z and relu" else (3, 4)
+    results = []
+    for fused in (True, False):
+        monkeypatch.setattr(normalization, "FUSED_INFERENCE", fused)
+        y, xs = run(cuda_context(), build, arrays, no_grad=no_grad)
+        results.append([y.d.copy()] + [x.g.copy() for x in xs if x.need_grad])
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)
+    assert_same_on_cuda(build, *arrays, no_grad=no_grad, rtol=1e-4, atol=1e-5)
+
+
+TRAINING_CASES = [
+    ("plain", lambda x, b, g, m, v: F.batch_normalization(x, b, g, m, v, decay_rate=0.7),
+     bn_inputs((3, 2, 2, 2))),
+    ("z and relu", lambda x, b, g, m, v, z: F.fused_batch_normalization(x, b, g, m, v, z),
+     bn_inputs((2, 2, 3)) + [signed(2, 2, 3)]),
+    ("output stats", lambda x, b, g, m, v: sum(F.batch_normalization(
+        x, b, g, m, v, output_stat=True)), bn_inputs((4, 2))),
+    ("channels apart", lambda x, b, g, m, v: F.batch_normalization(
+        x, b, g, m, v, axes=[0, 2]), bn_inputs((2, 3, 2), axis=1)[:1]
+     + [signed(2, 1, 2), positive(2, 1, 2), signed(2, 1, 2), positive(2, 1, 2)]),
+    ("gradients accumulate, inference too", lambda x, b, g, m, v: F.batch_normalization(
+        x, b, g, m, v) * 2.0 + F.batch_normalization(x, b, g, m, v, batch_stat=False),
+     bn_inputs((2, 2, 3))),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name, build, arrays", TRAINING_CASES,
+                         ids=[c[0] for c in TRAINING_CASES])
+def test_fused_statistics_launch_equals_the_two_launches(monkeypatch, name, build, arrays,
+                                                         dtype):
+    """NNABLA_JIT_CUDA_FUSED_STATISTICS: the batch sums and the statistics in one launch, and
+    backward's sums and coefficients in one, give the two launches' outputs, gradients and
+    running statistics to the last bit."""
+    from nnabla_jit.cuda_ops import normalization
+    arrays = [a.astype(dtype) for a in arrays]
+    results = []
+    for fused in (True, False):
+        monkeypatch.setattr(normalization, "FUSED_STATISTICS", fused)
+        y, xs = run(cuda_context(), build, arrays, no_grad=(3, 4))
+        results.append([y.d.copy()] + [x.d.copy() for x in xs[3:5]]
+                       + [x.g.copy() for x in xs if x.need_grad])
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)

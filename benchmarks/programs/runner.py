@@ -15,7 +15,9 @@ difference and the seconds per iteration of each run (median time between two va
 program's main series, the first two left out: they include the compilation). Where the
 difference passes the entry's tolerance, nnabla runs once more with its parameters perturbed
 by ``--sensitivity`` (1e-6): a difference within 3x that run's own spread, with the first
-values agreeing within 1e-4, is round-off the program amplified.
+values agreeing within 1e-4, is round-off the program amplified. ``--nnabla-stats`` runs a
+program again on nnabla_jit with nnabla's float32 one-pass normalization statistics: a program
+that then agrees differed by those statistics alone (``judge_by_nnabla_stats``).
 
 The oracle's results are kept in ``--work`` (default ``~/.cache/nnabla_jit_programs``) and
 reused while the program's entry, its sources and the hook are unchanged; ``--record-fixtures``

@@ -9,7 +9,7 @@ from . import function_bases as _fb
 from .context import context_scope, get_current_context
 from .function import auto_forward, no_grad
 from .normalization_functions import batch_normalization
-from .ops.convolution_variants import _named
+from .ops.convolution_variants import named_args
 from .ops.registry import Op, register
 from .variable import Variable
 
@@ -66,7 +66,7 @@ class FusedConvolution(Op):
     python_level = True
 
     def setup(self, *shapes):
-        s = _named(self, shapes)
+        s = named_args(self, shapes)
         bn = [n for n in ("beta", "gamma", "mean", "variance") if n in s]
         if 0 < len(bn) < 4:
             self.fail("batch normalization needs all of beta, gamma, mean and variance, got only {}", bn)

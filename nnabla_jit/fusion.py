@@ -19,7 +19,7 @@ import numpy as np
 from . import runners
 from .buffers import HOST, InputNotComputed, fetch_all
 from .ndarray import NotComputed
-from .ops.elementwise import ElementwiseOp, _prelude, load_generated, typed_scalars
+from .ops.elementwise import ElementwiseOp, prelude, load_generated, typed_scalars
 from .ops.kernels import uses_parallel
 
 ZERO_REF = "__zero_ref__"   # placeholder for the value zeros are typed like
@@ -136,7 +136,7 @@ def _kernel_pair(body_lines, params, arrays):
     """Source and loader of a serial and a prange kernel running ``body_lines`` per element."""
     flat = "".join("    {0} = {0}.reshape({0}.size)\n".format(a) for a in arrays)
     body = "".join("        " + line + "\n" for line in body_lines)
-    text = _prelude()
+    text = prelude()
     for suffix, deco, loop in (("", '@njit(cache=True, error_model="numpy")', "range"),
                                ("_parallel", '@njit(cache=True, parallel=True, error_model="numpy")', "prange")):
         text += "\n\n{}\ndef fused{}({}):\n{}    for i in {}({}.size):\n{}".format(

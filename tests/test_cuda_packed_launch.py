@@ -116,6 +116,8 @@ def test_packing_needs_a_read_numba_cuda_version():
 
 
 class FakeDriver:
+    core_launch = None
+
     def __init__(self):
         self.calls = []
 
@@ -256,3 +258,91 @@ def test_packing_resolves_numba_cudas_driver_functions(monkeypatch):
     monkeypatch.setattr(config, "ENABLE_CUDASIM", True)
     assert device._resolve_packing() is None
     assert "simulator" in device.PACKING_STATS["reason"]
+
+
+class FakeCoreDriver:
+    """numba-cuda 0.30's way to the GPU: cuda.core's ``launch(stream, config, kernel, *params)``
+    with a ``LaunchConfig`` built as its ``_Kernel.launch`` builds it."""
+    launch_kernel = None
+    core_ge_1_0 = True
+
+    def __init__(self):
+        self.calls = []
+
+    def core_launch(self, stream, config, kernel, *params):
+        self.calls.append((stream, config, kernel, params))
+
+    @staticmethod
+    def launch_config(**fields):
+        return tuple(sorted(fields.items()))
+
+    @staticmethod
+    def device_pointer(array):
+        return array.pointer
+
+
+def test_numba_cuda_030_launches_through_cuda_core_with_numbas_parameters(packing, monkeypatch):
+    """numba-cuda 0.30 launches through cuda.core: a packed launch calls it with the kernel
+    object of the overload's function, a LaunchConfig as numba builds it and numba's own
+    parameters for the values, converted once per value key."""
+    core = FakeCoreDriver()
+    monkeypatch.setattr(device, "_PACKING", [core])
+    kern = FakeDispatcher((types.Array(types.float32, 1, "C"), types.float64))
+    kernel_object = object()
+    kern.kernel._codelibrary = type("Library", (), {"get_cufunc": lambda _self: type(
+        "Function", (), {"kernel": kernel_object})()})()
+    converted = []
+    numbas_prepare = NumbaKernel._prepare_args
+
+    def counting_prepare(self, ty, value, stream, retr, params):
+        converted.append(value)
+        return numbas_prepare(self, ty, value, stream, retr, params)
+    monkeypatch.setattr(NumbaKernel, "_prepare_args", counting_prepare)
+    launch = device.configured(kern, 4, 128)
+    a = DeviceNDArray((6,), pointer=0x1000)
+    for _ in range(5):
+        launch(a, 0.5)
+    assert kern.resolved == 2 and len(core.calls) == 3
+    assert len(converted) == 2   # numba converted the two arguments once, for the value key
+    stream, config, kernel, params = core.calls[-1]
+    assert kernel is kernel_object and stream == 0
+    assert dict(config) == {"grid": (4, 1, 1), "block": (128, 1, 1), "shmem_size": 0,
+                            "is_cooperative": False}
+    assert _values(params) == _values(numbas_parameters(kern.types, (a, 0.5)))
+    launch(DeviceNDArray((6,), pointer=0x9000), 0.5)
+    assert core.calls[-1][3][4].value == 0x9000 and len(launch.packed) == 2
+
+
+def test_packing_prefers_cuda_core_on_numba_cuda_030(monkeypatch):
+    """numba-cuda 0.30.x: cuda.core's launch as its dispatcher imports it; other versions
+    (or a dispatcher without it): driver.launch_kernel or nothing."""
+    from numba import config
+    monkeypatch.setattr(config, "ENABLE_CUDASIM", False)
+    monkeypatch.setattr(device.metadata, "version", lambda name: "0.30.4")
+
+    def core_launch(stream, config, kernel, *params):
+        pass
+    monkeypatch.setattr(numba_dispatcher, "launch", core_launch, raising=False)
+    monkeypatch.setattr(numba_dispatcher, "LaunchConfig", dict, raising=False)
+    monkeypatch.setattr(numba_dispatcher, "CUDA_CORE_GE_1_0", True, raising=False)
+    resolved = device._resolve_packing()
+    assert resolved.core_launch is core_launch and resolved.launch_config is dict
+    assert resolved.core_ge_1_0 and device.PACKING_STATS["reason"] is None
+    monkeypatch.setattr(device.metadata, "version", lambda name: "0.29.0")
+    resolved = device._resolve_packing()
+    assert resolved is None or resolved.core_launch is None
+
+
+def test_an_array_without_a_device_pointer_takes_numbas_path(packing, monkeypatch):
+    """An object that only looks like a device array (numba-cuda's device_pointer raises a
+    bare Exception for it): no packing, numba's own path launches (and judges) it. Found on
+    the GPU: the fast-path tests' stand-in arrays raised out of the key instead."""
+    def no_pointer(array):
+        raise Exception("Not a CUDA memory object.")
+    monkeypatch.setattr(packing, "device_pointer", no_pointer)
+    kern = FakeDispatcher((types.Array(types.float32, 1, "C"), types.float64))
+    launch = device.configured(kern, 4, 128)
+    a = DeviceNDArray((6,))
+    for _ in range(4):
+        launch(a, 0.5)
+    assert not packing.calls and len(kern.kernel.launched) == 4 and not launch.packed

@@ -9,7 +9,7 @@ results are differentiable again.
 import numpy as np
 
 from .. import functions as F
-from ..ops.indexing import _prod
+from ..ops.common import shape_size
 from ..ops.registry import NoGradient, grad_rule
 
 
@@ -31,7 +31,7 @@ def gather_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, axis=
     dy, index = grad_inputs[0], inputs[1]
     xs, ishape = tuple(input_shapes[0]), tuple(input_shapes[1])
     axis %= len(xs)
-    k = _prod(ishape[batch_dims:])
+    k = shape_size(ishape[batch_dims:])
     flat = xs[:axis] + (k,) + xs[axis + 1:]
     aligned = ishape[:batch_dims] + (1,) * (axis - batch_dims) + (k,) + (1,) * (len(xs) - axis - 1)
     index = F.broadcast(F.reshape(index, aligned, inplace=False), flat)
@@ -97,7 +97,7 @@ def top_k_data_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, k
         return [dy]
     xs = tuple(input_shapes[0])
     base_axis %= len(xs)
-    rows = (_prod(xs[:base_axis]), _prod(xs[base_axis:]))
+    rows = (shape_size(xs[:base_axis]), shape_size(xs[base_axis:]))
     _, index = F.top_k_data(inputs[0], k, abs, True, base_axis, largest, with_index=True)
     dx = F.scatter_add(F.constant(0.0, rows), F.reshape(index, (rows[0], k), inplace=False),
                        F.reshape(dy, (rows[0], k), inplace=False), axis=1)

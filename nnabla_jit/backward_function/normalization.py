@@ -12,7 +12,7 @@ from .. import functions as F
 from ..context import context_scope
 from ..function import PythonFunction, auto_forward
 from ..grad import grad
-from ..ops.normalization import _input_names
+from ..ops.normalization import normalization_input_names
 from ..ops.registry import GRAD_RULES, REGISTRY, grad_rule
 from ..variable import Variable
 
@@ -34,7 +34,7 @@ def _standardization_rule(name):
         if name == "SyncBatchNormalization" and args.get("batch_stat", True) and comm is not None \
                 and getattr(comm, "size", 1) > 1:
             return _synchronized_rule(grad_inputs, inputs, args)
-        names = _input_names(name, len(inputs), args)
+        names = normalization_input_names(name, len(inputs), args)
         given = dict(zip(names, inputs))
         x, beta, gamma = given["x"], given.get("beta"), given.get("gamma")
         lay = REGISTRY[name](**args).layout_of(tuple(x.shape))
@@ -128,7 +128,7 @@ def _synchronized_rule(grad_inputs, inputs, args):
     per-channel sum taken over all processes (``SumOverProcesses``); beta's and gamma's gradients
     stay each process's own, as in backward."""
     comm, group = args["comm"], args.get("group") or "world"
-    names = _input_names("SyncBatchNormalization", len(inputs), args)
+    names = normalization_input_names("SyncBatchNormalization", len(inputs), args)
     given = dict(zip(names, inputs))
     x, beta, gamma = given["x"], given.get("beta"), given.get("gamma")
     lay = REGISTRY["SyncBatchNormalization"](**args).layout_of(tuple(x.shape))

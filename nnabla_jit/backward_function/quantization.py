@@ -7,7 +7,7 @@ constants they are almost everywhere.
 import numpy as np
 
 from .. import functions as F
-from ..ops.quantization import _affine_dims, fixed_point_pass_range, pow2_pass_range
+from ..ops.quantization import affine_dims, fixed_point_pass_range, pow2_pass_range
 from ..ops.registry import grad_rule
 from .adjoint import bilinear_adjoint
 from .elementwise import reduce_to_shape
@@ -61,7 +61,7 @@ def quantize_linear_grad(grad_inputs, inputs, input_shapes, outputs, output_shap
 
 def _affine_dx(dy, w_for_dx, x_shape, w_shape, base_axis):
     """F-built dx = dy W^T of y = x W (+ b), W being ``w_for_dx``."""
-    xs, ws, (n, d, m) = _affine_dims(x_shape, w_shape, base_axis)
+    xs, ws, (n, d, m) = affine_dims(x_shape, w_shape, base_axis)
     dx = F.batch_matmul(F.reshape(dy, (n, m), inplace=False),
                         F.reshape(w_for_dx, (d, m), inplace=False), False, True)
     return F.reshape(dx, xs, inplace=False)
@@ -69,7 +69,7 @@ def _affine_dx(dy, w_for_dx, x_shape, w_shape, base_axis):
 
 def _affine_dw_db(dy, x, x_shape, w_shape, base_axis):
     """F-built dW = x^T dy and db = sum(dy) of y = x W + b."""
-    xs, ws, (n, d, m) = _affine_dims(x_shape, w_shape, base_axis)
+    xs, ws, (n, d, m) = affine_dims(x_shape, w_shape, base_axis)
     dy2 = F.reshape(dy, (n, m), inplace=False)
     dw = F.batch_matmul(F.reshape(x, (n, d), inplace=False), dy2, True, False)
     return F.reshape(dw, ws, inplace=False), F.reshape(F.sum(dy2, axis=0), ws[1:], inplace=False)

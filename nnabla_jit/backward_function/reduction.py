@@ -3,7 +3,7 @@
 import numpy as np
 
 from .. import functions as F
-from ..ops.reduction import _axes_of
+from ..ops.reduction import axes_of
 from ..ops.registry import NoGradient, grad_rule
 
 
@@ -17,13 +17,13 @@ def _expand(dy, input_shape, axes, keep_dims):
 
 @grad_rule('Sum')
 def sum_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, axes=None, keep_dims=False):
-    axes = _axes_of(input_shapes[0], axes)
+    axes = axes_of(input_shapes[0], axes)
     return [_expand(grad_inputs[0], tuple(input_shapes[0]), axes, keep_dims)]
 
 
 @grad_rule('Mean')
 def mean_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, axes=None, keep_dims=False):
-    axes = _axes_of(input_shapes[0], axes)
+    axes = axes_of(input_shapes[0], axes)
     n = int(np.prod([input_shapes[0][a] for a in axes]))
     return [_expand(grad_inputs[0], tuple(input_shapes[0]), axes, keep_dims) * (1.0 / max(n, 1))]
 
@@ -42,7 +42,7 @@ def reduce_mean_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes):
 
 @grad_rule('Prod')
 def prod_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, axes=None, keep_dims=False):
-    axes = _axes_of(input_shapes[0], axes)
+    axes = axes_of(input_shapes[0], axes)
     shape = tuple(input_shapes[0])
     x, y = inputs[0], outputs[0]
     return [_expand(grad_inputs[0] * y, shape, axes, keep_dims) / x]
@@ -50,7 +50,7 @@ def prod_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, axes=No
 
 @grad_rule('Norm')
 def norm_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, p=2.0, axes=None, keep_dims=False):
-    axes = _axes_of(input_shapes[0], axes)
+    axes = axes_of(input_shapes[0], axes)
     shape = tuple(input_shapes[0])
     x, y = inputs[0], outputs[0]
     scale = _expand(grad_inputs[0] * y ** (1 - p), shape, axes, keep_dims)
@@ -64,7 +64,7 @@ def arg_reduction_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes
     """The max/min element gets dy: mask = (x == broadcast(y))."""
     if only_index:
         raise NoGradient("Max/Min with only_index=True has no gradient")
-    axes = _axes_of(input_shapes[0], axes)
+    axes = axes_of(input_shapes[0], axes)
     shape = tuple(input_shapes[0])
     x, y = inputs[0], outputs[0]
     yb = _expand(y, shape, axes, keep_dims)

@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import functions as F
 from ..ops.registry import grad_rule
-from ..ops.sequence import _node_op
+from ..ops.sequence import node_op
 from ..variable import Variable
 
 
@@ -15,7 +15,7 @@ def pack_padded_sequence_grad(grad_inputs, inputs, input_shapes, outputs, output
                               batch_first=False):
     """d padded = pad_packed_sequence(d packed) to the padded length, with zeros for the
     sequences of length 0 (unpacking only sees the batch sizes, so it ends before them)."""
-    op = _node_op(outputs)
+    op = node_op(outputs)
     batch_sizes = Variable.from_numpy_array(op.batch_sizes.astype(np.int32))
     padded, _ = F.pad_packed_sequence(grad_inputs[0], batch_sizes, batch_first, 0.0, op.seq_len)
     batch_axis = 0 if batch_first else 1
@@ -29,7 +29,7 @@ def pack_padded_sequence_grad(grad_inputs, inputs, input_shapes, outputs, output
 def pad_packed_sequence_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes,
                              batch_first=False, padding_value=0.0, total_length=-1):
     """d packed = pack_padded_sequence(d padded) (padding positions get no gradient)."""
-    op = _node_op(outputs)
+    op = node_op(outputs)
     packed, _ = F.pack_padded_sequence(grad_inputs[0], Variable.from_numpy_array(op.lengths),
                                        batch_first)
     return [packed, None]

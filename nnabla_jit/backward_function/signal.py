@@ -5,7 +5,7 @@ that transpose as a graph node.
 """
 from .. import function_bases as FB, functions as F
 from ..ops.registry import grad_rule
-from ..ops.signal import _STFT_ARGS, _signal_size
+from ..ops.signal import STFT_ARGS, signal_size
 from .adjoint import linear_adjoint
 
 
@@ -31,21 +31,21 @@ def onnx_resize_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, 
 def fft_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, signal_ndim=1,
              normalized=False):
     dx = F.ifft(grad_inputs[0], signal_ndim, normalized)
-    return [dx if normalized else dx * float(_signal_size(input_shapes[0], signal_ndim))]
+    return [dx if normalized else dx * float(signal_size(input_shapes[0], signal_ndim))]
 
 
 @grad_rule('IFFT')
 def ifft_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, signal_ndim=1,
               normalized=False):
     dx = F.fft(grad_inputs[0], signal_ndim, normalized)
-    return [dx if normalized else dx / float(_signal_size(input_shapes[0], signal_ndim))]
+    return [dx if normalized else dx / float(signal_size(input_shapes[0], signal_ndim))]
 
 
 @grad_rule('STFT')
 def stft_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, as_istft_backward=False,
               **args):
     dyr, dyi = grad_inputs
-    stft_args = [args[k] for k in _STFT_ARGS]
+    stft_args = [args[k] for k in STFT_ARGS]
     if as_istft_backward:
         return [FB.istft(dyr, dyi, *stft_args[:5], "constant", False)]
     length = input_shapes[0][1]
@@ -59,7 +59,7 @@ def stft_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, as_istf
 @grad_rule('ISTFT')
 def istft_grad(grad_inputs, inputs, input_shapes, outputs, output_shapes, as_stft_backward=False,
                **args):
-    stft_args = [args[k] for k in _STFT_ARGS]
+    stft_args = [args[k] for k in STFT_ARGS]
     if as_stft_backward:
         return list(FB.stft(grad_inputs[0], *stft_args, False))
     return list(FB.stft(grad_inputs[0], *stft_args[:5], "constant", True))

@@ -6,6 +6,7 @@ import math
 
 from ..ops.activation import concatenated_slope, concatenated_value
 from . import device, reduction
+from .device import store
 from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
@@ -49,10 +50,7 @@ def softmax_backward_kernel(y, dy, dx, rows, n, inner, log, accum):
         for k in range(n):
             j = base + k * inner
             g = dy[j] - math.exp(y[j]) * s if log else y[j] * (dy[j] - s)
-            if accum:
-                dx[j] += g
-            else:
-                dx[j] = g
+            store(dx, j, g, accum)
 
 
 @forward("Softmax", "LogSoftmax")
@@ -99,10 +97,7 @@ def concatenated_backward_kernel(x, dy, dx, n, inner, alpha, elu, accum):
         v = x[j]
         g = (dy[first] * half_slope(v, alpha, elu)
              - dy[first + n * inner] * half_slope(-v, alpha, elu))
-        if accum:
-            dx[j] += g
-        else:
-            dx[j] = g
+        store(dx, j, g, accum)
 
 
 def _flat(a):
@@ -147,10 +142,7 @@ def prelu_backward_kernel(x, w, dy, dx, slope_terms, n, inner, want_dx, want_dw,
         g = dy[j]
         if want_dx:
             gx = g if v > 0 else w[(j // inner) % n if w.size > 1 else 0] * g
-            if accum_dx:
-                dx[j] += gx
-            else:
-                dx[j] = gx
+            store(dx, j, gx, accum_dx)
         if want_dw:
             slope_terms[j] = g * v if v <= 0 else 0.0
 

@@ -24,6 +24,7 @@ import numpy as np
 from numba import config, float64
 
 from . import cublas, device
+from .device import store
 from .registry import kernel
 
 cuda = None  # numba.cuda, bound by device.load()
@@ -96,10 +97,7 @@ def matmul_kernel(a, b, c, a_batch, b_batch, trans_a, trans_b, accum, z0):
             acc += tile_a[ty, k] * tile_b[k, tx]
         cuda.syncthreads()
     if row < rows and col < cols:
-        if accum:
-            c[z, row, col] += acc
-        else:
-            c[z, row, col] = acc
+        store(c, (z, row, col), acc, accum)
 
 
 def matmul(a, b, c, trans_a=False, trans_b=False, accum=False, a_batch=None, b_batch=None):

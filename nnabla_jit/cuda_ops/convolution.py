@@ -19,11 +19,18 @@ col2im gathers (one thread per image element, summing the col entries that read 
 atomics are needed. Any number of spatial dims. ``rows`` is a map with its batch moved next to
 its positions, whatever the layout, so the GEMMs never see the layout.
 """
-from ..ops.convolution import INIT_ADD, INIT_BIAS, INIT_ZERO
+from ..ops import convolution as cpu_conv
+from ..ops.convolution import INIT_ADD, INIT_BIAS, INIT_ZERO, init_for_accum, init_for_bias
 from . import blas, device, reduction
+from .device import unravel3
 from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
+
+# The CPU's layout and col rules (ops/convolution.py), compiled for the device.
+sample_strides = device_function(cpu_conv.sample_strides.py_func)
+col_row = device_function(cpu_conv.col_row.py_func)
+col_entry = device_function(cpu_conv.col_entry.py_func)
 
 
 @device_function
@@ -37,19 +44,30 @@ def tap_offset(k, kernel_shape, dilation, d):
 @device_function
 def element_at(b, c, p, channels, n_positions, channel_last):
     """Flat index of element (channel c, position p) of sample b of an image or map."""
-    if channel_last:
-        return (b * n_positions + p) * channels + c
-    return (b * channels + c) * n_positions + p
+    cs, ps = sample_strides(channels, n_positions, channel_last)
+    return b * channels * n_positions + c * cs + p * ps
 
 
 @device_function
-def col_row(c, k, channels, n_taps, group, channel_last):
-    """The col row of image channel c and kernel tap k (the filter's column order)."""
+def element_of(i, channels, n_positions, channel_last):
+    """(b, c, p): sample, channel and position of flat element i of an image or map
+    (``element_at`` inverted)."""
     if channel_last:
-        per_group = channels // group
-        g = c // per_group
-        return (g * n_taps + k) * per_group + c - g * per_group
-    return c * n_taps + k
+        b, p, c = unravel3(i, n_positions, channels)
+    else:
+        b, c, p = unravel3(i, channels, n_positions)
+    return b, c, p
+
+
+@device_function
+def write_init(out, i, v, init, bias, channel):
+    """out[i] = v added to out[i] (INIT_ADD), to zero, or to bias[channel] (INIT_BIAS)."""
+    if init == INIT_ADD:
+        out[i] += v
+    elif init == INIT_BIAS:
+        out[i] = v + bias[channel]
+    else:
+        out[i] = v
 
 
 @kernel
@@ -58,20 +76,8 @@ def im2col_kernel(img, col, n_batch, channels, group, channel_last, img_sp, map_
     """col[row(c, k), b * O + o] = img[b, c, o * stride + tap(k) - pad] (0 in the padding)."""
     i = cuda.grid(1)
     if i < col.size:
-        width = n_batch * n_map
-        row = i // width
-        rest = i - row * width
-        b = rest // n_map
-        o = rest - b * n_map
-        if channel_last:
-            per_group = channels // group
-            g = row // (n_taps * per_group)
-            r = row - g * n_taps * per_group
-            k = r // per_group
-            c = g * per_group + r - k * per_group
-        else:
-            c = row // n_taps
-            k = row - c * n_taps
+        row, b, o = unravel3(i, n_batch, n_map)
+        c, k = col_entry(row, n_taps, channels // group, channel_last)
         pos = 0
         inside = True
         rem = o
@@ -84,8 +90,8 @@ def im2col_kernel(img, col, n_batch, channels, group, channel_last, img_sp, map_
                 inside = False
             pos += p * step
             step *= img_sp[d]
-        col[row, rest] = (img[element_at(b, c, pos, channels, n_img, channel_last)]
-                          if inside else 0.0)
+        col[row, b * n_map + o] = (img[element_at(b, c, pos, channels, n_img, channel_last)]
+                                   if inside else 0.0)
 
 
 @kernel
@@ -95,16 +101,7 @@ def col2im_kernel(col, img, bias, init, n_batch, channels, group, channel_last, 
     to img (INIT_ADD), to zero or to bias[c] (the CPU's init modes)."""
     i = cuda.grid(1)
     if i < img.size:
-        if channel_last:
-            c = i % channels
-            bp = i // channels
-            b = bp // n_img
-            p_flat = bp - b * n_img
-        else:
-            bc = i // n_img
-            p_flat = i - bc * n_img
-            b = bc // channels
-            c = bc - b * channels
+        b, c, p_flat = element_of(i, channels, n_img, channel_last)
         acc = 0.0
         for k in range(n_taps):
             o = 0
@@ -121,24 +118,8 @@ def col2im_kernel(col, img, bias, init, n_batch, channels, group, channel_last, 
                 o += od * step
                 step *= map_sp[d]
             if valid:
-                acc += col[col_row(c, k, channels, n_taps, group, channel_last), b * n_map + o]
-        if init == INIT_ADD:
-            img[i] += acc
-        elif init == INIT_BIAS:
-            img[i] = acc + bias[c]
-        else:
-            img[i] = acc
-
-
-@device_function
-def map_position(i, n_rows, n_map, channel_last):
-    """(m, b * O + o) of element i of a map (B, M, O) -- or (B, O, M) channel-last -- in the
-    (M, B * O) rows of a GEMM."""
-    if channel_last:
-        return i % n_rows, i // n_rows
-    bm = i // n_map
-    o = i - bm * n_map
-    return bm % n_rows, bm // n_rows * n_map + o
+                acc += col[col_row(c, k, n_taps, channels // group, channel_last), b * n_map + o]
+        write_init(img, i, acc, init, bias, c)
 
 
 @kernel
@@ -146,14 +127,8 @@ def rows_to_map_kernel(rows, mp, bias, init, n_map, channel_last):
     """mp[b, m, o] = rows[m, b * O + o], added to mp (INIT_ADD), to zero or to bias[m]."""
     i = cuda.grid(1)
     if i < mp.size:
-        m, bo = map_position(i, rows.shape[0], n_map, channel_last)
-        v = rows[m, bo]
-        if init == INIT_ADD:
-            mp[i] += v
-        elif init == INIT_BIAS:
-            mp[i] = v + bias[m]
-        else:
-            mp[i] = v
+        b, m, o = element_of(i, rows.shape[0], n_map, channel_last)
+        write_init(mp, i, rows[m, b * n_map + o], init, bias, m)
 
 
 @kernel
@@ -161,21 +136,19 @@ def map_to_rows_kernel(mp, rows, n_map, channel_last):
     """rows[m, b * O + o] = mp[b, m, o]."""
     i = cuda.grid(1)
     if i < mp.size:
-        m, bo = map_position(i, rows.shape[0], n_map, channel_last)
-        rows[m, bo] = mp[i]
+        b, m, o = element_of(i, rows.shape[0], n_map, channel_last)
+        rows[m, b * n_map + o] = mp[i]
 
 
-class _Launch:
+class ConvLaunch:
     """One node's geometry as the kernels take it, and the three products over device arrays."""
 
     def __init__(self, op):
         geo = self.geo = op.geo
-        D = len(geo.img_sp)
-        as_tuple = (lambda v: tuple(int(e) for e in v) if len(v) == D else (int(v[0]),) * D)
         self.layout = (int(geo.group), bool(geo.channel_last))
-        self.spatial = (tuple(geo.img_sp), tuple(geo.map_sp), tuple(geo.kernel),
-                        as_tuple(op.stride), as_tuple(op.pad), as_tuple(op.dilation),
-                        int(geo.S), int(geo.O), int(geo.K))
+        as_ints = (lambda v: tuple(int(e) for e in v))
+        self.spatial = (as_ints(geo.img_sp), as_ints(geo.map_sp), as_ints(geo.kernel), geo.stride,
+                        geo.pad, geo.dilation, int(geo.S), int(geo.O), int(geo.K))
         self.same = blas.batch_map(geo.group, (geo.group,), (geo.group,))
 
     def filters(self, w):
@@ -235,19 +208,15 @@ class _Launch:
 
 
 def _launch_of(op):
-    """The node's :class:`_Launch`, kept on it while its geometry is the same object (set up
+    """The node's :class:`ConvLaunch`, kept on it while its geometry is the same object (set up
     again, it gets a new one)."""
     kept = op.__dict__.get("device_conv_launch")
     if kept is None or kept.geo is not op.geo:
-        kept = op.__dict__["device_conv_launch"] = _Launch(op)
+        kept = op.__dict__["device_conv_launch"] = ConvLaunch(op)
     return kept
 
 
-def _init(accum):
-    return INIT_ADD if accum else INIT_ZERO
-
-
-def _zero_unless_accum(grads, propagate_down, accum):
+def zero_unless_accum(grads, propagate_down, accum):
     """The gradients of an empty batch: zero, or unchanged when accumulated."""
     for g, pd, acc in zip(grads, propagate_down, accum):
         if pd and not acc and g.size:
@@ -258,8 +227,7 @@ def _zero_unless_accum(grads, propagate_down, accum):
 def convolution_forward(op, inputs, outputs):
     if outputs[0].size:
         bias = inputs[2] if len(inputs) > 2 else None
-        _launch_of(op).image_to_map(inputs[0], inputs[1], outputs[0], bias,
-                                 INIT_ZERO if bias is None else INIT_BIAS)
+        _launch_of(op).image_to_map(inputs[0], inputs[1], outputs[0], bias, init_for_bias(bias))
 
 
 @backward("Convolution", "DepthwiseConvolution")
@@ -267,12 +235,12 @@ def convolution_backward(op, inputs, outputs, output_grads, input_grads, propaga
     """dx = col2im(W^T rows(dy)), dW (+)= rows(dy) col(x)^T, db (+)= the row sums of rows(dy)."""
     dy = output_grads[0]
     if dy.size == 0:
-        _zero_unless_accum(input_grads, propagate_down, accum)
+        zero_unless_accum(input_grads, propagate_down, accum)
         return
     launch = _launch_of(op)
     rows = launch.rows(dy)
     if propagate_down[0]:
-        launch.rows_to_image(rows, inputs[1], input_grads[0], init=_init(accum[0]))
+        launch.rows_to_image(rows, inputs[1], input_grads[0], init=init_for_accum(accum[0]))
     if propagate_down[1]:
         launch.filter_grad(inputs[0], rows, input_grads[1], accum[1])
     if len(inputs) > 2 and propagate_down[2]:
@@ -287,8 +255,7 @@ def deconvolution_forward(op, inputs, outputs):
     if y.size:
         launch = _launch_of(op)
         bias = inputs[2] if len(inputs) > 2 else None
-        launch.rows_to_image(launch.rows(inputs[0]), inputs[1], y, bias,
-                             INIT_ZERO if bias is None else INIT_BIAS)
+        launch.rows_to_image(launch.rows(inputs[0]), inputs[1], y, bias, init_for_bias(bias))
 
 
 @backward("Deconvolution", "DepthwiseDeconvolution")
@@ -297,11 +264,11 @@ def deconvolution_backward(op, inputs, outputs, output_grads, input_grads, propa
     """dx = conv(dy, W), dW (+)= rows(x) col(dy)^T, db (+)= the channel sums of dy."""
     dy = output_grads[0]
     if dy.size == 0:
-        _zero_unless_accum(input_grads, propagate_down, accum)
+        zero_unless_accum(input_grads, propagate_down, accum)
         return
     launch = _launch_of(op)
     if propagate_down[0]:
-        launch.image_to_map(dy, inputs[1], input_grads[0], init=_init(accum[0]))
+        launch.image_to_map(dy, inputs[1], input_grads[0], init=init_for_accum(accum[0]))
     if propagate_down[1]:
         launch.filter_grad(dy, launch.rows(inputs[0]), input_grads[1], accum[1])
     if len(inputs) > 2 and propagate_down[2]:

@@ -13,11 +13,13 @@ offset and mask gradients come from the col gradient W^T rows(dy), one thread pe
 adding into the corners it read and the offset and mask it used (atomically: several col
 elements share them).
 """
-from ..ops.convolution import INIT_BIAS, INIT_ZERO
-from ..ops.convolution_variants import (_corners as cpu_corners, correlation_at as cpu_correlation_at,
+from ..ops.convolution import init_for_bias
+from ..ops.convolution_variants import (bilinear_corners as cpu_corners, corner_sums as cpu_corner_sums,
+                                        corner_weight as cpu_corner_weight, correlation_at as cpu_correlation_at,
                                         separable_at as cpu_separable_at)
 from . import blas, device, reduction
-from .convolution import _Launch, _zero_unless_accum
+from .convolution import ConvLaunch, zero_unless_accum
+from .device import store, unravel3
 from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
@@ -25,6 +27,8 @@ cuda = None  # numba.cuda, bound by device.load()
 separable_at = device_function(cpu_separable_at.py_func)
 correlation_at = device_function(cpu_correlation_at.py_func)
 corners = device_function(cpu_corners.py_func)
+corner_sums = device_function(cpu_corner_sums.py_func)
+corner_weight = device_function(cpu_corner_weight.py_func)
 
 
 # ============================================================================== adaptive separable
@@ -33,10 +37,8 @@ def separable_kernel(x, kv, kh, y):
     i = cuda.grid(1)
     if i < y.size:
         C, Ho, Wo = y.shape[1], y.shape[2], y.shape[3]
-        w = i % Wo
-        h = (i // Wo) % Ho
-        c = (i // (Wo * Ho)) % C
-        n = i // (Wo * Ho * C)
+        n, c, hw = unravel3(i, C, Ho * Wo)
+        _, h, w = unravel3(hw, Ho, Wo)
         y[n, c, h, w] = separable_at(x, kv, kh, n, c, h, w)
 
 
@@ -48,10 +50,8 @@ def separable_input_grad_kernel(kv, kh, dy, dx, accum):
     if i < dx.size:
         C, H, W = dx.shape[1], dx.shape[2], dx.shape[3]
         Ho, Wo = dy.shape[2], dy.shape[3]
-        q = i % W
-        p = (i // W) % H
-        c = (i // (W * H)) % C
-        n = i // (W * H * C)
+        n, c, pq = unravel3(i, C, H * W)
+        _, p, q = unravel3(pq, H, W)
         acc = 0.0
         for a in range(kv.shape[1]):
             h = p - a
@@ -61,10 +61,7 @@ def separable_input_grad_kernel(kv, kh, dy, dx, accum):
                 w = q - b
                 if 0 <= w < Wo:
                     acc += dy[n, c, h, w] * kv[n, a, h, w] * kh[n, b, h, w]
-        if accum:
-            dx[n, c, p, q] += acc
-        else:
-            dx[n, c, p, q] = acc
+        store(dx, (n, c, p, q), acc, accum)
 
 
 @kernel
@@ -75,20 +72,15 @@ def separable_kernel_grad_kernel(x, other, dy, dk, vertical, accum):
     i = cuda.grid(1)
     if i < dk.size:
         T, Ho, Wo = dk.shape[1], dk.shape[2], dk.shape[3]
-        w = i % Wo
-        h = (i // Wo) % Ho
-        t = (i // (Wo * Ho)) % T
-        n = i // (Wo * Ho * T)
+        n, t, hw = unravel3(i, T, Ho * Wo)
+        _, h, w = unravel3(hw, Ho, Wo)
         acc = 0.0
         for c in range(x.shape[1]):
             g = dy[n, c, h, w]
             for u in range(other.shape[1]):
                 v = x[n, c, h + t, w + u] if vertical else x[n, c, h + u, w + t]
                 acc += g * v * other[n, u, h, w]
-        if accum:
-            dk[n, t, h, w] += acc
-        else:
-            dk[n, t, h, w] = acc
+        store(dk, (n, t, h, w), acc, accum)
 
 
 @forward("AdaptiveSeparableConvolution")
@@ -115,11 +107,8 @@ def correlation_kernel(x1, x2, y, patch, shift, patch_step, shift_step, top, lef
     i = cuda.grid(1)
     if i < y.size:
         Ho, Wo, Cy, Cx = y.shape[1], y.shape[2], y.shape[3], y.shape[4]
-        ix = i % Cx
-        iy = (i // Cx) % Cy
-        wo = (i // (Cx * Cy)) % Wo
-        ho = (i // (Cx * Cy * Wo)) % Ho
-        n = i // (Cx * Cy * Wo * Ho)
+        n, ho, rest = unravel3(i, Ho, Wo * Cy * Cx)
+        wo, iy, ix = unravel3(rest, Cy, Cx)
         y[n, ho, wo, iy, ix] = correlation_at(x1, x2, n, ho, wo, iy, ix, patch, shift,
                                               patch_step, shift_step, top, left)
 
@@ -134,10 +123,8 @@ def correlation_grad_kernel(partner, dy, dx, patch, shift, patch_step, shift_ste
     if i < dx.size:
         H, W, C = dx.shape[1], dx.shape[2], dx.shape[3]
         Ho, Wo, Cy, Cx = dy.shape[1], dy.shape[2], dy.shape[3], dy.shape[4]
-        c = i % C
-        p = (i // C) % W
-        q = (i // (C * W)) % H
-        n = i // (C * W * H)
+        n, q, pc = unravel3(i, H, W * C)
+        _, p, c = unravel3(pc, W, C)
         acc = 0.0
         for iy in range(Cy):
             sy = iy * shift_step[0] - shift[0]
@@ -161,10 +148,7 @@ def correlation_grad_kernel(partner, dy, dx, patch, shift, patch_step, shift_ste
                         if s < 0 or s % patch_step[1] != 0 or s // patch_step[1] >= Wo:
                             continue
                         acc += dy[n, t // patch_step[0], s // patch_step[1], iy, ix] * v
-        if accum:
-            dx[n, q, p, c] += acc
-        else:
-            dx[n, q, p, c] = acc
+        store(dx, (n, q, p, c), acc, accum)
 
 
 def _correlation_args(op):
@@ -196,10 +180,7 @@ def deformable_tap(i, geom, n_batch, channels, dg):
     H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw = geom
     K, O = KH * KW, OH * OW
     HW = H * W
-    r = i // (n_batch * O)
-    bo = i - r * (n_batch * O)
-    b = bo // O
-    o = bo - b * O
+    r, b, o = unravel3(i, n_batch, O)
     c = r // K
     k = r - c * K
     g = c // (channels // dg)
@@ -211,6 +192,17 @@ def deformable_tap(i, geom, n_batch, channels, dg):
     return b, c, at_y, at_mask, oh * sh - ph + (k // KW) * dh, ow * sw - pw + (k % KW) * dw
 
 
+@device_function
+def deformable_sample(i, offset, geom, n_batch, channels, dg):
+    """Col element i's sample: (b, c, the flat positions of its (dy, dx) offset and of its mask,
+    the flat start of its image plane, its bilinear corner, weights, and whether it reads the
+    image at all)."""
+    H, W = geom[0], geom[1]
+    b, c, at_y, at_mask, y0, x0 = deformable_tap(i, geom, n_batch, channels, dg)
+    yi, xi, ly, lx, inside = corners(y0 + offset[at_y], x0 + offset[at_y + H * W], H, W)
+    return b, c, at_y, at_mask, (b * channels + c) * H * W, yi, xi, ly, lx, inside
+
+
 @kernel
 def deformable_im2col_kernel(x, offset, mask, col, geom, n_batch, channels, dg, use_mask):
     """col[c K + k, b O + o] = x[b, c] sampled bilinearly at tap k of o moved by its offset
@@ -218,17 +210,11 @@ def deformable_im2col_kernel(x, offset, mask, col, geom, n_batch, channels, dg, 
     i = cuda.grid(1)
     if i < col.size:
         H, W = geom[0], geom[1]
-        b, c, at_y, at_mask, y0, x0 = deformable_tap(i, geom, n_batch, channels, dg)
-        base = (b * channels + c) * H * W
-        yi, xi, ly, lx, inside = corners(y0 + offset[at_y], x0 + offset[at_y + H * W], H, W)
+        b, c, at_y, at_mask, base, yi, xi, ly, lx, inside = deformable_sample(
+            i, offset, geom, n_batch, channels, dg)
         v = 0.0
         if inside:
-            for corner in range(4):
-                cy, cx = yi + corner // 2, xi + corner % 2
-                if 0 <= cy < H and 0 <= cx < W:
-                    wy = ly if corner // 2 else 1 - ly
-                    wx = lx if corner % 2 else 1 - lx
-                    v += wy * wx * x[base + cy * W + cx]
+            v = corner_sums(x, base, H, W, yi, xi, ly, lx)[0]
         if use_mask:
             v *= mask[at_mask]
         col[i] = v
@@ -243,28 +229,18 @@ def deformable_col2im_kernel(dcol, x, offset, mask, dx, doffset, dmask, geom, n_
     i = cuda.grid(1)
     if i < dcol.size:
         H, W = geom[0], geom[1]
-        b, c, at_y, at_mask, y0, x0 = deformable_tap(i, geom, n_batch, channels, dg)
-        base = (b * channels + c) * H * W
-        yi, xi, ly, lx, inside = corners(y0 + offset[at_y], x0 + offset[at_y + H * W], H, W)
+        b, c, at_y, at_mask, base, yi, xi, ly, lx, inside = deformable_sample(
+            i, offset, geom, n_batch, channels, dg)
         if not inside:
             return
         m = mask[at_mask] if use_mask else 1.0
         gm = dcol[i] * m
-        v = 0.0
-        vy = 0.0
-        vx = 0.0
-        for corner in range(4):
-            cy, cx = yi + corner // 2, xi + corner % 2
-            if cy < 0 or cy >= H or cx < 0 or cx >= W:
-                continue
-            wy = ly if corner // 2 else 1 - ly
-            wx = lx if corner % 2 else 1 - lx
-            val = x[base + cy * W + cx]
-            v += wy * wx * val
-            vy += (1.0 if corner // 2 else -1.0) * wx * val
-            vx += wy * (1.0 if corner % 2 else -1.0) * val
-            if want_x:
-                cuda.atomic.add(dx, base + cy * W + cx, gm * wy * wx)
+        v, vy, vx = corner_sums(x, base, H, W, yi, xi, ly, lx)
+        if want_x:
+            for corner in range(4):
+                at, wy, wx = corner_weight(corner, yi, xi, ly, lx, H, W)
+                if at >= 0:
+                    cuda.atomic.add(dx, base + at, gm * wy * wx)
         if want_offset:
             cuda.atomic.add(doffset, at_y, gm * vy)
             cuda.atomic.add(doffset, at_y + H * W, gm * vx)
@@ -276,7 +252,7 @@ def _flat(a):
     return a.reshape(a.size)
 
 
-class _DeformableLaunch(_Launch):
+class _DeformableLaunch(ConvLaunch):
     """The convolution's products with the deformable col of the given offsets (and mask)."""
 
     def __init__(self, op, offset, mask):
@@ -318,8 +294,7 @@ def deformable_convolution_forward(op, inputs, outputs):
     if outputs[0].size:
         a, launch = _deformable_inputs(op, inputs)
         bias = a.get("bias")
-        launch.image_to_map(a["x"], a["weight"], outputs[0], bias,
-                            INIT_ZERO if bias is None else INIT_BIAS)
+        launch.image_to_map(a["x"], a["weight"], outputs[0], bias, init_for_bias(bias))
 
 
 @backward("DeformableConvolution")
@@ -330,7 +305,7 @@ def deformable_convolution_backward(op, inputs, outputs, output_grads, input_gra
             if propagate_down[i]}
     dy = output_grads[0]
     if dy.size == 0:
-        _zero_unless_accum(input_grads, propagate_down, accum)
+        zero_unless_accum(input_grads, propagate_down, accum)
         return
     rows = launch.rows(dy)
     if "weight" in want:

@@ -9,6 +9,7 @@ recurrence (which needs a per-line buffer a thread cannot allocate).
 """
 from ..ops.cumulative import cumulate_line as cpu_cumulate_line
 from . import device
+from .device import store, unravel3
 from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
@@ -32,9 +33,7 @@ def cumprod_grad_kernel(x3, dy3, dx3, exclusive, reverse, accum):
     i = cuda.grid(1)
     outer, n, inner = x3.shape
     if i < outer * n * inner:
-        a = i // (n * inner)
-        k = (i // inner) % n
-        c = i % inner
+        a, k, c = unravel3(i, n, inner)
         t = n - 1 - k if reverse else k
         before = 1.0   # the factors accumulated before this one
         for s in range(t):
@@ -51,10 +50,7 @@ def cumprod_grad_kernel(x3, dy3, dx3, exclusive, reverse, accum):
                     after *= x3[a, m, c]
                 total += dy3[a, m, c] * after
         g = before * total
-        if accum:
-            dx3[a, k, c] += g
-        else:
-            dx3[a, k, c] = g
+        store(dx3, (a, k, c), g, accum)
 
 
 def _lines(op):

@@ -591,7 +591,10 @@ class ResolvedLaunch:
                 entry = self.packed.get(vkey) if vkey is not None else None
                 if entry is not None:
                     try:
-                        driver.launch_kernel(*entry[0], cooperative=entry[1])
+                        if driver.core_launch is None:
+                            driver.launch_kernel(*entry[0], cooperative=entry[1])
+                        else:
+                            driver.core_launch(*entry[0])
                         return
                     except TypeError as e:   # a launch_kernel taking other arguments after all
                         _stop_packing(e)
@@ -647,7 +650,10 @@ class ResolvedLaunch:
 #
 # After resolving, numba's ``_Kernel.launch`` still converts every argument on every launch
 # (``_prepare_args``: ``wrap_arg(...).to_device``, the device pointer, one ctypes object per
-# field) before its one driver call, ``driver.launch_kernel``. Those parameters depend only on
+# field) before its one launch call: ``driver.launch_kernel`` in the numba-cuda releases before
+# 0.30, cuda.core's ``launch(stream, LaunchConfig, kernel, *params)`` in 0.30 (read from
+# 0.30.4's source on the device image; its parameters mix ints and ctypes objects, so there the
+# parameters packed are numba's own ``_prepare_args`` output, kept per value key). Those parameters depend only on
 # the arguments' values: for a device array its size, item size, data pointer, shape and
 # strides (the array model's meminfo and parent are 0); for a scalar its value as numba's type
 # of it; tuples flattened. A packed launch builds that list once per value key (the arrays'
@@ -660,7 +666,7 @@ class ResolvedLaunch:
 # the CUDA path runs on one device per process. NNABLA_JIT_CUDA_PACKED_LAUNCH=0: numba
 # converts the arguments of every launch.
 PACKED_LAUNCH = switch("PACKED_LAUNCH")
-PACKED_VERSIONS = ((0, 30),)   # numba-cuda (major, minor) whose launch was read for this
+PACKED_VERSIONS = ((0, 30),)   # numba-cuda (major, minor) launching through cuda.core (read)
 PACKED_MAX = 1024              # packed launches kept per configuration; the table starts again
 LAUNCH_KERNEL_PARAMS = ("cufunc_handle", "gx", "gy", "gz", "bx", "by", "bz", "sharedmem",
                         "hstream", "args", "cooperative")
@@ -671,24 +677,31 @@ POINTER_ATTR = "_nnabla_jit_pointer"   # a device array's data pointer, kept on 
 
 
 class _PackingDriver:
-    """numba-cuda's ``driver.launch_kernel`` and ``driver.device_pointer``."""
+    """How a packed launch reaches the GPU: numba-cuda's ``driver.launch_kernel`` (before 0.30)
+    or cuda.core's ``launch`` with numba-cuda's ``LaunchConfig`` (0.30: ``core_launch`` set),
+    and ``driver.device_pointer``."""
 
-    def __init__(self, launch_kernel, device_pointer):
+    def __init__(self, launch_kernel, device_pointer, core_launch=None, launch_config=None,
+                 core_ge_1_0=False):
         self.launch_kernel = launch_kernel
         self.device_pointer = device_pointer
+        self.core_launch = core_launch
+        self.launch_config = launch_config
+        self.core_ge_1_0 = core_ge_1_0
 
 
 def packing_unavailable_reason(version, launch_kernel):
-    """Why packed launches cannot be used with numba-cuda ``version`` (a string, None when
-    numba-cuda is not installed) and its ``launch_kernel``; None when they can."""
+    """Why packed launches through ``driver.launch_kernel`` cannot be used with numba-cuda
+    ``version`` (a string, None when numba-cuda is not installed); None when they can. (The
+    0.30 releases launch through cuda.core instead: see _resolve_packing.)"""
     if version is None:
         return "numba-cuda is not installed (numba's own CUDA target or its simulator)"
     try:
         major_minor = tuple(int(p) for p in version.split(".")[:2])
     except ValueError:
         return "numba-cuda version {!r} not understood".format(version)
-    if major_minor not in PACKED_VERSIONS:
-        return "numba-cuda {} is not one whose launch was read ({})".format(
+    if major_minor >= (0, 31):
+        return "numba-cuda {} is newer than the ones whose launch was read ({})".format(
             version, ", ".join("%d.%d" % v for v in PACKED_VERSIONS))
     try:
         params = tuple(inspect.signature(launch_kernel).parameters)
@@ -711,16 +724,42 @@ def _resolve_packing():
         version = None
     try:
         from numba.cuda.cudadrv import driver as cuda_driver
-        launch_kernel = cuda_driver.launch_kernel
     except Exception as e:
         PACKING_STATS["reason"] = "numba-cuda's driver module differs ({})".format(e)
         return None
     # the pointer numba's _prepare_args reads; the array interface's where a numba-cuda lacks
     # it (the first packing of each overload compares the parameters with numba's anyway)
     device_pointer = getattr(cuda_driver, "device_pointer", _interface_pointer)
+    core = _core_launch(version)
+    if core is not None:
+        PACKING_STATS["reason"] = None
+        return _PackingDriver(None, device_pointer, *core)
+    launch_kernel = getattr(cuda_driver, "launch_kernel", None)
+    if launch_kernel is None:
+        PACKING_STATS["reason"] = ("numba-cuda {}: neither driver.launch_kernel nor cuda.core's "
+                                   "launch in its dispatcher".format(version))
+        return None
     reason = packing_unavailable_reason(version, launch_kernel)
     PACKING_STATS["reason"] = reason
     return None if reason is not None else _PackingDriver(launch_kernel, device_pointer)
+
+
+def _core_launch(version):
+    """(cuda.core's ``launch``, ``LaunchConfig``, whether cuda.core >= 1.0) as numba-cuda
+    ``version``'s dispatcher imports them, when it is a release that launches through them
+    (PACKED_VERSIONS); else None."""
+    try:
+        major_minor = tuple(int(p) for p in version.split(".")[:2])
+    except (AttributeError, ValueError):
+        return None
+    if major_minor not in PACKED_VERSIONS:
+        return None
+    try:
+        from numba.cuda import dispatcher as cuda_dispatcher
+        core_launch, launch_config = cuda_dispatcher.launch, cuda_dispatcher.LaunchConfig
+    except Exception:
+        return None
+    return core_launch, launch_config, bool(getattr(cuda_dispatcher, "CUDA_CORE_GE_1_0", False))
 
 
 def _interface_pointer(array):
@@ -773,8 +812,14 @@ ARRAY_KEYS_MAX = 1 << 16  # always means its contents (the table starts again wh
 
 def _array_value_key(array, driver):
     """A number standing for a device array's (dtype, shape, strides, pointer), kept on it
-    (none of them changes): a launch's key hashes ints instead of dtypes and tuples."""
-    contents = (array.dtype, array.shape, array.strides, device_pointer(array, driver))
+    (none of them changes): a launch's key hashes ints instead of dtypes and tuples. None
+    when the array has no device pointer the driver can read (an object that only looks like
+    a device array: numba's own path converts it, or says what is wrong with it)."""
+    try:
+        pointer = device_pointer(array, driver)
+    except Exception:   # numba-cuda raises a bare Exception ("Not a CUDA memory object")
+        return None
+    contents = (array.dtype, array.shape, array.strides, pointer)
     key = _ARRAY_KEYS.get(contents)
     if key is None:
         if len(_ARRAY_KEYS) >= ARRAY_KEYS_MAX:
@@ -797,7 +842,10 @@ def _value_keys(args, array_type, driver):
             try:
                 keys.append(value.__dict__[VALUE_KEY_ATTR])
             except (KeyError, AttributeError):
-                keys.append(_array_value_key(value, driver))
+                key = _array_value_key(value, driver)
+                if key is None:
+                    return None
+                keys.append(key)
         elif kind is int and -INT_BOUND < value < INT_BOUND and value:
             keys.append((int, value))
         elif (kind is float or kind is bool) and value:
@@ -865,9 +913,23 @@ class _Packer:
 
     __slots__ = ("prefix", "argument_types", "cooperative", "checked")
 
-    def __init__(self, kernel, config):
+    def __init__(self, kernel, config, driver):
         if kernel.debug or kernel.extensions:
             raise _Unpackable("a debug kernel or one with argument extensions")
+        self.argument_types = tuple(kernel.argument_types)
+        self.cooperative = bool(kernel.cooperative)
+        self.checked = False
+        if driver.core_launch is not None:   # numba-cuda 0.30: as its _Kernel.launch calls
+            if driver.core_ge_1_0:
+                launch_config = driver.launch_config(
+                    grid=config.griddim, block=config.blockdim, shmem_size=config.sharedmem,
+                    is_cooperative=self.cooperative)
+            else:
+                launch_config = driver.launch_config(
+                    grid=config.griddim, block=config.blockdim, shmem_size=config.sharedmem,
+                    cooperative_launch=self.cooperative)
+            self.prefix = (config.stream, launch_config, kernel._codelibrary.get_cufunc().kernel)
+            return
         griddim, blockdim = tuple(config.griddim), tuple(config.blockdim)
         if len(griddim) != 3 or len(blockdim) != 3:
             raise _Unpackable("launch dimensions {} {}".format(griddim, blockdim))
@@ -875,9 +937,6 @@ class _Packer:
         stream_handle = stream and stream.handle.value or 0
         handle = kernel._codelibrary.get_cufunc().handle
         self.prefix = (handle,) + griddim + blockdim + (config.sharedmem, stream_handle)
-        self.argument_types = tuple(kernel.argument_types)
-        self.cooperative = bool(kernel.cooperative)
-        self.checked = False
 
 
 def _launch_packed(resolved, kernel, key, vkey, args):
@@ -893,8 +952,18 @@ def _launch_packed(resolved, kernel, key, vkey, args):
     pointer = functools.partial(device_pointer, driver=driver)
     try:
         if packer is None:
-            packer = resolved.packers[key] = _Packer(kernel, resolved.config)
-        params = pack_arguments(packer.argument_types, args, pointer)
+            packer = resolved.packers[key] = _Packer(kernel, resolved.config, driver)
+        if driver.core_launch is not None:
+            # numba's own parameters for these values (ints and ctypes objects, as its launch
+            # passes them to cuda.core), kept for the value key
+            params, retr = [], []
+            for ty, value in zip(kernel.argument_types, args):
+                kernel._prepare_args(ty, value, resolved.config.stream, retr, params)
+            if retr:
+                raise _Unpackable("arguments numba copies to the device")
+            packer.checked = True
+        else:
+            params = pack_arguments(packer.argument_types, args, pointer)
         if not packer.checked:
             numbas, retr = [], []
             for ty, value in zip(kernel.argument_types, args):
@@ -911,10 +980,16 @@ def _launch_packed(resolved, kernel, key, vkey, args):
         return False
     if len(resolved.packed) >= PACKED_MAX:
         resolved.packed.clear()
-    entry = resolved.packed[vkey] = ((*packer.prefix, params), packer.cooperative)
+    if driver.core_launch is not None:
+        entry = resolved.packed[vkey] = ((*packer.prefix, *params), None)
+    else:
+        entry = resolved.packed[vkey] = ((*packer.prefix, params), packer.cooperative)
     PACKING_STATS["packed"] += 1
     try:
-        driver.launch_kernel(*entry[0], cooperative=entry[1])
+        if driver.core_launch is None:
+            driver.launch_kernel(*entry[0], cooperative=entry[1])
+        else:
+            driver.core_launch(*entry[0])
     except TypeError as e:   # refused before launching: numba's path for this launch and on
         _stop_packing(e)
         return False
@@ -1002,6 +1077,13 @@ def broadcast_strides(shape, out_shape):
 
 
 # ---------------------------------------------------------------------------- kernels
+# Which element a one-thread-per-element kernel handles: (outer, row, col) of its flat index
+# over (outer, rows, inner), and how it writes a result it may accumulate: ops/common.py's
+# rules, for every kernel of this package.
+unravel3 = device_function(common.unravel3.py_func)
+store = device_function(common.store.py_func)   # a result written, or added with accum
+
+
 @device_function
 def flat_offset(i, shape, strides):
     """The element offset of the C-order position ``i`` over ``shape`` in an array with

@@ -13,7 +13,7 @@ import sys
 import types
 
 from ..ops import scalar_math
-from ..ops.elementwise import _LINES, ElementwiseOp, _collapse, _names_in
+from ..ops.elementwise import LINES, ElementwiseOp, collapse, names_in
 from ..ops.registry import REGISTRY
 from . import device, reduction
 from .registry import backward, forward
@@ -60,7 +60,7 @@ def {name}_backward_{k}_nd({ins}, y_, dy_, dx_, accum, shape, {strides}{args}):
 
 def _loads(line, expr, with_grad, strided):
     """Statements loading the scalars ``expr`` reads at position i."""
-    used = _names_in(expr)
+    used = names_in(expr)
     out = []
     for n in line.input_names:
         if n in used:
@@ -91,7 +91,7 @@ def _kernels():
     module = types.ModuleType("nnabla_jit_cuda_elementwise", "Generated from the table lines.")
     module.flat_offset = device.flat_offset
     sys.modules[module.__name__] = module
-    exec(compile(scalar_math.device_prelude() + "".join(_source(line) for line in _LINES), module.__name__, "exec"),
+    exec(compile(scalar_math.device_prelude() + "".join(_source(line) for line in LINES), module.__name__, "exec"),
          module.__dict__)
     return module
 
@@ -100,7 +100,7 @@ def _kernels():
 def _broadcast_layout(out_shape, in_shapes):
     """(shape, per-input strides) of a broadcasting op: the axes merged as the CPU kernels
     merge them, or the full shapes when too many alternating axes remain."""
-    collapsed = _collapse(out_shape, in_shapes)
+    collapsed = collapse(out_shape, in_shapes)
     if collapsed is None:
         return out_shape, tuple(device.broadcast_strides(s, out_shape) for s in in_shapes)
     shape, strides = collapsed

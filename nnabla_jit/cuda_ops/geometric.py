@@ -17,6 +17,7 @@ from numba import float64
 
 from ..ops import geometric as cpu_geometric
 from . import blas, device
+from .device import store, unravel3
 from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
@@ -37,9 +38,7 @@ def coordinates_kernel(grid, from_flow, width, sizes, pixel_units, align_corners
     i = cuda.grid(1)
     if i < coords.size:
         n_out, nd = coords.shape[1], coords.shape[2]
-        b = i // (n_out * nd)
-        o = (i // nd) % n_out
-        d = i % nd
+        b, o, d = unravel3(i, n_out, nd)
         if from_flow:
             g = grid[b, d, o] + (o % width if d == 0 else o // width)
         else:
@@ -55,9 +54,7 @@ def warp_kernel(x, coords, sizes, strides, nearest, y):
     i = cuda.grid(1)
     if i < y.size:
         channels, n_out = y.shape[1], y.shape[2]
-        b = i // (channels * n_out)
-        c = (i // n_out) % channels
-        o = i % n_out
+        b, c, o = unravel3(i, channels, n_out)
         nd = coords.shape[2]
         acc = float64(0.0)
         for k in range(1 if nearest else 1 << nd):
@@ -196,17 +193,22 @@ def warp_backward(op, inputs, outputs, output_grads, input_grads, propagate_down
 
 
 # ---------------------------------------------------------------------------- grad-rule internals
+@device_function
+def corner_element(t, shape, coords, sizes, strides, nearest):
+    """(b, c, o, k, flat): element t of a (batch, channels, n_out, n_corners) corners array and
+    the flat image position of its corner (-1 outside the image)."""
+    b, c, ok = unravel3(t, shape[1], shape[2] * shape[3])
+    _, o, k = unravel3(ok, shape[2], shape[3])
+    flat, _ = corner(coords, sizes, strides, b, o, k, coords.shape[2], nearest)
+    return b, c, o, k, flat
+
+
 @kernel
 def gather_corners_kernel(x, coords, sizes, strides, nearest, corners):
     """corners[b, c, o, k] = x[b, c, corner k of sample (b, o)] (0 outside the image)."""
     t = cuda.grid(1)
-    channels, n_out, n_corners = corners.shape[1], corners.shape[2], corners.shape[3]
     if t < corners.size:
-        b = t // (channels * n_out * n_corners)
-        c = (t // (n_out * n_corners)) % channels
-        o = (t // n_corners) % n_out
-        k = t % n_corners
-        flat, _ = corner(coords, sizes, strides, b, o, k, coords.shape[2], nearest)
+        b, c, o, k, flat = corner_element(t, corners.shape, coords, sizes, strides, nearest)
         corners[b, c, o, k] = x[b, c, flat] if flat >= 0 else 0.0
 
 
@@ -215,9 +217,7 @@ def floor_kernel(coords, base):
     i = cuda.grid(1)
     if i < base.size:
         n_out, nd = base.shape[1], base.shape[2]
-        b = i // (n_out * nd)
-        o = (i // nd) % n_out
-        d = i % nd
+        b, o, d = unravel3(i, n_out, nd)
         base[b, o, d] = math.floor(coords[b, o, d])
 
 
@@ -225,13 +225,8 @@ def floor_kernel(coords, base):
 def scatter_corners_kernel(dcorners, coords, sizes, strides, nearest, dx):
     """dx[b, c, corner k of (b, o)] += dcorners[b, c, o, k] (atomic)."""
     t = cuda.grid(1)
-    channels, n_out, n_corners = dcorners.shape[1], dcorners.shape[2], dcorners.shape[3]
     if t < dcorners.size:
-        b = t // (channels * n_out * n_corners)
-        c = (t // (n_out * n_corners)) % channels
-        o = (t // n_corners) % n_out
-        k = t % n_corners
-        flat, _ = corner(coords, sizes, strides, b, o, k, coords.shape[2], nearest)
+        b, c, o, k, flat = corner_element(t, dcorners.shape, coords, sizes, strides, nearest)
         if flat >= 0:
             cuda.atomic.add(dx, (b, c, flat), dcorners[b, c, o, k])
 
@@ -241,10 +236,7 @@ def times_slope_kernel(dcoords, slope, dgrid, accum):
     i = cuda.grid(1)
     if i < dgrid.size:
         g = dcoords[i] * slope[i]
-        if accum:
-            dgrid[i] += g
-        else:
-            dgrid[i] = g
+        store(dgrid, i, g, accum)
 
 
 @forward("WarpCoordinates")

@@ -29,6 +29,7 @@ from ..ops.common import integer_indices
 from ..ops.indexing import insertion_index as cpu_insertion_index
 from ..ops.registry import NoGradient
 from . import device
+from .device import store
 from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
@@ -269,10 +270,7 @@ def mask_move_kernel(mask, rank, src, dst, block, mode, add):
         far = rank[m] * block + e
         if mode == KEPT_GRAD:
             v = src[i] if mask[m] == 0 else 0.0
-            if add:
-                dst[i] += v
-            else:
-                dst[i] = v
+            store(dst, i, v, add)
         elif mask[m] != 0:
             if mode == SCATTER_ROWS:
                 dst[i] = src[far]
@@ -410,10 +408,7 @@ def pick_kernel(src, dst, order, outer, n, inner, k, src_len, src_picked, dst_le
             v = p
         else:
             v = src[(a * src_len + (p if src_picked else j)) * inner + c]
-        if add:
-            dst[d] += v
-        else:
-            dst[d] = v
+        store(dst, d, v, add)
 
 
 def _sorted_order(x, shape3, by_abs, descending):

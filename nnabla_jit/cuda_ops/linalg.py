@@ -15,10 +15,14 @@ import math
 import numpy as np
 from numba import float64
 
+from ..ops.linalg import triangle_at as cpu_triangle_at
 from . import blas, device
-from .registry import backward, forward, kernel
+from .device import store, unravel3
+from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
+
+triangle_at = device_function(cpu_triangle_at.py_func)   # an element of Triu/Tril, as the CPU's
 
 INVERSE, DET, LOGDET = 0, 1, 2   # what gauss_jordan_kernel writes
 
@@ -119,9 +123,7 @@ def scaled_transpose_kernel(m, dy, y, what, dx, accum):
     i = cuda.grid(1)
     n = dx.shape[1]
     if i < dx.size:
-        b = i // (n * n)
-        r = (i // n) % n
-        c = i % n
+        b, r, c = unravel3(i, n, n)
         if what == INVERSE:
             s = -1.0
         elif what == DET:
@@ -129,10 +131,7 @@ def scaled_transpose_kernel(m, dy, y, what, dx, accum):
         else:
             s = dy[b]
         v = s * m[b, c, r]
-        if accum:
-            dx[b, r, c] += v
-        else:
-            dx[b, r, c] = v
+        store(dx, (b, r, c), v, accum)
 
 
 @kernel
@@ -141,9 +140,7 @@ def phi_kernel(p):
     i = cuda.grid(1)
     n = p.shape[1]
     if i < p.size:
-        b = i // (n * n)
-        r = (i // n) % n
-        c = i % n
+        b, r, c = unravel3(i, n, n)
         if c > r:
             p[b, r, c] = 0.0
         elif c == r:
@@ -156,14 +153,9 @@ def symmetric_part_kernel(s, dx, accum):
     i = cuda.grid(1)
     n = dx.shape[1]
     if i < dx.size:
-        b = i // (n * n)
-        r = (i // n) % n
-        c = i % n
+        b, r, c = unravel3(i, n, n)
         v = 0.5 * (s[b, r, c] + s[b, c, r])
-        if accum:
-            dx[b, r, c] += v
-        else:
-            dx[b, r, c] = v
+        store(dx, (b, r, c), v, accum)
 
 
 @kernel
@@ -173,20 +165,12 @@ def diagonal_kernel(x2, y3, to_matrix, accum):
     t = cuda.grid(1)
     n = y3.shape[1]
     if t < y3.size:
-        b = t // (n * n)
-        i = (t // n) % n
-        j = t % n
+        b, i, j = unravel3(t, n, n)
         if to_matrix:
             v = x2[b, i] if i == j else 0.0
-            if accum:
-                y3[b, i, j] += v
-            else:
-                y3[b, i, j] = v
+            store(y3, (b, i, j), v, accum)
         elif i == j:
-            if accum:
-                x2[b, i] += y3[b, i, i]
-            else:
-                x2[b, i] = y3[b, i, i]
+            store(x2, (b, i), y3[b, i, i], accum)
 
 
 @kernel
@@ -205,15 +189,8 @@ def triangle_kernel(x3, y3, k, upper, accum):
     t = cuda.grid(1)
     rows, cols = y3.shape[1], y3.shape[2]
     if t < y3.size:
-        b = t // (rows * cols)
-        i = (t // cols) % rows
-        j = t % cols
-        keep = j - i >= k if upper else j - i <= k
-        if accum:
-            if keep:
-                y3[b, i, j] += x3[b, i, j]
-        else:
-            y3[b, i, j] = x3[b, i, j] if keep else 0.0
+        b, i, j = unravel3(t, rows, cols)
+        triangle_at(x3, y3, b, i, j, k, upper, accum)
 
 
 # ---------------------------------------------------------------------------- helpers

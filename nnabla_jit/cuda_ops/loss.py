@@ -5,13 +5,21 @@ decoded by the CPU's ``label_of``, compiled as a device function; invalid ones a
 into host memory mapped into the device (no copy), and reported by the op's own check."""
 import math
 
+from ..ops import loss as cpu_loss
 from ..ops.common import label_of as cpu_label_of
 from . import device
+from .device import store, unravel3
 from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
 
+# The CPU's per-sample and per-element rules, compiled for the device.
 label_of = device_function(cpu_label_of.py_func)
+softmax_at = device_function(cpu_loss.softmax_at.py_func)
+softmax_cross_entropy_grad = device_function(cpu_loss.softmax_cross_entropy_grad.py_func)
+categorical_cross_entropy_grad = device_function(cpu_loss.categorical_cross_entropy_grad.py_func)
+kl_divergence_at = device_function(cpu_loss.kl_divergence_at.py_func)
+kl_backward_at = device_function(cpu_loss.kl_backward_at.py_func)
 
 
 @device_function
@@ -26,45 +34,34 @@ def counted_label(t3, r, n_inner, n_class, bad):
     return o, i, k
 
 
+@device_function
+def class_element(r, t3, n_class, n_inner):
+    """(o, c, i, k): element r of (outer, n_class, n_inner) scores and its sample's class index
+    (``label_of``)."""
+    o, c, i = unravel3(r, n_class, n_inner)
+    return o, c, i, label_of(t3, o, i, n_class)
+
+
 @kernel
 def softmax_cross_entropy_kernel(x3, t3, prob3, y, bad):
     """y = logsumexp(x) - x[label] per sample (o, i); the softmax into prob3; bad[0] counts
     invalid labels."""
     r = cuda.grid(1)
-    n_outer, n_class, n_inner = x3.shape
-    if r < n_outer * n_inner:
-        o, i, k = counted_label(t3, r, n_inner, n_class, bad)
-        m = x3[o, 0, i]
-        for c in range(1, n_class):
-            m = max(m, x3[o, c, i])
-        total = 0.0
-        for c in range(n_class):
-            e = math.exp(x3[o, c, i] - m)
-            prob3[o, c, i] = e
-            total += e
-        inv = 1.0 / total
-        for c in range(n_class):
-            prob3[o, c, i] *= inv
-        y[r] = m + math.log(total) - x3[o, k, i] if k >= 0 else 0.0
+    if r < t3.size:   # one thread per sample
+        o, i, k = counted_label(t3, r, x3.shape[2], x3.shape[1], bad)
+        logsumexp = softmax_at(x3, prob3, o, i)
+        y[r] = logsumexp - x3[o, k, i] if k >= 0 else 0.0
 
 
 @kernel
 def softmax_cross_entropy_backward_kernel(prob3, t3, dy, dx3, accum):
     """dx (+)= dy (softmax - onehot(label)); 0 for ignored samples."""
     r = cuda.grid(1)
-    n_outer, n_class, n_inner = prob3.shape
     if r < prob3.size:
-        o = r // (n_class * n_inner)
-        rest = r - o * n_class * n_inner
-        c = rest // n_inner
-        i = rest - c * n_inner
-        k = label_of(t3, o, i, n_class)
-        g = dy[o * n_inner + i] if k >= 0 else 0.0
-        v = g * (prob3[o, c, i] - (1.0 if c == k else 0.0))
-        if accum:
-            dx3[o, c, i] += v
-        else:
-            dx3[o, c, i] = v
+        o, c, i, k = class_element(r, t3, prob3.shape[1], prob3.shape[2])
+        g = dy[o * prob3.shape[2] + i] if k >= 0 else 0.0
+        v = softmax_cross_entropy_grad(g, prob3[o, c, i], c, k)
+        store(dx3, (o, c, i), v, accum)
 
 
 @forward("SoftmaxCrossEntropy")
@@ -96,9 +93,8 @@ def softmax_cross_entropy_backward(op, inputs, outputs, output_grads, input_grad
 def categorical_cross_entropy_kernel(x3, t3, y, bad):
     """y = -log(x[label]) per sample (o, i); bad[0] counts invalid labels."""
     r = cuda.grid(1)
-    n_outer, n_class, n_inner = x3.shape
-    if r < n_outer * n_inner:
-        o, i, k = counted_label(t3, r, n_inner, n_class, bad)
+    if r < t3.size:   # one thread per sample
+        o, i, k = counted_label(t3, r, x3.shape[2], x3.shape[1], bad)
         y[r] = -math.log(x3[o, k, i]) if k >= 0 else 0.0
 
 
@@ -106,18 +102,10 @@ def categorical_cross_entropy_kernel(x3, t3, y, bad):
 def categorical_cross_entropy_backward_kernel(x3, t3, dy, dx3, accum):
     """dx[label] (+)= -dy / x[label]; the other classes get 0."""
     r = cuda.grid(1)
-    n_outer, n_class, n_inner = x3.shape
     if r < x3.size:
-        o = r // (n_class * n_inner)
-        rest = r - o * n_class * n_inner
-        c = rest // n_inner
-        i = rest - c * n_inner
-        k = label_of(t3, o, i, n_class)
-        v = -dy[o * n_inner + i] / x3[o, c, i] if c == k else 0.0
-        if accum:
-            dx3[o, c, i] += v
-        else:
-            dx3[o, c, i] = v
+        o, c, i, k = class_element(r, t3, x3.shape[1], x3.shape[2])
+        v = categorical_cross_entropy_grad(dy[o * x3.shape[2] + i], x3[o, c, i], c, k)
+        store(dx3, (o, c, i), v, accum)
 
 
 def checked_labels(op, t3, launch_kernel):
@@ -157,12 +145,7 @@ def kl_multinomial_kernel(p2, q2, y):
     """y[n] = sum over k of p log(p / q) (terms with p == 0 contribute 0)."""
     n = cuda.grid(1)
     if n < p2.shape[0]:
-        s = 0.0
-        for k in range(p2.shape[1]):
-            pk = p2[n, k]
-            if pk != 0:
-                s += pk * (math.log(pk) - math.log(q2[n, k]))
-        y[n] = s
+        y[n] = kl_divergence_at(p2, q2, n)
 
 
 @kernel
@@ -170,23 +153,8 @@ def kl_multinomial_backward_kernel(p2, q2, dy, dp2, dq2, want_p, want_q, accum_p
     """dp = dy (log(p / q) + 1), dq = -dy p / q."""
     j = cuda.grid(1)
     if j < p2.size:
-        n = j // p2.shape[1]
-        k = j - n * p2.shape[1]
-        g = dy[n]
-        p = p2[n, k]
-        q = q2[n, k]
-        if want_p:
-            v = g * (math.log(p) - math.log(q) + 1.0)
-            if accum_p:
-                dp2[n, k] += v
-            else:
-                dp2[n, k] = v
-        if want_q:
-            v = -g * p / q
-            if accum_q:
-                dq2[n, k] += v
-            else:
-                dq2[n, k] = v
+        n, k = j // p2.shape[1], j % p2.shape[1]
+        kl_backward_at(p2, q2, dy[n], n, k, dp2, dq2, want_p, want_q, accum_p, accum_q)
 
 
 @forward("KLMultinomial")

@@ -1,41 +1,36 @@
 """CUDA kernels of MaxPooling, AveragePooling, SumPooling, GlobalAveragePooling, pooling's
 double backward (MaxPoolingBackward, MaxPoolingGather), Unpooling and RoiAlign.
 
-Samples are seen as the CPU's ``PoolGeometry`` sees them: (N, D * H * W * C) with the pooled
-dims padded to three in front and C = 1 unless channel-last, so one kernel serves every layout.
-The windows are computed in the kernels from (size, kernel, stride, pad) as ``ops/pooling.py``'s
-``_windows`` tabulates them: window o covers [o * s - p, min(o * s - p + k, n + p)), clipped to
-the input for its elements, and a max window wholly in the padding takes the element nearest
-its start.
+The window poolings read the node's ``PoolGeometry`` (``op.geo``, ``ops/pooling_geometry.py``)
+and nothing else of the op: samples are (N, D * H * W * C) as on the CPU, and the windows come
+from the geometry's rules (``window_bounds``, ``covering_windows``), compiled from the CPU's
+helpers, so one kernel serves every layout and both backends draw the same windows.
 
 Forward is one thread per output element (MaxPooling keeps the winners' positions on the op,
-``saved_device_index``). The average / sum backward is a gather, one thread per input element
+``device_winners``). The average / sum backward is a gather, one thread per input element
 summing the windows that cover it (no atomics); the max backward scatters dy to the winners
 with atomic adds, since overlapping windows may share one. The double backward ops reuse the
 winners, that scatter and its gather; Unpooling and RoiAlign are described where they are.
 """
 import numpy as np
 
-from ..ops.pooling import AVERAGE, MAX
-from ..ops.pooling import roi_corners as cpu_roi_corners, roi_grid as cpu_roi_grid
+from ..ops import pooling_geometry
+from ..ops.pooling import bilinear_at as cpu_bilinear_at, roi_grid as cpu_roi_grid, roi_sample as cpu_roi_sample
+from ..ops.pooling_geometry import AVERAGE, MAX
 from . import array, device, reduction
-from .device import contiguous_strides
+from .device import contiguous_strides, store, unravel3
 from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
 
 roi_grid = device_function(cpu_roi_grid.py_func)         # RoiAlign's sampling, as the CPU's
-roi_corners = device_function(cpu_roi_corners.py_func)
-
-
-@device_function
-def window_bounds(o, n, k, s, p):
-    """(lo, hi, size, near) of window o along a dim of n elements: the clipped range, its size
-    within the padded input, and the element nearest its start."""
-    start = o * s - p
-    end = min(start + k, n + p)
-    near = min(max(start, 0), n - 1)
-    return max(start, 0), min(end, n), end - start, near
+roi_sample = device_function(cpu_roi_sample.py_func)
+bilinear_at = device_function(cpu_bilinear_at.py_func)
+window_bounds = device_function(pooling_geometry.window_bounds.py_func)   # the windows, as the CPU's
+covering_windows = device_function(pooling_geometry.covering_windows.py_func)
+sample_element = device_function(pooling_geometry.sample_element.py_func)
+window_max = device_function(pooling_geometry.window_max.py_func)
+window_sum = device_function(pooling_geometry.window_sum.py_func)
 
 
 @kernel
@@ -45,55 +40,25 @@ def pool_kernel(x, y, index, sizes, out_sizes, kernel_shape, stride, pad, C, mod
     i = cuda.grid(1)
     if i < y.size:
         D, H, W = sizes
-        OD, OH, OW = out_sizes
-        per_sample = OD * OH * OW * C
-        n = i // per_sample
-        r = i - n * per_sample
-        c = r % C
-        r //= C
-        ow = r % OW
-        r //= OW
-        oh = r % OH
-        od = r // OH
-        d_lo, d_hi, d_size, d_near = window_bounds(od, D, kernel_shape[0], stride[0], pad[0])
-        h_lo, h_hi, h_size, h_near = window_bounds(oh, H, kernel_shape[1], stride[1], pad[1])
-        w_lo, w_hi, w_size, w_near = window_bounds(ow, W, kernel_shape[2], stride[2], pad[2])
-        base = n * D * H * W * C
+        n, od, oh, ow, c = sample_element(i, out_sizes, C)
+        d_lo, d_hi, d_extent, d_near = window_bounds(od, D, kernel_shape[0], stride[0], pad[0],
+                                                     including_pad)
+        h_lo, h_hi, h_extent, h_near = window_bounds(oh, H, kernel_shape[1], stride[1], pad[1],
+                                                     including_pad)
+        w_lo, w_hi, w_extent, w_near = window_bounds(ow, W, kernel_shape[2], stride[2], pad[2],
+                                                     including_pad)
+        base = n * D * H * W * C + c
         if mode == MAX:
-            best_pos = (d_near * H + h_near) * W + w_near
-            best = x[base + best_pos * C + c]
-            for d in range(d_lo, d_hi):
-                for h in range(h_lo, h_hi):
-                    row = (d * H + h) * W
-                    for w in range(w_lo, w_hi):
-                        v = x[base + (row + w) * C + c]
-                        if v > best:
-                            best = v
-                            best_pos = row + w
+            best, best_pos = window_max(x, base, C, H, W, d_lo, d_hi, h_lo, h_hi, w_lo, w_hi,
+                                        (d_near * H + h_near) * W + w_near)
             y[i] = best
             index[i] = best_pos
         else:
-            acc = 0.0
-            for d in range(d_lo, d_hi):
-                for h in range(h_lo, h_hi):
-                    row = (d * H + h) * W
-                    for w in range(w_lo, w_hi):
-                        acc += x[base + (row + w) * C + c]
+            acc = window_sum(x, base, C, H, W, d_lo, d_hi, h_lo, h_hi, w_lo, w_hi)
             if mode == AVERAGE:
-                if including_pad:
-                    count = d_size * h_size * w_size
-                else:
-                    count = (d_hi - d_lo) * (h_hi - h_lo) * (w_hi - w_lo)
+                count = d_extent * h_extent * w_extent
                 acc = acc / count if count > 0 else np.nan
             y[i] = acc
-
-
-@device_function
-def covering_windows(pos, n_out, k, s, p):
-    """The range [first, last] of windows along a dim whose span covers position ``pos``."""
-    first = max((pos + p - k + s) // s, 0)   # ceil((pos + p - k + 1) / s), pos + p - k + 1 >= 1 - k
-    last = min((pos + p) // s, n_out - 1)
-    return first, last
 
 
 @kernel
@@ -105,40 +70,25 @@ def spread_kernel(dy, dx, sizes, out_sizes, kernel_shape, stride, pad, C, mode, 
     if i < dx.size:
         D, H, W = sizes
         OD, OH, OW = out_sizes
-        per_sample = D * H * W * C
-        n = i // per_sample
-        r = i - n * per_sample
-        c = r % C
-        r //= C
-        w = r % W
-        r //= W
-        h = r % H
-        d = r // H
+        n, d, h, w, c = sample_element(i, sizes, C)
         d0, d1 = covering_windows(d, OD, kernel_shape[0], stride[0], pad[0])
         h0, h1 = covering_windows(h, OH, kernel_shape[1], stride[1], pad[1])
         w0, w1 = covering_windows(w, OW, kernel_shape[2], stride[2], pad[2])
         base = n * OD * OH * OW * C
         acc = 0.0
         for od in range(d0, d1 + 1):
-            d_lo, d_hi, d_size, d_near = window_bounds(od, D, kernel_shape[0], stride[0], pad[0])
+            d_extent = window_bounds(od, D, kernel_shape[0], stride[0], pad[0], including_pad)[2]
             for oh in range(h0, h1 + 1):
-                h_lo, h_hi, h_size, h_near = window_bounds(oh, H, kernel_shape[1], stride[1],
-                                                           pad[1])
+                h_extent = window_bounds(oh, H, kernel_shape[1], stride[1], pad[1],
+                                         including_pad)[2]
                 for ow in range(w0, w1 + 1):
                     scale = 1.0
                     if mode == AVERAGE:
-                        w_lo, w_hi, w_size, w_near = window_bounds(ow, W, kernel_shape[2],
-                                                                   stride[2], pad[2])
-                        if including_pad:
-                            count = d_size * h_size * w_size
-                        else:
-                            count = (d_hi - d_lo) * (h_hi - h_lo) * (w_hi - w_lo)
+                        count = d_extent * h_extent * window_bounds(
+                            ow, W, kernel_shape[2], stride[2], pad[2], including_pad)[2]
                         scale = 1.0 / count if count > 0 else 0.0
                     acc += dy[base + ((od * OH + oh) * OW + ow) * C + c] * scale
-        if accum:
-            dx[i] += acc
-        else:
-            dx[i] = acc
+        store(dx, i, acc, accum)
 
 
 @kernel
@@ -146,8 +96,7 @@ def scatter_to_max_kernel(dy, index, dx, out_per_sample, in_per_sample, C):
     """dx[n, index[n, o, c], c] += dy[n, o, c] (atomic: windows may share a winner)."""
     i = cuda.grid(1)
     if i < dy.size:
-        n = i // out_per_sample
-        c = (i - n * out_per_sample) % C
+        n, _, c = unravel3(i, out_per_sample // C, C)
         cuda.atomic.add(dx, n * in_per_sample + index[i] * C + c, dy[i])
 
 
@@ -156,28 +105,9 @@ def gather_at_max_kernel(g, index, out, out_per_sample, in_per_sample, C, accum)
     """out[n, o, c] (+)= g[n, index[n, o, c], c]: g read at the winners."""
     i = cuda.grid(1)
     if i < out.size:
-        n = i // out_per_sample
-        c = (i - n * out_per_sample) % C
+        n, _, c = unravel3(i, out_per_sample // C, C)
         v = g[n * in_per_sample + index[i] * C + c]
-        if accum:
-            out[i] += v
-        else:
-            out[i] = v
-
-
-def _dims(op):
-    """(sizes, out_sizes, kernel, stride, pad, C) of the pooled dims, padded to three in front
-    as the CPU geometry pads them."""
-    geo = op.geo
-    fill = 3 - len(op.kernel)
-    sizes = (geo.x2[1] // (geo.C * geo.H * geo.W), int(geo.H), int(geo.W))
-    out_sizes = tuple(int(w.shape[1]) for w in geo.windows)
-    as3 = (lambda v, pad_value: (pad_value,) * fill + tuple(int(e) for e in v))
-    return (sizes, out_sizes, as3(op.kernel, 1), as3(op.stride, 1), as3(op.pad, 0), int(geo.C))
-
-
-def _mode(op):
-    return MAX if op.name == "MaxPooling" else op.mode
+        store(out, i, v, accum)
 
 
 def _flat(a):
@@ -186,21 +116,22 @@ def _flat(a):
 
 def _winners(op, x, y=None):
     """Pool ``x`` by max into ``y`` (a workspace when None), keeping the winners' positions on
-    the op (``saved_device_index``), which the backward of MaxPooling and the double backward
-    ops read."""
-    n_out = op.geo.y2[0] * op.geo.y2[1]
-    index = getattr(op, "saved_device_index", None)
+    the op (``device_winners``), which the backward of MaxPooling and the double backward ops
+    read."""
+    geo = op.geo
+    n_out = geo.y2[0] * geo.y2[1]
+    index = op.device_winners
     if index is None or index.size != n_out:
-        index = op.saved_device_index = device.empty((n_out,), np.int64)
+        index = op.device_winners = device.empty((n_out,), np.int64)
     if y is None:
         y = device.workspace("pool max", n_out, x.dtype)
-    device.launch(pool_kernel, n_out, _flat(x), _flat(y), index, *_dims(op), MAX, True)
+    device.launch(pool_kernel, n_out, _flat(x), _flat(y), index, *geo.window_args(), MAX, True)
     return index
 
 
 def _kept_winners(op, x):
     """The winners a device forward kept, or found again in ``x``."""
-    index = getattr(op, "saved_device_index", None)
+    index = op.device_winners
     if index is None or index.size != op.geo.y2[0] * op.geo.y2[1]:
         index = _winners(op, x)
     return index
@@ -227,11 +158,11 @@ def pooling_forward(op, inputs, outputs):
     x, y = inputs[0], outputs[0]
     if y.size == 0:
         return
-    if _mode(op) == MAX:
+    if op.mode == MAX:
         _winners(op, x, y)
         return
     device.launch(pool_kernel, y.size, _flat(x), _flat(y),
-                  device.workspace("pool no index", 1, np.int64), *_dims(op), _mode(op),
+                  device.workspace("pool no index", 1, np.int64), *op.geo.window_args(), op.mode,
                   op.including_pad)
 
 
@@ -240,10 +171,10 @@ def pooling_backward(op, inputs, outputs, output_grads, input_grads, propagate_d
     if not propagate_down[0]:
         return
     dy, dx = output_grads[0], input_grads[0]
-    if _mode(op) == MAX:
+    if op.mode == MAX:
         _scatter_to_winners(op, dy, _kept_winners(op, inputs[0]), dx, accum[0])
         return
-    device.launch(spread_kernel, dx.size, _flat(dy), _flat(dx), *_dims(op), op.mode,
+    device.launch(spread_kernel, dx.size, _flat(dy), _flat(dx), *op.geo.window_args(), op.mode,
                   op.including_pad, accum[0])
 
 
@@ -333,22 +264,17 @@ def unpooling_backward(op, inputs, outputs, output_grads, input_grads, propagate
                   contiguous_strides(dx.shape), table, starts, dy.size)
 
 
-# RoiAlign: one thread per output bin, averaging its bilinear samples (the CPU's roi_grid and
-# roi_corners); the backward spreads each bin's gradient over the same samples with atomic
-# adds (bins of overlapping boxes share pixels). A box whose batch index is out of range is
-# counted into host memory mapped into the device, and the CPU's check then reports it.
+# RoiAlign: one thread per output bin, averaging its bilinear samples (the CPU's roi_grid,
+# roi_sample and bilinear_at); the backward spreads each bin's gradient over the same samples
+# with atomic adds (bins of overlapping boxes share pixels). A box whose batch index is out of
+# range is counted into host memory mapped into the device, and the CPU's check then reports it.
 @device_function
 def roi_bin(i, C, OH, OW, channel_last):
     """(box, channel, bin row, bin column) of element i of RoiAlign's output."""
-    per_box = C * OH * OW
-    r = i // per_box
-    rest = i - r * per_box
     if channel_last:
-        c = rest % C
-        pos = rest // C
+        r, pos, c = unravel3(i, OH * OW, C)
     else:
-        c = rest // (OH * OW)
-        pos = rest - c * OH * OW
+        r, c, pos = unravel3(i, C, OH * OW)
     return r, c, pos // OW, pos % OW
 
 
@@ -376,19 +302,14 @@ def roi_align_kernel(x, boxes, y, n_images, H, W, C, OH, OW, scale_y, scale_x, s
             return
         cs, ss = (1, C) if channel_last else (H * W, 1)
         base = n * C * H * W + c * cs
-        y1, x1, bin_h, bin_w, gh, gw = roi_grid(boxes[r], OH, OW, scale_y, scale_x,
-                                                sampling_ratio)
+        grid = roi_grid(boxes[r], OH, OW, scale_y, scale_x, sampling_ratio)
+        gh, gw = grid[4], grid[5]
         acc = 0.0
         for iy in range(gh):
-            sy = y1 + oh * bin_h + (iy + 0.5) * bin_h / gh
             for ix in range(gw):
-                sx = x1 + ow * bin_w + (ix + 0.5) * bin_w / gw
-                ya, xa, yb, xb, ly, lx, inside = roi_corners(sy, sx, H, W)
+                ya, xa, yb, xb, ly, lx, inside = roi_sample(grid, oh, ow, iy, ix, H, W)
                 if inside:
-                    acc += ((1 - ly) * (1 - lx) * x[base + (ya * W + xa) * ss]
-                            + (1 - ly) * lx * x[base + (ya * W + xb) * ss]
-                            + ly * (1 - lx) * x[base + (yb * W + xa) * ss]
-                            + ly * lx * x[base + (yb * W + xb) * ss])
+                    acc += bilinear_at(x, base, ss, W, ya, xa, yb, xb, ly, lx)
         count = gh * gw
         y[i] = acc / count if count != 0 else np.nan
 
@@ -405,17 +326,15 @@ def roi_align_backward_kernel(dy, boxes, dx, n_images, H, W, C, OH, OW, scale_y,
             return
         cs, ss = (1, C) if channel_last else (H * W, 1)
         base = n * C * H * W + c * cs
-        y1, x1, bin_h, bin_w, gh, gw = roi_grid(boxes[r], OH, OW, scale_y, scale_x,
-                                                sampling_ratio)
+        grid = roi_grid(boxes[r], OH, OW, scale_y, scale_x, sampling_ratio)
+        gh, gw = grid[4], grid[5]
         count = gh * gw
         if count == 0:
             return
         v = dy[i] / count
         for iy in range(gh):
-            sy = y1 + oh * bin_h + (iy + 0.5) * bin_h / gh
             for ix in range(gw):
-                sx = x1 + ow * bin_w + (ix + 0.5) * bin_w / gw
-                ya, xa, yb, xb, ly, lx, inside = roi_corners(sy, sx, H, W)
+                ya, xa, yb, xb, ly, lx, inside = roi_sample(grid, oh, ow, iy, ix, H, W)
                 if inside:
                     cuda.atomic.add(dx, base + (ya * W + xa) * ss, v * (1 - ly) * (1 - lx))
                     cuda.atomic.add(dx, base + (ya * W + xb) * ss, v * (1 - ly) * lx)

@@ -20,6 +20,7 @@ from numba import float64
 from ..ops import quantization as cpu_quantizers
 from ..ops.reduction import MAX, MIN
 from . import affine, convolution, device, reduction
+from .device import store
 from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
@@ -53,10 +54,7 @@ def range_ste_backward_kernel(x, dy, dx, lo, hi, has_range, accum):
     i = cuda.grid(1)
     if i < dx.size:
         g = range_ste_value(x[i], dy[i], lo, hi) if has_range else dy[i]
-        if accum:
-            dx[i] += g
-        else:
-            dx[i] = g
+        store(dx, i, g, accum)
 
 
 def _flat(a):
@@ -143,10 +141,7 @@ def min_max_quantize_backward_kernel(x, dy, qindex, grid, dx, d_min, d_max, fine
         hi = grid[2, k]
         if want_dx:
             g = dy[i] if (not fine_grained or lo <= v <= hi) else 0.0
-            if accum_dx:
-                dx[i] += g
-            else:
-                dx[i] = g
+            store(dx, i, g, accum_dx)
         if want_dq:
             if v < lo:
                 cuda.atomic.add(d_min, k, dy[i])
@@ -240,10 +235,7 @@ def quantize_linear_backward_kernel(dy, scale, sindex, dx, accum):
     i = cuda.grid(1)
     if i < dx.size:
         g = dy[i] / scale[sindex[i]]
-        if accum:
-            dx[i] += g
-        else:
-            dx[i] = g
+        store(dx, i, g, accum)
 
 
 @forward("QuantizeLinear")

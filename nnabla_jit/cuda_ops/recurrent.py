@@ -15,6 +15,7 @@ from numba import float64
 
 from ..ops import recurrent as cpu_cells
 from . import blas, device
+from .device import store, unravel3
 from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
@@ -91,9 +92,7 @@ def copy3_kernel(src, dst):
     i = cuda.grid(1)
     rows, cols = dst.shape[1], dst.shape[2]
     if i < dst.shape[0] * rows * cols:
-        t = i // (rows * cols)
-        b = (i // cols) % rows
-        k = i % cols
+        t, b, k = unravel3(i, rows, cols)
         dst[t, b, k] = src[t, b, k]
 
 
@@ -112,10 +111,7 @@ def column_sums_kernel(g, out, accum):
         acc = float64(0.0)
         for r in range(g.shape[0]):
             acc += g[r, j]
-        if accum:
-            out[j] += acc
-        else:
-            out[j] = acc
+        store(out, j, acc, accum)
 
 
 # ---------------------------------------------------------------------------- helpers

@@ -17,7 +17,7 @@ from numba import float64, int64
 
 from ..ops.reduction import ABS_POW, MAX, MIN, PROD, SUM, ReductionLayout
 from . import device
-from .device import contiguous_strides, flat_offset
+from .device import contiguous_strides, flat_offset, store
 from .registry import backward, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
@@ -83,10 +83,7 @@ def reduce_kernel(x, y, index, kept_shape, kept_strides, red_shape, red_strides,
         r = values[0] * scale
         if kind == ABS_POW:
             r = r ** (1.0 / p)
-        if accum:
-            y[j] += r
-        else:
-            y[j] = r
+        store(y, j, r, accum)
         if kind == MAX or kind == MIN:
             index[j] = positions[0]
 
@@ -130,10 +127,7 @@ def broadcast_kernel(src, dst, shape, strides, scale, accum):
     i = cuda.grid(1)
     if i < dst.size:
         v = scale * src[flat_offset(i, shape, strides)]
-        if accum:
-            dst[i] += v
-        else:
-            dst[i] = v
+        store(dst, i, v, accum)
 
 
 @kernel
@@ -294,10 +288,7 @@ def product_norm_backward_kernel(x, y, dy, dx, prefix, kept_shape, kept_strides,
             else:
                 sign = 1.0 if v > 0 else (-1.0 if v < 0 else 0.0)
                 d = g * sign * abs(v) ** (p - 1.0) * norm ** (1.0 - p)
-            if accum:
-                dx[at] += d
-            else:
-                dx[at] = d
+            store(dx, at, d, accum)
 
 
 @forward("Prod", "Norm")

@@ -20,6 +20,7 @@ from numba import float64
 
 from ..ops import signal as cpu_signal
 from . import blas, device
+from .device import store, unravel3
 from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
@@ -34,9 +35,7 @@ def resample_axis_kernel(x, index, weight, outside, fill, y):
     t = cuda.grid(1)
     rows, inner = y.shape[1], y.shape[2]
     if t < y.size:
-        a = t // (rows * inner)
-        j = (t // inner) % rows
-        c = t % inner
+        a, j, c = unravel3(t, rows, inner)
         y[a, j, c] = fill if outside[j] else tap_sum(x, index, weight, a, j, c)
 
 
@@ -46,9 +45,7 @@ def resample_axis_adjoint_kernel(dy, index, weight, outside, dx):
     t = cuda.grid(1)
     rows, inner = dy.shape[1], dy.shape[2]
     if t < dy.size:
-        a = t // (rows * inner)
-        j = (t // inner) % rows
-        c = t % inner
+        a, j, c = unravel3(t, rows, inner)
         if not outside[j]:
             for k in range(index.shape[1]):
                 cuda.atomic.add(dx, (a, index[j, k], c), weight[j, k] * dy[a, j, c])
@@ -116,15 +113,11 @@ def dft_kernel(x, y, n0, n1, n2, sign, scale, accum):
         return
     o = t // n
     k = t % n
-    k0 = k // (n1 * n2)
-    k1 = (k // n2) % n1
-    k2 = k % n2
+    k0, k1, k2 = unravel3(k, n1, n2)
     re = float64(0.0)
     im = float64(0.0)
     for m in range(n):
-        m0 = m // (n1 * n2)
-        m1 = (m // n2) % n1
-        m2 = m % n2
+        m0, m1, m2 = unravel3(m, n1, n2)
         # the phase as a fraction of a turn, reduced in integers before the division
         turn = (k0 * m0 % n0) / n0 + (k1 * m1 % n1) / n1 + (k2 * m2 % n2) / n2
         angle = sign * 2.0 * math.pi * turn
@@ -183,9 +176,7 @@ def gather_frames_kernel(x, index, scale, scaled, frames):
     t = cuda.grid(1)
     n_frames, n = frames.shape[1], frames.shape[2]
     if t < frames.size:
-        b = t // (n_frames * n)
-        f = (t // n) % n_frames
-        j = t % n
+        b, f, j = unravel3(t, n_frames, n)
         i = index[f, j]
         if i < 0:
             frames[b, f, j] = 0.0
@@ -201,9 +192,7 @@ def scatter_frames_kernel(frames, index, x):
     t = cuda.grid(1)
     n_frames, n = frames.shape[1], frames.shape[2]
     if t < frames.size:
-        b = t // (n_frames * n)
-        f = (t // n) % n_frames
-        j = t % n
+        b, f, j = unravel3(t, n_frames, n)
         i = index[f, j]
         if i >= 0:
             cuda.atomic.add(x, (b, i), frames[b, f, j])
@@ -215,17 +204,9 @@ def split_spectrum_kernel(z, yr, yi, accum_r, accum_i):
     t = cuda.grid(1)
     bins, n_frames = yr.shape[1], yr.shape[2]
     if t < yr.size:
-        b = t // (bins * n_frames)
-        k = (t // n_frames) % bins
-        f = t % n_frames
-        if accum_r:
-            yr[b, k, f] += z[b, f, 0, k]
-        else:
-            yr[b, k, f] = z[b, f, 0, k]
-        if accum_i:
-            yi[b, k, f] += z[b, f, 1, k]
-        else:
-            yi[b, k, f] = z[b, f, 1, k]
+        b, k, f = unravel3(t, bins, n_frames)
+        store(yr, (b, k, f), z[b, f, 0, k], accum_r)
+        store(yi, (b, k, f), z[b, f, 1, k], accum_i)
 
 
 @kernel
@@ -234,9 +215,7 @@ def join_spectrum_kernel(yr, yi, z):
     t = cuda.grid(1)
     bins, n_frames = yr.shape[1], yr.shape[2]
     if t < yr.size:
-        b = t // (bins * n_frames)
-        k = (t // n_frames) % bins
-        f = t % n_frames
+        b, k, f = unravel3(t, bins, n_frames)
         z[b, f, 0, k] = yr[b, k, f]
         z[b, f, 1, k] = yi[b, k, f]
 
@@ -250,10 +229,7 @@ def scale_samples_kernel(src, scale, dst, accum):
         b = t // length
         i = t % length
         v = src[b, i] * scale[i]
-        if accum:
-            dst[b, i] += v
-        else:
-            dst[b, i] = v
+        store(dst, (b, i), v, accum)
 
 
 def _matrix(op, name, dtype):

@@ -5,6 +5,7 @@ keeps the mask too (``op.mask``). DropoutMask, Dropout's grad rule (nn.grad), mu
 device copy its Dropout's forward left. The other random ops draw on the host (docs/cuda.md
 says why)."""
 from . import device
+from .device import store
 from .registry import backward, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
@@ -15,10 +16,7 @@ def masked_kernel(x, mask, y, accum):
     """y (+)= x * mask."""
     i = cuda.grid(1)
     if i < y.size:
-        if accum:
-            y[i] += x[i] * mask[i]
-        else:
-            y[i] = x[i] * mask[i]
+        store(y, i, x[i] * mask[i], accum)
 
 
 def _device_mask(op):

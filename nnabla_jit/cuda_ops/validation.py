@@ -1,11 +1,14 @@
 """CUDA kernels of TopNError and ConfusionMatrix (BinaryError is an elementwise table line):
 one thread per sample, labels decoded by the CPU's ``label_of`` and invalid ones counted into
 mapped host memory, as the label losses do (``loss.py``). Neither has a gradient."""
+from ..ops.validation import top_n_error_at as cpu_top_n_error_at
 from . import device
 from .loss import checked_labels, counted_label
-from .registry import forward, kernel
+from .registry import device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
+
+top_n_error_at = device_function(cpu_top_n_error_at.py_func)   # a sample's error, as the CPU's
 
 
 @kernel
@@ -13,30 +16,23 @@ def top_n_error_kernel(x3, t3, n, y, bad):
     """y = 1 where at least n other classes score >= the label's score, else 0 (0 for ignored
     labels); bad[0] counts invalid labels."""
     r = cuda.grid(1)
-    n_outer, n_class, n_inner = x3.shape
-    if r < n_outer * n_inner:
-        o, i, k = counted_label(t3, r, n_inner, n_class, bad)
+    if r < t3.size:   # one thread per sample
+        o, i, k = counted_label(t3, r, x3.shape[2], x3.shape[1], bad)
         if k < 0:
             y[r] = 0.0
             return
-        v = x3[o, k, i]
-        above = 0
-        for c in range(n_class):
-            if c != k and x3[o, c, i] >= v:
-                above += 1
-        y[r] = 1.0 if above >= n else 0.0
+        y[r] = top_n_error_at(x3, o, i, k, n)
 
 
 @kernel
 def confusion_kernel(x3, t3, cm, bad):
     """cm[label, argmax] += 1 per sample (cm zeroed before; ignored labels skipped)."""
     r = cuda.grid(1)
-    n_outer, n_class, n_inner = x3.shape
-    if r < n_outer * n_inner:
-        o, i, k = counted_label(t3, r, n_inner, n_class, bad)
+    if r < t3.size:   # one thread per sample
+        o, i, k = counted_label(t3, r, x3.shape[2], x3.shape[1], bad)
         if k >= 0:
             best = 0
-            for c in range(1, n_class):
+            for c in range(1, x3.shape[1]):
                 if x3[o, c, i] > x3[o, best, i]:
                     best = c
             cuda.atomic.add(cm, (k, best), 1)

@@ -8,7 +8,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .common import normalize_axis, outer_axis_inner
+from .common import normalize_axis, outer_axis_inner, store
 from .elementwise import elementwise
 from .kernels import parallel_kernel
 from .registry import Op, register
@@ -26,10 +26,7 @@ def softmax_backward_kernel(y, dy, dx, log, accum):
                 s += dy[o, k, i] if log else dy[o, k, i] * y[o, k, i]
             for k in range(n):
                 g = dy[o, k, i] - np.exp(y[o, k, i]) * s if log else y[o, k, i] * (dy[o, k, i] - s)
-                if accum:
-                    dx[o, k, i] += g
-                else:
-                    dx[o, k, i] = g
+                store(dx, (o, k, i), g, accum)
 
 
 def softmax_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
@@ -69,10 +66,7 @@ def crelu_backward_kernel(x, dy, dx, alpha, elu, accum):
                 v = x[o, k, i]
                 g = (dy[o, 0, k, i] * concatenated_slope(v, alpha, elu)
                      - dy[o, 1, k, i] * concatenated_slope(-v, alpha, elu))
-                if accum:
-                    dx[o, k, i] += g
-                else:
-                    dx[o, k, i] = g
+                store(dx, (o, k, i), g, accum)
 
 
 def concatenated_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
@@ -97,10 +91,7 @@ def prelu_backward_kernel(x, w, dy, dx, dw, want_dx, want_dw, accum_dx, accum_dw
                 g = dy[o, k, i]
                 if want_dx:
                     gx = g if v > 0 else w[wk] * g
-                    if accum_dx:
-                        dx[o, k, i] += gx
-                    else:
-                        dx[o, k, i] = gx
+                    store(dx, (o, k, i), gx, accum_dx)
                 if want_dw and v <= 0:
                     dw[wk] += g * v
 

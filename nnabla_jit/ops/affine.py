@@ -3,7 +3,7 @@ import numpy as np
 from numba import njit, prange
 
 from .blas import add_row_vector, gemm, sum_rows
-from .common import integer_indices, normalize_axis
+from .common import checked_affine_dims, integer_indices
 from .kernels import parallel_kernel
 from .registry import Op, register
 
@@ -42,16 +42,7 @@ class Affine(Op):
     """y = x W + b, with x flattened to (prod(shape[:base_axis]), prod(shape[base_axis:]))."""
 
     def setup(self, x, w, b=None):
-        self.base_axis = normalize_axis(self, self.base_axis, len(x), "base_axis") if x else 0
-        rows = int(np.prod(x[:self.base_axis], dtype=np.int64))
-        inner = int(np.prod(x[self.base_axis:], dtype=np.int64))
-        if not w or w[0] != inner:
-            self.fail("weight of shape {} does not fit input of shape {} with base_axis {}: "
-                      "weight must be ({}, ...)", w, x, self.base_axis, inner)
-        out_cols = int(np.prod(w[1:], dtype=np.int64))
-        if b is not None and tuple(b) != tuple(w[1:]):
-            self.fail("bias of shape {} must have shape {} (weight shape {})", b, tuple(w[1:]), w)
-        self.dims = (rows, inner, out_cols)
+        self.dims = rows, _, out_cols = checked_affine_dims(self, x, w, b)
         self.bias_kernel = add_row_vector.for_size(rows * out_cols)
         return [tuple(x[:self.base_axis]) + tuple(w[1:])]
 

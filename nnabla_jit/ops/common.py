@@ -59,6 +59,26 @@ def normalize_axis(op, axis, ndim, arg="axis"):
     return axis % ndim
 
 
+def shape_size(shape):
+    """The number of elements of ``shape`` (a Python int; 1 for ())."""
+    return int(np.prod(shape, dtype=np.int64))
+
+
+def checked_affine_dims(op, x, w, b):
+    """(rows, inner, out_cols) of an affine map of x (flattened at ``op.base_axis``, normalized
+    here) by the weight w (inner, *out) plus the bias b (out, or None); the argument checks of
+    Affine and the quantized affine ops."""
+    op.base_axis = normalize_axis(op, op.base_axis, len(x), "base_axis") if x else 0
+    rows = int(np.prod(x[:op.base_axis], dtype=np.int64))
+    inner = int(np.prod(x[op.base_axis:], dtype=np.int64))
+    if not w or w[0] != inner:
+        op.fail("weight of shape {} does not fit input of shape {} with base_axis {}: "
+                "weight must be ({}, ...)", w, x, op.base_axis, inner)
+    if b is not None and tuple(b) != tuple(w[1:]):
+        op.fail("bias of shape {} must have shape {} (weight shape {})", b, tuple(w[1:]), w)
+    return rows, inner, int(np.prod(w[1:], dtype=np.int64))
+
+
 def outer_axis_inner(shape, axis):
     """(outer, size, inner): the input seen as a 3-d array around ``axis``."""
     outer = int(np.prod(shape[:axis], dtype=np.int64))
@@ -77,6 +97,26 @@ def sum_to_shape(g, dst, accum):
         dst += g
     else:
         dst[...] = g
+
+
+@njit(cache=True, inline="always")
+def unravel3(i, rows, inner):
+    """(outer, row, col) of flat position ``i`` of a C-order (outer, rows, inner) array: which
+    element a task of a flattened loop handles. Every one-thread-per-element CUDA kernel that
+    names its element's coordinates does it with this rule (``cuda_ops/device.py`` compiles its
+    py_func); with four axes, the last part is split again."""
+    return i // (rows * inner), (i // inner) % rows, i % inner
+
+
+@njit(cache=True, inline="always")
+def store(out, at, value, accum):
+    """out[at] = value, or out[at] += value with ``accum``: how a kernel writes a result that may
+    be added to the gradient already there (``at``: an index or a tuple of indices). The CUDA
+    kernels compile the same rule (``cuda_ops/device.py``)."""
+    if accum:
+        out[at] += value
+    else:
+        out[at] = value
 
 
 @njit(cache=True)
@@ -102,3 +142,12 @@ def integer_indices(op, a, arg="index"):
         if bad.any():
             op.fail("{} {} is not an integer index", arg, flat[bad][0].item())
     return a.astype(np.int64)
+
+
+@njit(cache=True, inline="always")
+def sample_label(t3, r, n_classes):
+    """(o, i, k): sample r of (O, 1, I) labels t3 as (o, i), and its class index (``label_of``)."""
+    I = t3.shape[2]
+    o = r // I
+    i = r - o * I
+    return o, i, label_of(t3, o, i, n_classes)

@@ -39,7 +39,7 @@ INIT_ADD, INIT_ZERO, INIT_BIAS = 0, 1, 2
 
 
 # ------------------------------------------------------------------ backward kernels
-def _mode(accum):
+def init_for_accum(accum):
     """The write mode of a gradient: add into it (accum) or overwrite it."""
     return INIT_ADD if accum else INIT_ZERO
 
@@ -61,7 +61,7 @@ def channel_sums(a2, out, accum, channel_last):
         out[c] = out[c] + acc if accum else acc
 
 
-def _bias_grad(a2, db, accum, channel_last):
+def bias_grad(a2, db, accum, channel_last):
     channel_sums.for_size(a2.size)(a2, db, accum, channel_last)
 
 
@@ -72,15 +72,15 @@ def convolution_backward(op, inputs, outputs, output_grads, input_grads, propaga
     if propagate_down[0]:
         wino = getattr(op, "wino", None)
         if wino is not None and wino.takes(dy) and w.dtype == dy.dtype:
-            wino.data_grad(dy, w, input_grads[0], _mode(accum[0]))
+            wino.data_grad(dy, w, input_grads[0], init_for_accum(accum[0]))
         else:
-            geo.map_to_image(dy, w, input_grads[0], init=_mode(accum[0]))
+            geo.map_to_image(dy, w, input_grads[0], init=init_for_accum(accum[0]))
     bias = len(inputs) > 2 and propagate_down[2]
     if propagate_down[1]:   # with the bias gradient from the same transposed dy
         geo.filter_grad(x, dy, input_grads[1], accum[1], reuse_col=True, out_b=input_grads[2] if bias else None,
                         b_accumulate=bias and accum[2])
     elif bias:
-        _bias_grad(geo.map2(dy), input_grads[2], accum[2], geo.channel_last)
+        bias_grad(geo.map2(dy), input_grads[2], accum[2], geo.channel_last)
 
 
 def deconvolution_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
@@ -88,11 +88,11 @@ def deconvolution_backward(op, inputs, outputs, output_grads, input_grads, propa
     geo, dy = op.geo, output_grads[0]
     x, w = inputs[0], inputs[1]
     if propagate_down[0]:
-        geo.image_to_map(dy, w, input_grads[0], init=_mode(accum[0]))
+        geo.image_to_map(dy, w, input_grads[0], init=init_for_accum(accum[0]))
     if propagate_down[1]:   # the col of dy is still in the buffer when dx was just computed
         geo.filter_grad(dy, x, input_grads[1], accum[1], reuse_col=propagate_down[0])
     if len(inputs) > 2 and propagate_down[2]:
-        _bias_grad(geo.img2(dy), input_grads[2], accum[2], geo.channel_last)
+        bias_grad(geo.img2(dy), input_grads[2], accum[2], geo.channel_last)
 
 
 # ------------------------------------------------------------------------------ extras
@@ -120,19 +120,54 @@ def scratch(name, size, dtype):
 # Arrays reach the kernels flattened per sample: an image is (nb, C * S) with element (c, s) at
 # c * S + s, or s * C + c channel-last; a map likewise. Inner loops index with uint64: numba
 # skips its negative-index wraparound for unsigned ints, which lets LLVM vectorize the copies.
+# The layout and col rules are @njit(inline="always") helpers, which the CUDA kernels
+# (cuda_ops/convolution.py) compile from their py_func.
 @njit(cache=True, inline="always")
-def _strides(channels, size, channel_last):
+def sample_strides(channels, size, channel_last):
     """(channel stride, position stride) of a flattened sample."""
-    return (1, channels) if channel_last else (size, 1)
+    if channel_last:
+        return 1, channels
+    return size, 1
 
 
 @njit(cache=True, inline="always")
-def _row_of(c, k, K, Cg, channel_last):
-    """The col row of image channel ``c`` and kernel tap ``k`` (the filter's column order)."""
+def col_row(c, k, K, Cg, channel_last):
+    """The col row of image channel ``c`` and kernel tap ``k`` (the filter's column order: c * K
+    + k, or group by group tap-major channel-last); ``Cg`` channels per group."""
     if channel_last:
         g = c // Cg
         return g * K * Cg + k * Cg + (c - g * Cg)
     return c * K + k
+
+
+@njit(cache=True, inline="always")
+def col_entry(row, K, Cg, channel_last):
+    """(c, k): the image channel and kernel tap of col row ``row`` (``col_row`` inverted)."""
+    if channel_last:
+        g = row // (K * Cg)
+        rest = row - g * K * Cg
+        k = rest // Cg
+        return g * Cg + rest - k * Cg, k
+    c = row // K
+    return c, row - c * K
+
+
+@njit(cache=True, inline="always")
+def col_layout(img, col, img_sp, map_sp, stride, koff, group, channel_last):
+    """What im2col and col2im read off their arguments: (nb, K, D, H, W, OH, OW, sh, sw, O, S, C,
+    cs, ss, Cg, step) -- samples, taps, spatial dims, the last two dims of the image and the map
+    and their strides, map positions and image positions per sample, channels, the sample
+    strides, channels per group, and the image step between neighbouring map columns."""
+    nb = img.shape[0]
+    K, D = koff.shape
+    O = col.shape[1] // nb if nb > 0 else 0
+    S = 1
+    for d in range(D):
+        S *= img_sp[d]
+    C = img.shape[1] // S
+    cs, ss = sample_strides(C, S, channel_last)
+    return (nb, K, D, img_sp[D - 2], img_sp[D - 1], map_sp[D - 2], map_sp[D - 1], stride[D - 2],
+            stride[D - 1], O, S, C, cs, ss, C // group, stride[D - 1] * ss)
 
 
 @njit(cache=True, inline="always")
@@ -167,24 +202,14 @@ def _valid_range(W, OW, sw, off):
 def im2col(img, col, img_sp, map_sp, stride, koff, group, channel_last):
     """col[row(c, k), b * O + o] = the image value under tap k of map position o (0 in the
     padding). Spatial dims are (..., H, W), at least two; ``koff[k, d]`` = tap offset - pad."""
-    nb = img.shape[0]
-    K, D = koff.shape
-    H, W, OH, OW = img_sp[D - 2], img_sp[D - 1], map_sp[D - 2], map_sp[D - 1]
-    sh, sw = stride[D - 2], stride[D - 1]
-    O = col.shape[1] // nb if nb > 0 else 0
-    S = 1
-    for d in range(D):
-        S *= img_sp[d]
-    C = img.shape[1] // S
-    cs, ss = _strides(C, S, channel_last)
-    Cg = C // group
-    step = sw * ss
+    nb, K, D, H, W, OH, OW, sh, sw, O, S, C, cs, ss, Cg, step = col_layout(
+        img, col, img_sp, map_sp, stride, koff, group, channel_last)
     for task in prange(C * K * nb):
         ck = task // nb
         b = task - ck * nb
         c = ck // K
         k = ck - c * K
-        sample, out = img[b], col[_row_of(c, k, K, Cg, channel_last)]
+        sample, out = img[b], col[col_row(c, k, K, Cg, channel_last)]
         offh, offw = koff[k, D - 2], koff[k, D - 1]
         hlo, hhi = _valid_range(H, OH, sh, offh)
         wlo, whi = _valid_range(W, OW, sw, offw)
@@ -215,18 +240,8 @@ def im2col(img, col, img_sp, map_sp, stride, koff, group, channel_last):
 def col2im(col, img, bias, init, img_sp, map_sp, stride, koff, group, channel_last):
     """The adjoint of im2col: every image position gets the sum of its col entries, added to
     its contents (INIT_ADD), to zero or to bias[c]."""
-    nb = img.shape[0]
-    K, D = koff.shape
-    H, W, OH, OW = img_sp[D - 2], img_sp[D - 1], map_sp[D - 2], map_sp[D - 1]
-    sh, sw = stride[D - 2], stride[D - 1]
-    O = col.shape[1] // nb if nb > 0 else 0
-    S = 1
-    for d in range(D):
-        S *= img_sp[d]
-    C = img.shape[1] // S
-    cs, ss = _strides(C, S, channel_last)
-    Cg = C // group
-    step = sw * ss
+    nb, K, D, H, W, OH, OW, sh, sw, O, S, C, cs, ss, Cg, step = col_layout(
+        img, col, img_sp, map_sp, stride, koff, group, channel_last)
     for task in prange(nb * C):
         b = task // C
         c = task - b * C
@@ -236,7 +251,7 @@ def col2im(col, img, bias, init, img_sp, map_sp, stride, koff, group, channel_la
             for s in range(S):
                 sample[uint64(c * cs + s * ss)] = v0
         for k in range(K):
-            row = col[_row_of(c, k, K, Cg, channel_last)]
+            row = col[col_row(c, k, K, Cg, channel_last)]
             offh, offw = koff[k, D - 2], koff[k, D - 1]
             hlo, hhi = _valid_range(H, OH, sh, offh)
             wlo, whi = _valid_range(W, OW, sw, offw)
@@ -255,13 +270,21 @@ def col2im(col, img, bias, init, img_sp, map_sp, stride, koff, group, channel_la
                             sample[uint64(dst + i * step)] += row[uint64(src + i)]
 
 
-@parallel_kernel
-def rows_to_map(rows, mp, bias, init, channel_last):
-    """mp (+)= rows (M, nb * O) laid out as a map (nb, M * O), or (nb, O * M) channel-last."""
+@njit(cache=True, inline="always")
+def rows_layout(mp, rows, channel_last):
+    """(nb, M, O, ms, os): what rows_to_map and map_to_rows read off a map (nb, M * O) and its
+    GEMM rows (M, nb * O) -- samples, channels, positions, and the map's sample strides."""
     nb = mp.shape[0]
     M = rows.shape[0]
     O = rows.shape[1] // nb if nb > 0 else 0
-    ms, os_ = _strides(M, O, channel_last)
+    ms, os_ = sample_strides(M, O, channel_last)
+    return nb, M, O, ms, os_
+
+
+@parallel_kernel
+def rows_to_map(rows, mp, bias, init, channel_last):
+    """mp (+)= rows (M, nb * O) laid out as a map (nb, M * O), or (nb, O * M) channel-last."""
+    nb, M, O, ms, os_ = rows_layout(mp, rows, channel_last)
     for task in prange(nb * M):
         b = task // M
         m = task - b * M
@@ -276,10 +299,7 @@ def rows_to_map(rows, mp, bias, init, channel_last):
 @parallel_kernel
 def map_to_rows(mp, rows, channel_last):
     """rows[m, b * O + o] = the map's element (m, o) of sample b."""
-    nb = mp.shape[0]
-    M = rows.shape[0]
-    O = rows.shape[1] // nb if nb > 0 else 0
-    ms, os_ = _strides(M, O, channel_last)
+    nb, M, O, ms, os_ = rows_layout(mp, rows, channel_last)
     for task in prange(nb * M):
         b = task // M
         m = task - b * M
@@ -359,7 +379,8 @@ class ConvGeometry:
                         "input shape {} is {} + 2 * pad {}", tuple(kernel), tuple(dilation), d,
                         tuple(img_shape), img_sp[d], pad[d])
             map_sp.append((img_sp[d] + 2 * pad[d] - reach) // stride[d] + 1)
-        self.img_sp, self.map_sp, self.kernel = img_sp, tuple(map_sp), tuple(kernel)
+        self.img_sp, self.map_sp, self.kernel = tuple(img_sp), tuple(map_sp), tuple(kernel)
+        self.stride, self.pad, self.dilation = (tuple(int(v) for v in a) for a in (stride, pad, dilation))
         self.C, self.M, self.group, self.channel_last = C, w_shape[0], group, channel_last
         self.B = int(np.prod(lead, dtype=np.int64))
         self.K = int(np.prod(kernel, dtype=np.int64))
@@ -487,7 +508,7 @@ class ConvGeometry:
 
 
 # ------------------------------------------------------------------------------ ops
-def _init(bias):
+def init_for_bias(bias):
     return INIT_BIAS if bias is not None else INIT_ZERO
 
 
@@ -539,9 +560,9 @@ class _ImageToMap(Op):
     def forward(self, inputs, outputs):
         bias = inputs[2] if len(inputs) > 2 else None
         if self.wino is not None and self.wino.takes(inputs[0]) and inputs[1].dtype == inputs[0].dtype:
-            self.wino.forward(inputs[0], inputs[1], outputs[0], bias, _init(bias))
+            self.wino.forward(inputs[0], inputs[1], outputs[0], bias, init_for_bias(bias))
             return
-        self.geo.image_to_map(inputs[0], inputs[1], outputs[0], bias, _init(bias))
+        self.geo.image_to_map(inputs[0], inputs[1], outputs[0], bias, init_for_bias(bias))
 
     def grad_depends_input_data(self, i, j):
         return (i == 0 and j == 1) or (i == 1 and j == 0)
@@ -589,7 +610,7 @@ class _MapToImage(Op):
 
     def forward(self, inputs, outputs):
         bias = inputs[2] if len(inputs) > 2 else None
-        self.geo.map_to_image(inputs[0], inputs[1], outputs[0], bias, _init(bias))
+        self.geo.map_to_image(inputs[0], inputs[1], outputs[0], bias, init_for_bias(bias))
 
     def grad_depends_input_data(self, i, j):
         return (i == 0 and j == 1) or (i == 1 and j == 0)

@@ -8,7 +8,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .convolution import ConvGeometry, _bias_grad, _init, check_bias
+from .convolution import ConvGeometry, bias_grad, check_bias, init_for_bias
 from .kernels import parallel_kernel
 from .registry import Op, register
 
@@ -29,7 +29,7 @@ def deformable_convolution_backward(op, inputs, outputs, output_grads, input_gra
     if "weight" in want:
         geo.filter_grad(a["x"], dy, want["weight"][0], want["weight"][1], reuse_col=True)
     if "bias" in want:
-        _bias_grad(geo.map2(dy), *want["bias"], False)
+        bias_grad(geo.map2(dy), *want["bias"], False)
     sampled = {n: _zeroed(*want[n]) for n in ("x", "offset", "mask") if n in want}
     if sampled:
         geo.sampling_grads(dy, a["weight"], a["x"], sampled.get("x"), sampled.get("offset"), sampled.get("mask"))
@@ -107,7 +107,7 @@ def patch_correlation_backward(op, inputs, outputs, output_grads, input_grads, p
 
 # ============================================================================== deformable
 @njit(cache=True, inline="always")
-def _corners(y, x, H, W):
+def bilinear_corners(y, x, H, W):
     """Bilinear corners of (y, x): (y0, x0, ly, lx, inside); a point outside (-1, H) x (-1, W)
     reads as 0 (corners outside the image count as 0 too)."""
     if y <= -1.0 or y >= H or x <= -1.0 or x >= W:
@@ -118,9 +118,42 @@ def _corners(y, x, H, W):
 
 
 @njit(cache=True, inline="always")
+def corner_sums(img, base, H, W, y0, x0, ly, lx):
+    """(v, dv/dy, dv/dx): the bilinear sample with top-left corner (y0, x0) and weights ly, lx of
+    the plane at img[base + y * W + x], and its derivatives along y and x; corners outside the
+    image read 0. The CUDA kernels compile its py_func."""
+    v = 0.0
+    vy = 0.0
+    vx = 0.0
+    for corner in range(4):
+        cy, cx = y0 + corner // 2, x0 + corner % 2
+        if cy < 0 or cy >= H or cx < 0 or cx >= W:
+            continue
+        wy = ly if corner // 2 else 1 - ly
+        wx = lx if corner % 2 else 1 - lx
+        val = img[base + cy * W + cx]
+        v += wy * wx * val
+        vy += (1.0 if corner // 2 else -1.0) * wx * val
+        vx += wy * (1.0 if corner % 2 else -1.0) * val
+    return v, vy, vx
+
+
+@njit(cache=True, inline="always")
+def corner_weight(corner, y0, x0, ly, lx, H, W):
+    """(position in the plane, weight along y, weight along x) of corner 0..3 of the sample with
+    top-left corner (y0, x0) and weights ly, lx; position -1 outside the image."""
+    cy, cx = y0 + corner // 2, x0 + corner % 2
+    wy = ly if corner // 2 else 1 - ly
+    wx = lx if corner % 2 else 1 - lx
+    if cy < 0 or cy >= H or cx < 0 or cx >= W:
+        return -1, wy, wx
+    return cy * W + cx, wy, wx
+
+
+@njit(cache=True, inline="always")
 def _bilinear(plane, H, W, y, x):
     """plane (a flattened H x W image) interpolated at (y, x)."""
-    y0, x0, ly, lx, inside = _corners(y, x, H, W)
+    y0, x0, ly, lx, inside = bilinear_corners(y, x, H, W)
     v = 0.0
     if inside:
         if y0 >= 0 and x0 >= 0:
@@ -188,24 +221,17 @@ def deformable_col2im(dcol, x, offset, mask, dx, doffset, dmask, geom, dg, use_m
                         pos = oh * sh * W + ow * sw
                         y = oh * sh - ph + (k // KW) * dh + offset[b, oyb + pos]
                         xx = ow * sw - pw + (k % KW) * dw + offset[b, oxb + pos]
-                        y0, x0, ly, lx, inside = _corners(y, xx, H, W)
+                        y0, x0, ly, lx, inside = bilinear_corners(y, xx, H, W)
                         if not inside:
                             continue
                         m = mask[b, mb + pos] if use_mask else 1.0
                         gm = grow[oh * OW + ow] * m
-                        v = vy = vx = 0.0
-                        for corner in range(4):
-                            cy, cx = y0 + corner // 2, x0 + corner % 2
-                            if cy < 0 or cy >= H or cx < 0 or cx >= W:
-                                continue
-                            wy = ly if corner // 2 else 1 - ly
-                            wx = lx if corner % 2 else 1 - lx
-                            val = plane[cy * W + cx]
-                            v += wy * wx * val
-                            vy += (1.0 if corner // 2 else -1.0) * wx * val
-                            vx += wy * (1.0 if corner % 2 else -1.0) * val
-                            if want_x:
-                                dx[b, c * HW + cy * W + cx] += gm * wy * wx
+                        v, vy, vx = corner_sums(plane, 0, H, W, y0, x0, ly, lx)
+                        if want_x:
+                            for corner in range(4):
+                                at, wy, wx = corner_weight(corner, y0, x0, ly, lx, H, W)
+                                if at >= 0:
+                                    dx[b, c * HW + at] += gm * wy * wx
                         if want_offset:
                             doffset[b, oyb + pos] += gm * vy
                             doffset[b, oxb + pos] += gm * vx
@@ -265,7 +291,7 @@ class DeformableGeometry(ConvGeometry):
                 self.geom, self.dg, len(self.sources) > 1, dx is not None, doffset is not None, dmask is not None)
 
 
-def _named(op, values):
+def named_args(op, values):
     """Inputs (shapes or arrays) by name; absent optional inputs are None."""
     return {name: v for name, v in zip(op.input_names, values)}
 
@@ -276,7 +302,7 @@ class DeformableConvolution(Op):
     mask (DCNv2). Offsets (N, 2 * K * deformable_group, H, W) hold (dy, dx) per tap."""
 
     def setup(self, *shapes):
-        s = _named(self, shapes)
+        s = named_args(self, shapes)
         if self.channel_last:
             self.fail("channel_last=True is not supported (neither is it by nnabla on CPU)")
         self.geo = DeformableGeometry(self, s["x"], s["weight"], s["offset"], s.get("mask"), self.pad, self.stride,
@@ -285,10 +311,10 @@ class DeformableConvolution(Op):
         return [self.geo.map_shape]
 
     def forward(self, inputs, outputs):
-        a = _named(self, inputs)
+        a = named_args(self, inputs)
         self.geo.sample_with(a["offset"], a.get("mask"))
         bias = a.get("bias")
-        self.geo.image_to_map(a["x"], a["weight"], outputs[0], bias, _init(bias))
+        self.geo.image_to_map(a["x"], a["weight"], outputs[0], bias, init_for_bias(bias))
 
     backward = deformable_convolution_backward
 

@@ -38,7 +38,7 @@ __all__ = ["elementwise", "SCALAR_FUNCTIONS", "generated_kernel"]
 # Scalar functions an expression may call: the names of scalar_math's table, which also gives
 # the kernels' imports (CPU and CUDA) and the F op grad rules use for each (see _grad_namespace).
 SCALAR_FUNCTIONS = scalar_math.NAMES
-_prelude = scalar_math.kernel_prelude   # the imports of a generated kernel module (also fusion's)
+prelude = scalar_math.kernel_prelude   # the imports of a generated kernel module (also fusion's)
 
 
 class _TypedLiterals(ast.NodeTransformer):
@@ -57,7 +57,7 @@ class _TypedLiterals(ast.NodeTransformer):
 
 def kernel_expression(expr, names):
     """``expr`` as kernel source: literals typed like the first of ``names`` it uses."""
-    used = _names_in(expr)
+    used = names_in(expr)
     ref = next((n for n in names if n in used), None)
     if ref is None:
         return expr
@@ -123,7 +123,7 @@ def {name}_backward_{k}_nd({ins}, y_, dy_, dx_{args}):
 '''
 
 
-def _names_in(expr):
+def names_in(expr):
     return {n.id for n in ast.walk(ast.parse(expr, mode="eval")) if isinstance(n, ast.Name)}
 
 
@@ -147,7 +147,7 @@ class _Line:
         self.module = None   # the generated kernels, made on first use (kernels())
 
     def _loads(self, expr, indent, index, with_grad):
-        used = _names_in(expr)
+        used = names_in(expr)
         names = list(self.input_names) + (["y", "dy"] if with_grad else [])
         return "".join("{}{} = {}_[{}]\n".format(" " * indent, n, n, index) for n in names if n in used)
 
@@ -184,22 +184,22 @@ class _Line:
         """The module of this op's kernels (rendered and imported on first use)."""
         if self.module is None:
             self.module = load_generated("nnabla_jit_elementwise_{}_".format(self.ident),
-                                         _prelude() + self.source())
+                                         prelude() + self.source())
         return self.module
 
 
-_LINES = []
+LINES = []
 
 
 def declared_lines():
     """Every declared line, in declaration order (the grad rules are made from them)."""
-    return list(_LINES)
+    return list(LINES)
 
 
 def generated_kernel(name):
     """The generated kernel called ``name`` (e.g. ``re_l_u_forward``), whichever op's it is: how
     the compile worker finds the kernels of the manifest (deferred_compile.py)."""
-    for line in _LINES:
+    for line in LINES:
         if name in line.kernel_names():
             return getattr(line.kernels(), name)
     raise KeyError("no elementwise kernel is called {!r}".format(name))
@@ -222,7 +222,7 @@ def broadcast_shape(op, shapes):
         op.fail("inputs of shapes {} cannot be broadcast together", ", ".join(str(s) for s in shapes))
 
 
-def _collapse(out_shape, in_shapes):
+def collapse(out_shape, in_shapes):
     """Merge adjacent axes where every operand is either broadcast or not, to reach <= 4 dims.
 
     Returns the output shape and per-input strides (in elements, 0 on broadcast axes) of the
@@ -257,7 +257,7 @@ def _collapse(out_shape, in_shapes):
 
 def _strided_views(arrays, out_shape):
     """4-d (zero-stride where broadcast) views of ``arrays`` over the output shape."""
-    collapsed = _collapse(out_shape, [a.shape for a in arrays])
+    collapsed = collapse(out_shape, [a.shape for a in arrays])
     if collapsed is None:   # too many alternating axes: materialize the broadcast instead
         full = [(a if a.shape == tuple(out_shape) else np.ascontiguousarray(np.broadcast_to(a, out_shape)))
                 .reshape(-1) for a in arrays]
@@ -326,7 +326,7 @@ class ElementwiseOp(Op):
                 if not accum[k]:
                     dx.fill(0)
                 target = dx
-                if _collapse(dy.shape, [x.shape for x in ins] + [dx.shape]) is None:
+                if collapse(dy.shape, [x.shape for x in ins] + [dx.shape]) is None:
                     # too many alternating axes for the strided kernel: the full-size gradient,
                     # then summed down to dx
                     target = np.zeros(dy.shape, dx.dtype)
@@ -337,11 +337,11 @@ class ElementwiseOp(Op):
 
     def grad_depends_input_data(self, i, j):
         d = self.line.derivatives[i]
-        return d is not None and self.line.input_names[j] in _names_in(d)
+        return d is not None and self.line.input_names[j] in names_in(d)
 
     def grad_depends_output_data(self, i, o):
         d = self.line.derivatives[i]
-        return d is not None and "y" in _names_in(d)
+        return d is not None and "y" in names_in(d)
 
 
 def elementwise(name, forward, baked_args=(), grad_rule=True, refused_grad_inputs=(), broadcasts=True,
@@ -366,7 +366,7 @@ def elementwise(name, forward, baked_args=(), grad_rule=True, refused_grad_input
         raise TypeError("elementwise({}): unknown derivative names {}".format(name, sorted(unknown)))
     line = _Line(name, forward, [derivatives.get(k) for k in keys], input_names, arg_names, baked_args)
     line.grad_rule = grad_rule
-    _LINES.append(line)
+    LINES.append(line)
     cls = type(name, (ElementwiseOp,), {"line": line, "__doc__": "y = {}".format(forward)})
     if all(d is None for d in line.derivatives):
         cls.backward = Op.backward

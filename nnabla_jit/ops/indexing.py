@@ -29,10 +29,6 @@ from .registry import NoGradient, Op, accumulate, register
 
 
 # ------------------------------------------------------------------ backward kernels
-def _prod(shape):
-    return int(np.prod(shape, dtype=np.int64))
-
-
 def _rows(n, block):
     return np.arange(n, dtype=np.int64) * block
 

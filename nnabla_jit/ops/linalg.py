@@ -12,7 +12,7 @@ is an Einsum node and differentiates to any order.
 import string
 
 import numpy as np
-from numba import prange
+from numba import njit, prange
 
 from .array import zero_backward
 from .kernels import parallel_kernel
@@ -110,6 +110,17 @@ def diag_part(x3, y2, accum):
             y2[b, i] = y2[b, i] + x3[b, i, i] if accum else x3[b, i, i]
 
 
+@njit(cache=True, inline="always")
+def triangle_at(x3, y3, b, i, j, k, upper, accum):
+    """Element (b, i, j) of ``triangle`` (the CUDA kernel compiles its py_func)."""
+    keep = j - i >= k if upper else j - i <= k
+    if accum:
+        if keep:
+            y3[b, i, j] += x3[b, i, j]
+    else:
+        y3[b, i, j] = x3[b, i, j] if keep else 0.0
+
+
 @parallel_kernel
 def triangle(x3, y3, k, upper, accum):
     """y3 (+)= x3 on and above the k-th diagonal (j - i >= k) if upper, else on and below it
@@ -118,12 +129,7 @@ def triangle(x3, y3, k, upper, accum):
     for row in prange(batch * rows):
         b, i = row // rows, row % rows
         for j in range(cols):
-            keep = j - i >= k if upper else j - i <= k
-            if accum:
-                if keep:
-                    y3[b, i, j] += x3[b, i, j]
-            else:
-                y3[b, i, j] = x3[b, i, j] if keep else 0.0
+            triangle_at(x3, y3, b, i, j, k, upper, accum)
 
 
 def _as3d(shape):

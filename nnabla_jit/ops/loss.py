@@ -6,14 +6,82 @@ as integers or as floats holding integers. A negative label marks a sample to ig
 gradient are 0, as in nnabla); a label that is NaN, +inf or not below the number of classes is an
 error (nnabla 1.39 gives a loss of 0 for NaN and +inf and reads past the row for a label too large).
 """
+import math
+
 import numpy as np
 from numba import njit, prange
 
 from . import common
-from .common import label_of, normalize_axis, outer_axis_inner
+from .common import label_of, normalize_axis, outer_axis_inner, sample_label, store
 from .elementwise import elementwise
 from .kernels import parallel_kernel
 from .registry import Op, register
+
+
+# ------------------------------------------------------------------ per-element rules
+# What one sample or one element of the label losses and KLMultinomial computes, as
+# @njit(inline="always") helpers: the CPU kernels below call them, and the CUDA kernels
+# (cuda_ops/loss.py) compile them from their py_func.
+@njit(cache=True, inline="always")
+def softmax_at(x3, prob3, o, i):
+    """The softmax over the classes of sample (o, i) of x3, written into prob3; returns the
+    logsumexp of x3 there (the max subtracted first, for stability)."""
+    C = x3.shape[1]
+    m = x3[o, 0, i]
+    for c in range(1, C):
+        m = max(m, x3[o, c, i])
+    total = 0.0
+    for c in range(C):
+        e = math.exp(x3[o, c, i] - m)
+        prob3[o, c, i] = e
+        total += e
+    inv = 1.0 / total
+    for c in range(C):
+        prob3[o, c, i] *= inv
+    return m + math.log(total)
+
+
+@njit(cache=True, inline="always")
+def softmax_cross_entropy_grad(g, prob, c, k):
+    """d loss / d x[c] of a sample with label k and loss gradient g: g (softmax - onehot)."""
+    return g * (prob - (1.0 if c == k else 0.0))
+
+
+@njit(cache=True, inline="always")
+def categorical_cross_entropy_grad(g, x, c, k):
+    """d loss / d x[c] of a sample with label k: -g / x[k] at the label, 0 elsewhere."""
+    return -g / x if c == k else 0.0
+
+
+@njit(cache=True, inline="always")
+def kl_divergence_at(p2, q2, n):
+    """sum over k of p log(p / q) along row n (terms with p == 0 contribute 0)."""
+    s = 0.0
+    for k in range(p2.shape[1]):
+        pk = p2[n, k]
+        if pk != 0:
+            s += pk * (math.log(pk) - math.log(q2[n, k]))
+    return s
+
+
+@njit(cache=True, inline="always")
+def kl_backward_at(p2, q2, g, n, k, dp2, dq2, want_p, want_q, accum_p, accum_q):
+    """Element (n, k) of dp = g (log(p / q) + 1) and dq = -g p / q (the wanted ones; added to
+    them with accum), g the gradient of row n. Calls no other jitted function: the CUDA kernel
+    compiles its py_func."""
+    p, q = p2[n, k], q2[n, k]
+    if want_p:
+        v = g * (math.log(p) - math.log(q) + 1.0)
+        if accum_p:
+            dp2[n, k] += v
+        else:
+            dp2[n, k] = v
+    if want_q:
+        v = -g * p / q
+        if accum_q:
+            dq2[n, k] += v
+        else:
+            dq2[n, k] = v
 
 
 # ------------------------------------------------------------------ backward kernels
@@ -38,7 +106,7 @@ def softmax_cross_entropy_backward_rows(prob3, t3, dy, dx3, accum):
         k = label_of(t3, o, 0, C)
         g = dy[o] if k >= 0 else 0.0
         for c in range(C):
-            v = g * (prob3[o, c, 0] - (1.0 if c == k else 0.0))
+            v = softmax_cross_entropy_grad(g, prob3[o, c, 0], c, k)
             dx3[o, c, 0] = dx3[o, c, 0] + v if accum else v
 
 
@@ -54,7 +122,7 @@ def softmax_cross_entropy_backward_kernel(prob3, t3, dy, dx3, accum):
             g[i] = dy[o * I + i] if labels[i] >= 0 else 0.0
         for c in range(C):
             for i in range(I):
-                v = g[i] * (prob3[o, c, i] - (1.0 if c == labels[i] else 0.0))
+                v = softmax_cross_entropy_grad(g[i], prob3[o, c, i], c, labels[i])
                 dx3[o, c, i] = dx3[o, c, i] + v if accum else v
 
 
@@ -80,15 +148,9 @@ def categorical_cross_entropy_backward_kernel(x3, t3, dy, dx3, accum):
     """dx[label] (+)= -dy / x[label]; every other element gets 0."""
     O, C, I = x3.shape
     for r in prange(O * I):
-        o = r // I
-        i = r - o * I
-        k = label_of(t3, o, i, C)
+        o, i, k = sample_label(t3, r, C)
         for c in range(C):
-            v = -dy[r] / x3[o, c, i] if c == k else 0.0
-            if accum:
-                dx3[o, c, i] += v
-            else:
-                dx3[o, c, i] = v
+            store(dx3, (o, c, i), categorical_cross_entropy_grad(dy[r], x3[o, c, i], c, k), accum)
 
 
 def categorical_cross_entropy_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
@@ -102,21 +164,8 @@ def categorical_cross_entropy_backward(op, inputs, outputs, output_grads, input_
 def kl_multinomial_backward_kernel(p2, q2, dy, dp2, dq2, want_p, want_q, accum_p, accum_q):
     """dp = dy (log(p / q) + 1), dq = -dy p / q."""
     for n in prange(p2.shape[0]):
-        g = dy[n]
         for k in range(p2.shape[1]):
-            p, q = p2[n, k], q2[n, k]
-            if want_p:
-                v = g * (np.log(p) - np.log(q) + 1.0)
-                if accum_p:
-                    dp2[n, k] += v
-                else:
-                    dp2[n, k] = v
-            if want_q:
-                v = -g * p / q
-                if accum_q:
-                    dq2[n, k] += v
-                else:
-                    dq2[n, k] = v
+            kl_backward_at(p2, q2, dy[n], n, k, dp2, dq2, want_p, want_q, accum_p, accum_q)
 
 
 def kl_multinomial_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
@@ -153,20 +202,10 @@ def softmax_cross_entropy_rows(x3, t3, prob3, y):
     O, C, _ = x3.shape
     bad = 0
     for o in prange(O):
-        m = x3[o, 0, 0]
-        for c in range(1, C):
-            m = max(m, x3[o, c, 0])
-        total = 0.0
-        for c in range(C):
-            e = np.exp(x3[o, c, 0] - m)
-            prob3[o, c, 0] = e
-            total += e
-        inv = 1.0 / total
-        for c in range(C):
-            prob3[o, c, 0] *= inv
+        logsumexp = softmax_at(x3, prob3, o, 0)
         k = label_of(t3, o, 0, C)
         bad += 1 if k == -2 else 0
-        y[o] = m + np.log(total) - x3[o, k, 0] if k >= 0 else 0.0
+        y[o] = logsumexp - x3[o, k, 0] if k >= 0 else 0.0
     return bad
 
 
@@ -205,9 +244,7 @@ def categorical_cross_entropy_kernel(x3, t3, y):
     O, C, I = x3.shape
     bad = 0
     for r in prange(O * I):
-        o = r // I
-        i = r - o * I
-        k = label_of(t3, o, i, C)
+        o, i, k = sample_label(t3, r, C)
         if k == -2:
             bad += 1
             y[r] = 0.0
@@ -284,12 +321,7 @@ class CategoricalCrossEntropy(LabelOp):
 def kl_multinomial_kernel(p2, q2, y):
     """y[n] = sum over k of p log(p / q) (terms with p == 0 contribute 0)."""
     for n in prange(p2.shape[0]):
-        s = 0.0
-        for k in range(p2.shape[1]):
-            pk = p2[n, k]
-            if pk != 0:
-                s += pk * (np.log(pk) - np.log(q2[n, k]))
-        y[n] = s
+        y[n] = kl_divergence_at(p2, q2, n)
 
 
 @register

@@ -16,7 +16,7 @@ Statistics are accumulated and kept in float64 whatever the compute type.
 import numpy as np
 from numba import njit, prange
 
-from .common import normalize_axis, sum_to_shape
+from .common import normalize_axis, shape_size, sum_to_shape
 from .elementwise import elementwise
 from .kernels import parallel_kernel
 from .registry import TABLE, Op, accumulate, register
@@ -165,7 +165,7 @@ def standardization_backward(op, inputs, outputs, output_grads, input_grads, pro
     _linear_grad(lay, x3 if x3 is not None else d3, d3, mean, 2, p, q, r, input_grads[0], accum[0])
 
 
-def _input_names(name, n_inputs, args):
+def normalization_input_names(name, n_inputs, args):
     """The names of the inputs a node of ``name`` was given (optional ones may be absent)."""
     names = [i.name for i in TABLE[name].inputs
              if not (i.name == "beta" and args.get("no_bias")) and not (i.name == "gamma" and args.get("no_scale"))]
@@ -334,10 +334,6 @@ def channel_affine_planes(x3, scale, shift, z3, add_z, relu, y3):
 channel_affine = _RowsOrPlanes(channel_affine_rows, channel_affine_planes)
 
 
-def _prod(values):
-    return int(np.prod(values, dtype=np.int64))
-
-
 class StatLayout:
     """How an input of ``shape`` (normalized as ``work_shape``, e.g. with its channels split
     into groups) maps to (O, C, I) when the axes ``kept`` of ``work_shape`` keep their own
@@ -348,12 +344,12 @@ class StatLayout:
         self.work_shape = tuple(work_shape)
         kept = sorted(set(kept))
         self.stat_shape = tuple(s if a in kept else 1 for a, s in enumerate(work_shape))
-        size = _prod(work_shape)
-        channels = _prod([work_shape[a] for a in kept])
+        size = shape_size(work_shape)
+        channels = shape_size([work_shape[a] for a in kept])
         if not kept or kept[-1] - kept[0] + 1 == len(kept):
             self.perm = None
             lo, hi = (kept[0], kept[-1] + 1) if kept else (0, 0)
-            self.shape3 = (_prod(work_shape[:lo]), channels, _prod(work_shape[hi:]))
+            self.shape3 = (shape_size(work_shape[:lo]), channels, shape_size(work_shape[hi:]))
         else:
             self.perm = tuple(kept) + tuple(a for a in range(len(work_shape)) if a not in kept)
             self.inverse = tuple(np.argsort(self.perm))
@@ -695,7 +691,7 @@ class WeightNormalization(Op):
 
     def setup(self, w, g):
         self.dim = normalize_axis(self, self.dim, len(w), "dim")
-        if _prod(g) != w[self.dim]:
+        if shape_size(g) != w[self.dim]:
             self.fail("g of shape {} must have {} elements (weight shape {}, dim {})", g, w[self.dim], w,
                       self.dim)
         self.layout = StatLayout(w, w, [self.dim])
@@ -755,7 +751,7 @@ class SpectralNorm(Op):
     def setup(self, w, u):
         self.dim = normalize_axis(self, self.dim, len(w), "dim")
         self.perm = (self.dim,) + tuple(a for a in range(len(w)) if a != self.dim)
-        self.matrix_shape = (w[self.dim], _prod(w) // max(w[self.dim], 1))
+        self.matrix_shape = (w[self.dim], shape_size(w) // max(w[self.dim], 1))
         if tuple(u) != (w[self.dim],):
             self.fail("u of shape {} must have shape ({},) (weight shape {}, dim {})", u, w[self.dim], w,
                       self.dim)
@@ -813,7 +809,7 @@ class MeanSubtraction(Op):
         if tuple(rmean) != tuple(x[self.base_axis:]):
             self.fail("running mean of shape {} must have shape {} (input shape {}, base_axis {})",
                       rmean, tuple(x[self.base_axis:]), x, self.base_axis)
-        if _prod(t) != 1:
+        if shape_size(t) != 1:
             self.fail("t must hold one value, got shape {}", t)
         self.layout = StatLayout(x, x, range(self.base_axis, len(x)))
         return [x]

@@ -1,16 +1,10 @@
 """Pooling: MaxPooling, AveragePooling, SumPooling, GlobalAveragePooling, Unpooling,
 MaxPoolingBackward, RoiAlign, and the internal ops their grad rules use.
 
-The pooled axes are the last ``len(kernel)`` (1 to 3) axes, or the ones before the last with
-``channel_last``; everything before them is batch. Kernels see a sample as ``(D, H, W, C)``
-flattened -- kernel dims padded with 1 in front, C = 1 unless channel-last -- so one loop nest
-serves every layout.
-
-Windows follow nnabla: output o covers [o * stride - pad, o * stride - pad + kernel) clipped to
-the input; ``ignore_border=False`` adds the partial windows at the end (ceil((n + pad) / stride)
-outputs). AveragePooling with ``including_pad`` divides by the window clipped to the padded input,
-otherwise by the clipped window's size (0 / 0 for a window wholly in the padding, as nnabla). A
-max window wholly in the padding takes the input element nearest to its start, as nnabla's does.
+The window poolings' layout and window rules are ``pooling_geometry.py``'s, shared with the CUDA
+kernels: ``setup`` computes the node's ``PoolGeometry`` (``op.geo``); the kernels here read its
+window tables (its rule tabulated) and call its window loops, and a CUDA thread applies the
+same rule and loops to its own window.
 """
 import math
 import weakref
@@ -20,19 +14,15 @@ from numba import njit, prange, uint64
 
 from .common import integer_indices
 from .kernels import parallel_kernel
+from .pooling_geometry import AVERAGE, EXTENT, HI, LO, MAX, NEAR, SUM, PoolGeometry, window_max, window_sum
 from .registry import Op, register
+
+__all__ = ["MAX", "AVERAGE", "SUM", "PoolGeometry", "roi_grid", "roi_sample", "bilinear_at"]
 
 
 # ------------------------------------------------------------------ backward kernels
-_AVERAGE = 1   # ops/pooling.py's mode for AveragePooling
-
-
-# ------------------------------------------------------------------------------ kernels
-# The layouts of ops/pooling.py: samples flattened to (N, D * H * W * C), window-bound arrays
-# with rows LO, HI, SIZE; uint64 indices in the inner loops.
-_LO, _HI, _SIZE = 0, 1, 2
-
-
+# Samples arrive flattened, (N, D * H * W * C) (see pooling_geometry.py). Inner loops index with
+# uint64: numba skips its negative-index wraparound for unsigned ints, which keeps them tight.
 @parallel_kernel
 def scatter_kernel(dy, index, dx, C, accum):
     """dx[n, index[n, o, c], c] += dy[n, o, c] (dx zeroed first unless ``accum``)."""
@@ -48,9 +38,9 @@ def scatter_kernel(dy, index, dx, C, accum):
 
 
 @parallel_kernel
-def spread_kernel(dy, dx, wd, wh, ww, H, W, C, mode, including_pad, accum):
+def spread_kernel(dy, dx, wd, wh, ww, H, W, C, mode, accum):
     """The transpose of average / sum pooling: every element of window o gets dy[o] (divided
-    by the window size of AveragePooling)."""
+    by the window size of AveragePooling). wd, wh, ww: the geometry's window tables."""
     N = dx.shape[0]
     OD, OH, OW = wd.shape[1], wh.shape[1], ww.shape[1]
     for n in prange(N):
@@ -60,17 +50,14 @@ def spread_kernel(dy, dx, wd, wh, ww, H, W, C, mode, including_pad, accum):
         for c in range(C):
             o = c
             for od in range(OD):
-                d_lo, d_hi, d_size = wd[_LO, od], wd[_HI, od], wd[_SIZE, od]
+                d_lo, d_hi, d_extent = wd[LO, od], wd[HI, od], wd[EXTENT, od]
                 for oh in range(OH):
-                    h_lo, h_hi, h_size = wh[_LO, oh], wh[_HI, oh], wh[_SIZE, oh]
+                    h_lo, h_hi, h_extent = wh[LO, oh], wh[HI, oh], wh[EXTENT, oh]
                     for ow in range(OW):
-                        w_lo, w_hi = ww[_LO, ow], ww[_HI, ow]
+                        w_lo, w_hi = ww[LO, ow], ww[HI, ow]
                         scale = 1.0
-                        if mode == _AVERAGE:
-                            if including_pad:
-                                count = d_size * h_size * ww[_SIZE, ow]
-                            else:
-                                count = (d_hi - d_lo) * (h_hi - h_lo) * (w_hi - w_lo)
+                        if mode == AVERAGE:
+                            count = d_extent * h_extent * ww[EXTENT, ow]
                             scale = 1.0 / count if count > 0 else 0.0
                         v = g[uint64(o)] * scale
                         for d in range(d_lo, d_hi):
@@ -111,9 +98,8 @@ def scatter_to_max(geo, dy, index, dx, accum):
 
 
 def spread_over_windows(geo, dy, dx, mode, including_pad, accum):
-    wd, wh, ww = geo.windows
-    spread_kernel.for_size(dx.size)(dy.reshape(geo.y2), dx.reshape(geo.x2), wd, wh, ww, geo.H, geo.W, geo.C,
-                                    mode, including_pad, accum)
+    spread_kernel.for_size(dx.size)(dy.reshape(geo.y2), dx.reshape(geo.x2), *geo.window_tables(including_pad),
+                                    geo.sizes[1], geo.sizes[2], geo.C, mode, accum)
 
 
 # ------------------------------------------------------------------------------ backward
@@ -153,7 +139,7 @@ def unpooling_backward(op, inputs, outputs, output_grads, input_grads, propagate
                                                         input_grads[0].reshape(op.x2), op.C, accum[0])
 
 
-# The sampling of RoiAlign, shared with its forward kernel below and with the CUDA kernels
+# The sampling of RoiAlign, shared with its kernels below and with the CUDA kernels
 # (cuda_ops/pooling.py compiles their py_func as device functions: leaves, math only).
 @njit(cache=True, inline="always")
 def roi_grid(box, OH, OW, scale_y, scale_x, sampling_ratio):
@@ -168,9 +154,13 @@ def roi_grid(box, OH, OW, scale_y, scale_x, sampling_ratio):
 
 
 @njit(cache=True, inline="always")
-def roi_corners(y, x, H, W):
-    """(y0, x0, y1, x1, ly, lx, inside) of a bilinear sample, clamped at the border as Mask
-    R-CNN's RoiAlign does; a sample beyond one pixel outside reads 0."""
+def roi_sample(grid, oh, ow, iy, ix, H, W):
+    """(y0, x0, y1, x1, ly, lx, inside): the corners and weights of sample (iy, ix) of bin (oh, ow)
+    of a box's ``roi_grid``, clamped at the border as Mask R-CNN's RoiAlign does; a sample beyond
+    one pixel outside reads 0."""
+    top, left, bin_h, bin_w, gh, gw = grid
+    y = top + oh * bin_h + (iy + 0.5) * bin_h / gh
+    x = left + ow * bin_w + (ix + 0.5) * bin_w / gw
     if y < -1.0 or y > H or x < -1.0 or x > W:
         return 0, 0, 0, 0, 0.0, 0.0, False
     y, x = max(y, 0.0), max(x, 0.0)
@@ -188,6 +178,16 @@ def roi_corners(y, x, H, W):
     return ya, xa, yb, xb, y - ya, x - xa, True
 
 
+@njit(cache=True, inline="always")
+def bilinear_at(img, base, ss, W, ya, xa, yb, xb, ly, lx):
+    """The bilinear sample of a plane of ``img`` (element (y, x) at base + (y * W + x) * ss) with
+    corners (ya, xa), (yb, xb) and weights ly, lx."""
+    return ((1 - ly) * (1 - lx) * img[base + (ya * W + xa) * ss]
+            + (1 - ly) * lx * img[base + (ya * W + xb) * ss]
+            + ly * (1 - lx) * img[base + (yb * W + xa) * ss]
+            + ly * lx * img[base + (yb * W + xb) * ss])
+
+
 @parallel_kernel
 def roi_align_backward_kernel(dy, boxes, dx, H, W, C, OH, OW, scale_y, scale_x, sampling_ratio, channel_last):
     """Spread each bin's gradient over its bilinear samples (one task per channel: no races)."""
@@ -197,7 +197,8 @@ def roi_align_backward_kernel(dy, boxes, dx, H, W, C, OH, OW, scale_y, scale_x, 
     for c in prange(C):
         for r in range(R):
             img, g = dx[int(boxes[r, 0])], dy[r]
-            y1, x1, bin_h, bin_w, gh, gw = roi_grid(boxes[r], OH, OW, scale_y, scale_x, sampling_ratio)
+            grid = roi_grid(boxes[r], OH, OW, scale_y, scale_x, sampling_ratio)
+            gh, gw = grid[4], grid[5]
             count = gh * gw
             if count == 0:
                 continue
@@ -205,10 +206,8 @@ def roi_align_backward_kernel(dy, boxes, dx, H, W, C, OH, OW, scale_y, scale_x, 
                 for ow in range(OW):
                     v = g[c * ocs + (oh * OW + ow) * oss] / count
                     for iy in range(gh):
-                        sy = y1 + oh * bin_h + (iy + 0.5) * bin_h / gh
                         for ix in range(gw):
-                            sx = x1 + ow * bin_w + (ix + 0.5) * bin_w / gw
-                            ya, xa, yb, xb, ly, lx, inside = roi_corners(sy, sx, H, W)
+                            ya, xa, yb, xb, ly, lx, inside = roi_sample(grid, oh, ow, iy, ix, H, W)
                             if inside:
                                 img[c * cs + (ya * W + xa) * ss] += v * (1 - ly) * (1 - lx)
                                 img[c * cs + (ya * W + xb) * ss] += v * (1 - ly) * lx
@@ -228,57 +227,33 @@ def roi_align_backward(op, inputs, outputs, output_grads, input_grads, propagate
                                                        *op.kernel_args())
 
 
-MAX, AVERAGE, SUM = 0, 1, 2
-
-# Rows of the window-bound arrays (one (4, outputs) array per pooled dim): the window clipped to
-# the input [LO, HI), its SIZE clipped to the padded input, and the NEAR-est element to its start.
-LO, HI, SIZE, NEAR = 0, 1, 2, 3
-
-
 # ------------------------------------------------------------------------------ kernels
-# Samples arrive flattened, (N, D * H * W * C). Inner loops index with uint64: numba skips its
-# negative-index wraparound for unsigned ints, which keeps the loops tight.
 @parallel_kernel
-def pool_forward(x, y, index, wd, wh, ww, H, W, C, mode, including_pad, accum):
+def pool_forward(x, y, index, wd, wh, ww, H, W, C, mode, accum):
     """y[n, o, c] (+)= max / mean / sum of x over window o; for MAX, ``index`` gets the flat
-    (d, h, w) position of the winner (ties: the first)."""
+    (d, h, w) position of the winner (ties: the first). wd, wh, ww: the geometry's window
+    tables."""
     N = x.shape[0]
     OD, OH, OW = wd.shape[1], wh.shape[1], ww.shape[1]
     for n in prange(N):
         xs, ys, ix = x[n], y[n], index[n]
         for c in range(C):
             out = c
-            for od in range(OD):
-                d_lo, d_hi, d_size, d_near = wd[LO, od], wd[HI, od], wd[SIZE, od], wd[NEAR, od]
+            for od in range(OD):   # the table entries read into locals where they vary (it matters)
+                d_lo, d_hi, d_extent, d_near = wd[LO, od], wd[HI, od], wd[EXTENT, od], wd[NEAR, od]
                 for oh in range(OH):
-                    h_lo, h_hi, h_size, h_near = wh[LO, oh], wh[HI, oh], wh[SIZE, oh], wh[NEAR, oh]
+                    h_lo, h_hi, h_extent, h_near = wh[LO, oh], wh[HI, oh], wh[EXTENT, oh], wh[NEAR, oh]
                     for ow in range(OW):
                         w_lo, w_hi = ww[LO, ow], ww[HI, ow]
                         if mode == MAX:
-                            best_pos = (d_near * H + h_near) * W + ww[NEAR, ow]
-                            best = xs[uint64(best_pos * C + c)]
-                            for d in range(d_lo, d_hi):
-                                for h in range(h_lo, h_hi):
-                                    row = (d * H + h) * W
-                                    for w in range(w_lo, w_hi):
-                                        v = xs[uint64((row + w) * C + c)]
-                                        if v > best:
-                                            best = v
-                                            best_pos = row + w
+                            start = (d_near * H + h_near) * W + ww[NEAR, ow]
+                            best, best_pos = window_max(xs, c, C, H, W, d_lo, d_hi, h_lo, h_hi, w_lo, w_hi, start)
                             ys[uint64(out)] = best
                             ix[uint64(out)] = best_pos
                         else:
-                            acc = 0.0
-                            for d in range(d_lo, d_hi):
-                                for h in range(h_lo, h_hi):
-                                    row = (d * H + h) * W
-                                    for w in range(w_lo, w_hi):
-                                        acc += xs[uint64((row + w) * C + c)]
+                            acc = window_sum(xs, c, C, H, W, d_lo, d_hi, h_lo, h_hi, w_lo, w_hi)
                             if mode == AVERAGE:
-                                if including_pad:
-                                    count = d_size * h_size * ww[SIZE, ow]
-                                else:
-                                    count = (d_hi - d_lo) * (h_hi - h_lo) * (w_hi - w_lo)
+                                count = d_extent * h_extent * ww[EXTENT, ow]
                                 acc = acc / count if count > 0 else np.nan
                             ys[uint64(out)] = ys[uint64(out)] + acc if accum else acc
                         out += C
@@ -321,94 +296,33 @@ def row_means(x, y):
         y[r] = acc / S
 
 
-# ------------------------------------------------------------------------------ geometry
-def _windows(n, k, s, p, out):
-    """The (4, out) window-bound array of one pooled dim."""
-    start = np.arange(out, dtype=np.int64) * s - p
-    end = np.minimum(start + k, n + p)
-    return np.stack([np.maximum(start, 0), np.minimum(end, n), end - start, np.clip(start, 0, n - 1)])
+# ------------------------------------------------------------------------------ runs
+def pool(geo, x, y, index, mode, including_pad=True, accum=False):
+    """y (+)= the pooling of x over the windows of ``geo`` (index: the max positions, for MAX;
+    an (N, 0) array otherwise)."""
+    pool_forward.for_size(x.size)(x.reshape(geo.x2), y.reshape(geo.y2), index, *geo.window_tables(including_pad),
+                                  geo.sizes[1], geo.sizes[2], geo.C, mode, accum)
 
 
-class PoolGeometry:
-    """Where the pooled axes are, the flattened views, the output shape and the windows."""
-
-    def __init__(self, op, x, kernel, stride, pad, ignore_border, channel_last):
-        x, kernel = tuple(x), tuple(kernel)
-        nk = len(kernel)
-        if not 1 <= nk <= 3:
-            op.fail("kernel {} must have 1, 2 or 3 dimensions", kernel)
-        if len(x) < nk + (1 if channel_last else 0):
-            op.fail("kernel {} has more dimensions than input of shape {} can pool{}", kernel, x,
-                    " (channel_last)" if channel_last else "")
-        if len(stride) != nk or len(pad) != nk:
-            op.fail("stride {} and pad {} must have one entry per kernel dimension of {}", tuple(stride),
-                    tuple(pad), kernel)
-        if min(kernel) < 1 or min(stride) < 1 or min(pad) < 0:
-            op.fail("kernel {} and stride {} must be positive and pad {} non-negative", kernel,
-                    tuple(stride), tuple(pad))
-        end = len(x) - 1 if channel_last else len(x)
-        pooled = x[end - nk:end]
-        if min(pooled) < 1:
-            op.fail("pooled dims {} of input shape {} must not be empty", pooled, x)
-        out = []
-        for n, k, s, p in zip(pooled, kernel, stride, pad):
-            if ignore_border:
-                # nnabla divides with C++'s truncation toward zero, so a kernel larger than the
-                # padded input still gives one (clipped) window when the stride is not smaller
-                # than the overhang.
-                o = int((n + 2 * p - k) / s) + 1
-                if o < 1:
-                    op.fail("kernel {} with stride {} is larger than the padded input: pooled dims "
-                            "{} of input shape {} with pad {} leave no window", kernel, tuple(stride),
-                            pooled, x, tuple(pad))
-                out.append(o)
-            else:
-                out.append((n + p + s - 1) // s)
-        fill = (1,) * (3 - nk)
-        sizes = fill + pooled
-        self.C = x[-1] if channel_last else 1
-        self.N = int(np.prod(x[:end - nk], dtype=np.int64))
-        self.H, self.W = sizes[1], sizes[2]
-        self.x2 = (self.N, int(np.prod(pooled, dtype=np.int64)) * self.C)
-        self.y2 = (self.N, int(np.prod(out, dtype=np.int64)) * self.C)
-        self.out_shape = x[:end - nk] + tuple(out) + x[end:]
-        self.windows = [_windows(n, k, s, p, o) for n, k, s, p, o in zip(
-            sizes, fill + kernel, fill + tuple(stride), (0,) * (3 - nk) + tuple(pad), fill + tuple(out))]
-
-    def run(self, x, y, index, mode, including_pad=True, accum=False):
-        """y (+)= the pooling of x (index: the max positions, for MAX)."""
-        wd, wh, ww = self.windows
-        pool_forward.for_size(x.size)(x.reshape(self.x2), y.reshape(self.y2), index, wd, wh, ww, self.H, self.W,
-                                      self.C, mode, including_pad, accum)
-
-    def no_index(self):
-        """The index argument of the poolings that keep none."""
-        return np.empty((self.N, 0), np.int64)
+# ------------------------------------------------------------------------------ ops
+class KeepsWinners:
+    """Ops that find the max positions in forward and keep them for their backward: on the
+    host here, and on the device in ``device_winners``, which the CUDA launchers keep."""
+    device_winners = None
 
     def scratch(self, dtype):
         """An output-shaped work array (for maxima nobody reads)."""
         buf = getattr(self, "_scratch", None)
-        if buf is None or buf.dtype != dtype:
-            buf = self._scratch = np.empty(self.y2, dtype)
+        if buf is None or buf.dtype != dtype or buf.shape != self.geo.y2:
+            buf = self._scratch = np.empty(self.geo.y2, dtype)
         return buf
-
-    def argmax(self, x):
-        """The max positions of x's windows."""
-        index = np.empty(self.y2, np.int64)
-        self.run(x, self.scratch(x.dtype), index, MAX)
-        return index
-
-
-# ------------------------------------------------------------------------------ ops
-class _KeepsWinners:
-    """Ops that find the max positions in forward and keep them for their backward."""
 
     def find_winners(self, x, y):
         """Pool x into y (a scratch array when None), keeping the max positions."""
         index = getattr(self, "index", None)
-        if index is None:
+        if index is None or index.shape != self.geo.y2:
             index = self.index = np.empty(self.geo.y2, np.int64)
-        self.geo.run(x, self.geo.scratch(x.dtype) if y is None else y, index, MAX)
+        pool(self.geo, x, self.scratch(x.dtype) if y is None else y, index, MAX)
         self.index_of = weakref.ref(x)
         return index
 
@@ -417,7 +331,9 @@ class _KeepsWinners:
         kept = getattr(self, "index_of", None)
         if kept is not None and kept() is x:
             return self.index
-        return self.geo.argmax(x)
+        index = np.empty(self.geo.y2, np.int64)
+        pool(self.geo, x, self.scratch(x.dtype), index, MAX)
+        return index
 
     def gather(self, g, index, out, accum):
         """out (+)= g (shaped like x) read at the max positions ``index``."""
@@ -435,7 +351,7 @@ class _Pooling(Op):
         return [self.geo.out_shape]
 
     def forward(self, inputs, outputs):
-        self.geo.run(inputs[0], outputs[0], self.geo.no_index(), self.mode, self.including_pad)
+        pool(self.geo, inputs[0], outputs[0], np.empty((self.geo.N, 0), np.int64), self.mode, self.including_pad)
 
     backward = window_pooling_backward
 
@@ -444,9 +360,10 @@ class _Pooling(Op):
 
 
 @register
-class MaxPooling(_KeepsWinners, _Pooling):
+class MaxPooling(KeepsWinners, _Pooling):
     """Max over each window. The forward keeps the winners' positions (on this node's op) for
     the backward, which scatters dy there."""
+    mode = MAX
 
     def forward(self, inputs, outputs):
         self.find_winners(inputs[0], outputs[0])
@@ -468,7 +385,7 @@ class SumPooling(_Pooling):
 
 
 @register
-class MaxPoolingBackward(_KeepsWinners, Op):
+class MaxPoolingBackward(KeepsWinners, Op):
     """dx of MaxPooling from (dy, x): dy scattered to the max positions of x's windows."""
     no_grad_inputs = (1,)
 
@@ -491,7 +408,7 @@ class MaxPoolingBackward(_KeepsWinners, Op):
 
 
 @register(name="MaxPoolingGather")
-class MaxPoolingGather(_KeepsWinners, Op):
+class MaxPoolingGather(KeepsWinners, Op):
     """Internal: g (shaped like x) read at the max positions of x's windows; the gradient of
     MaxPoolingBackward with respect to dy (and its own gradient is MaxPoolingBackward)."""
     no_grad_inputs = (1,)
@@ -584,21 +501,17 @@ def roi_align_kernel(x, boxes, y, H, W, C, OH, OW, scale_y, scale_x, sampling_ra
     for task in prange(R * C):
         r, c = task // C, task % C
         img, out = x[int(boxes[r, 0])], y[r]
-        y1, x1, bin_h, bin_w, gh, gw = roi_grid(boxes[r], OH, OW, scale_y, scale_x, sampling_ratio)
+        grid = roi_grid(boxes[r], OH, OW, scale_y, scale_x, sampling_ratio)
+        gh, gw = grid[4], grid[5]
         count = gh * gw
         for oh in range(OH):
             for ow in range(OW):
                 acc = 0.0
                 for iy in range(gh):
-                    sy = y1 + oh * bin_h + (iy + 0.5) * bin_h / gh
                     for ix in range(gw):
-                        sx = x1 + ow * bin_w + (ix + 0.5) * bin_w / gw
-                        ya, xa, yb, xb, ly, lx, inside = roi_corners(sy, sx, H, W)
+                        ya, xa, yb, xb, ly, lx, inside = roi_sample(grid, oh, ow, iy, ix, H, W)
                         if inside:
-                            acc += ((1 - ly) * (1 - lx) * img[c * cs + (ya * W + xa) * ss]
-                                    + (1 - ly) * lx * img[c * cs + (ya * W + xb) * ss]
-                                    + ly * (1 - lx) * img[c * cs + (yb * W + xa) * ss]
-                                    + ly * lx * img[c * cs + (yb * W + xb) * ss])
+                            acc += bilinear_at(img, c * cs, ss, W, ya, xa, yb, xb, ly, lx)
                 out[c * ocs + (oh * OW + ow) * oss] = acc / count if count != 0 else np.nan
 
 

@@ -19,8 +19,8 @@ from numba import njit, prange
 
 from .. import random as nn_random
 from .blas import add_row_vector, gemm, sum_rows
-from .common import normalize_axis
-from .convolution import INIT_ADD, INIT_BIAS, INIT_ZERO, ConvGeometry, check_bias
+from .common import checked_affine_dims, normalize_axis
+from .convolution import ConvGeometry, check_bias, init_for_accum, init_for_bias
 from .elementwise import elementwise
 from .kernels import parallel_kernel
 from .registry import Op, accumulate, register
@@ -135,7 +135,7 @@ def inq_affine_backward(op, inputs, outputs, output_grads, input_grads, propagat
     _affine_backward(op, inputs[0], output_grads[0], inputs[1], input_grads, propagate_down, accum)
 
 
-def _affine_dims(x_shape, w_shape, base_axis):
+def affine_dims(x_shape, w_shape, base_axis):
     xs, ws = tuple(x_shape), tuple(w_shape)
     base_axis %= len(xs)
     return xs, ws, (int(np.prod(xs[:base_axis])), ws[0], int(np.prod(ws[1:])))
@@ -147,7 +147,7 @@ def quantized_convolution_backward(op, inputs, outputs, output_grads, input_grad
     geo, dy = op.geo, output_grads[0]
     if propagate_down[0]:
         geo.map_to_image(dy, op.forward_filter(inputs), input_grads[0],
-                         init=INIT_ADD if accum[0] else INIT_ZERO)
+                         init=init_for_accum(accum[0]))
     if propagate_down[1]:
         geo.filter_grad(inputs[0], dy, input_grads[1], accum[1], reuse_col=True)
     b = op.bias_index
@@ -496,15 +496,7 @@ class _QuantizedAffine(Op):
     forward_weight = 1
 
     def affine_setup(self, x, w, bias):
-        self.base_axis = normalize_axis(self, self.base_axis, len(x), "base_axis") if x else 0
-        rows = int(np.prod(x[:self.base_axis], dtype=np.int64))
-        inner = int(np.prod(x[self.base_axis:], dtype=np.int64))
-        if not w or w[0] != inner:
-            self.fail("weight of shape {} does not fit input of shape {} with base_axis {}: "
-                      "weight must be ({}, ...)", w, x, self.base_axis, inner)
-        if bias is not None and tuple(bias) != tuple(w[1:]):
-            self.fail("bias of shape {} must have shape {} (weight shape {})", bias, tuple(w[1:]), w)
-        self.dims = (rows, inner, int(np.prod(w[1:], dtype=np.int64)))
+        self.dims = checked_affine_dims(self, x, w, bias)
         self.bias_index = self.input_index("bias") if self.has_input("bias") else None
         return [tuple(x[:self.base_axis]) + tuple(w[1:])]
 
@@ -692,8 +684,7 @@ class _QuantizedConvolution(Op):
         self.quantize(inputs)
         w = self.forward_filter(inputs)
         bias = inputs[self.bias_index] if self.bias_index is not None else None
-        self.geo.image_to_map(inputs[0], w, outputs[0], bias,
-                              INIT_BIAS if bias is not None else INIT_ZERO)
+        self.geo.image_to_map(inputs[0], w, outputs[0], bias, init_for_bias(bias))
 
     backward = quantized_convolution_backward
 

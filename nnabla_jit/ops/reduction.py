@@ -123,7 +123,7 @@ def norm_backward(op, inputs, outputs, output_grads, input_grads, propagate_down
     _write(op, input_grads[0], g3.astype(x3.dtype), accum[0])
 
 
-def _axes_of(input_shape, axes):
+def axes_of(input_shape, axes):
     nd = len(input_shape)
     return sorted({a % nd for a in axes}) if axes is not None else list(range(nd))
 

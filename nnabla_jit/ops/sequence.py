@@ -14,7 +14,7 @@ from .registry import Op, register
 
 
 # ------------------------------------------------------------------ backward kernels
-def _node_op(outputs):
+def node_op(outputs):
     """The forward op (it knows the lengths and batch sizes its shapes were computed from)."""
     return next(o for o in outputs if o is not None).parent.op
 

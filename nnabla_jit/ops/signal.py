@@ -23,7 +23,7 @@ from .registry import Op, register
 
 
 # ------------------------------------------------------------------ backward kernels
-_STFT_ARGS = ("window_size", "stride", "fft_size", "window_type", "center", "pad_mode")
+STFT_ARGS = ("window_size", "stride", "fft_size", "window_type", "center", "pad_mode")
 
 
 # ------------------------------------------------------------------ resampling
@@ -39,7 +39,7 @@ def dft_backward(op, inputs, outputs, output_grads, input_grads, propagate_down,
                             adjoint=True, accum=accum[0])
 
 
-def _signal_size(shape, signal_ndim):
+def signal_size(shape, signal_ndim):
     return int(np.prod(shape[len(shape) - 1 - signal_ndim:-1]))
 
 

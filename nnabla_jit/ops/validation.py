@@ -7,7 +7,7 @@ error.
 import numpy as np
 from numba import njit, prange
 
-from .common import label_of
+from .common import label_of, sample_label
 from .elementwise import elementwise
 from .kernels import parallel_kernel
 from .loss import LabelOp
@@ -18,6 +18,18 @@ BinaryError = elementwise("BinaryError", "where((x0 >= 0.5) != (x1 >= 0.5), 1.0,
                           broadcasts=False)
 
 
+@njit(cache=True, inline="always")
+def top_n_error_at(x3, o, i, k, n):
+    """1.0 when at least n other classes of sample (o, i) score >= its label k's score, else 0.0
+    (the CUDA kernel compiles its py_func)."""
+    v = x3[o, k, i]
+    above = 0
+    for c in range(x3.shape[1]):
+        if c != k and x3[o, c, i] >= v:
+            above += 1
+    return 1.0 if above >= n else 0.0
+
+
 @parallel_kernel
 def top_n_error_kernel(x3, t3, n, y):
     """y = 1 where at least n other classes score >= the label's score, else 0 (0 for ignored
@@ -25,19 +37,12 @@ def top_n_error_kernel(x3, t3, n, y):
     O, C, I = x3.shape
     bad = 0
     for r in prange(O * I):
-        o = r // I
-        i = r - o * I
-        k = label_of(t3, o, i, C)
+        o, i, k = sample_label(t3, r, C)
         if k < 0:
             bad += 1 if k == -2 else 0
             y[r] = 0.0
             continue
-        v = x3[o, k, i]
-        above = 0
-        for c in range(C):
-            if c != k and x3[o, c, i] >= v:
-                above += 1
-        y[r] = 1.0 if above >= n else 0.0
+        y[r] = top_n_error_at(x3, o, i, k, n)
     return bad
 
 

@@ -63,8 +63,8 @@ def test_elementwise_without_gradient_and_with_a_condition():
 
 
 def test_every_table_line_has_cuda_kernels():
-    from nnabla_jit.ops.elementwise import _LINES
-    assert {line.name for line in _LINES} <= CUDA_OPS
+    from nnabla_jit.ops.elementwise import LINES
+    assert {line.name for line in LINES} <= CUDA_OPS
 
 
 # ------------------------------------------------------------------------------ reductions

@@ -8,7 +8,7 @@ sizes.
 """
 import numpy as np
 
-from ....ops.pooling import HI, LO, SIZE, _windows
+from ....ops.pooling_geometry import window_extents
 from ....composite_functions import fused_convolution_graph
 from ..builder import Unsupported
 from .table import exports
@@ -273,8 +273,7 @@ def average_pooling(g, n):
     sizes, outs = _pooled_sizes(n, len(kernel))
     counts = np.ones(outs, np.float64)
     for d, (size, k, s, p, o) in enumerate(zip(sizes, kernel, args["stride"], args["pad"], outs)):
-        w = _windows(size, k, s, p, o)
-        along = w[SIZE] if args["including_pad"] else w[HI] - w[LO]
+        along = window_extents(size, k, s, p, o, args["including_pad"])
         counts = counts * along.reshape([-1] + [1] * (len(outs) - d - 1))
     return restore(g.op("Div", [_window_sums(g, n, x), g.const(counts.astype(np.float32))]))
 

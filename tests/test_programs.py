@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks", "programs"))
 import catalog  # noqa: E402
 import runner  # noqa: E402
 
-CI_PROGRAMS = ["svd-mnist", "word2vec", "maml"]
+CI_PROGRAMS = ["svd-mnist", "word2vec"]   # MAML, also recorded, took 99 s more (load 11-19)
 
 
 @pytest.mark.slow

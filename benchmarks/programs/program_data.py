@@ -293,6 +293,31 @@ def celeba_attributes(root, directory="data/celeba", n=2016):
     _write(os.path.join(root, directory, "list_attr_celeba.txt"), ("\n".join(lines) + "\n").encode())
 
 
+# ----------------------------------------------------------------------------- facades
+@maker
+def facades(root, directory="datasets/facades", train=6, val=2, test=2, size=286):
+    """CMP Facades as pix2pix's ``FacadeDataSource`` finds it once downloaded and split:
+    ``train/``, ``val/``, ``test/`` each holding ``K.jpg`` (RGB photo) beside ``K.png`` (its
+    label map, one byte per pixel, classes 1 .. 12). ``size`` x ``size`` images (the program
+    scales the shorter side to 286, then crops 256)."""
+    from PIL import Image
+    counts = {"train": train, "val": val, "test": test}
+    k = 0
+    for split, seed in (("train", 19), ("val", 20), ("test", 21)):
+        n = counts[split]
+        labels, _ = class_images(n, 3, (1, size, size), seed, levels=12)
+        labels = labels[:, 0] // (255 // 11) + 1                       # 1 .. 12
+        noise = np.random.RandomState(seed + 100).randint(0, 40, (n, size, size, 3))
+        photos = (labels[..., None] * 17 + noise).astype(np.uint8)
+        for label, photo in zip(labels, photos):
+            k += 1
+            base = os.path.join(root, directory, split, "cmp_b{:04d}".format(k))
+            buffer = io.BytesIO()
+            Image.fromarray(label.astype(np.uint8), mode="L").save(buffer, format="PNG")
+            _write(base + ".png", buffer.getvalue())
+            _write(base + ".jpg", _jpeg(photo))
+
+
 def make(name, root, **params):
     """Write dataset ``name`` (a function of this module) under ``root``."""
     if name not in MAKERS:

@@ -27,6 +27,10 @@ What it does, driven by environment variables the runner sets:
   1.26 and nnabla_jit's has 2.x, and a program must not fail on one side for NumPy's sake;
 - ``NNABLA_PROGRAMS_PERTURB=eps``: every parameter is multiplied by 1 ± eps
   when the first function runs, to measure how much the program amplifies round-off;
+- ``NNABLA_PROGRAMS_NNABLA_STATS=1`` (``replay`` only, a diagnosis): nnabla_jit's
+  normalization layers take their batch statistics the way nnabla 1.39's CPU code does (one
+  pass in float32, E[x²] − E[x]², see ``_install_nnabla_stats``) instead of accurately; a
+  program whose losses then agree with nnabla's differed by nnabla's statistics alone;
 - ``NNABLA_PROGRAMS_STOP=name:N`` ends the process (exit status 0) right after series ``name``
   got its N-th value (``N`` alone: any series), so a program runs a few iterations unchanged.
 """
@@ -51,6 +55,7 @@ DRAWS = os.environ.get("NNABLA_PROGRAMS_DRAWS", "")   # replay: the oracle's dra
 CPU = os.environ.get("NNABLA_PROGRAMS_CPU", "1") == "1"
 DUMP = os.environ.get("NNABLA_PROGRAMS_DUMP", "") == "1"   # debugging: see _install_dump
 PERTURB = float(os.environ.get("NNABLA_PROGRAMS_PERTURB", "0") or 0)   # see _install_perturbation
+NNABLA_STATS = os.environ.get("NNABLA_PROGRAMS_NNABLA_STATS", "") == "1"   # see _install_nnabla_stats
 
 # nnabla's functions that draw random numbers when they run forward
 GENERATORS = ("Rand", "Randint", "Randn", "RandBinomial", "RandBeta", "RandGamma")
@@ -295,6 +300,37 @@ def _install_perturbation(nn):
     nn.set_function_pre_hook("nnabla_programs_perturb", pre)
 
 
+def nnabla_one_pass_stats(x3):
+    """Per-channel mean and biased variance of ``x3`` (outer, channels, inner) as nnabla 1.39's
+    CPU batch normalization computes them: sums of x and x*x accumulated element by element in
+    float32, outer index major, then mean = sum / n and var = sum_sq / n - mean * mean, all in
+    float32 (bit-exact against nnabla's ``output_stat`` on the inputs checked). Returned in
+    float64, as nnabla_jit's ``batch_stats`` returns its statistics."""
+    C = x3.shape[1]
+    rows = np.ascontiguousarray(np.asarray(x3, dtype=np.float32).transpose(1, 0, 2)).reshape(C, -1)
+    n = np.float32(rows.shape[1])
+    if rows.shape[1] == 0:
+        return np.zeros(C), np.zeros(C)
+    s = np.cumsum(rows, axis=1, dtype=np.float32)[:, -1]
+    ss = np.cumsum(rows * rows, axis=1, dtype=np.float32)[:, -1]
+    mean = s / n
+    var = ss / n - mean * mean
+    return mean.astype(np.float64), var.astype(np.float64)
+
+
+def _install_nnabla_stats():
+    """Diagnosis of a difference: nnabla_jit's normalization layers (batch, instance, layer,
+    group normalization: every ``Standardization`` op) take nnabla's float32 one-pass
+    statistics instead of their accurate ones. Only the statistics change: the rest of each
+    layer (the normalized output, the gradients) is nnabla_jit's own."""
+    from nnabla_jit.ops import normalization
+
+    def batch_stats(layout, x3):
+        return nnabla_one_pass_stats(x3)
+
+    normalization.batch_stats = batch_stats
+
+
 def _cpu_for_gpu(ext_utils):
     """The CPU extension stands for ``cuda`` and ``cudnn``, asked for by name
     (``get_extension_context``, ``import_extension_module``) or imported
@@ -393,6 +429,8 @@ def _install():
             _install_dump(nnabla_jit)
         if PERTURB:
             _install_perturbation(nnabla_jit)
+        if NNABLA_STATS:
+            _install_nnabla_stats()
         if CPU:
             import nnabla_jit.ext_utils
             _cpu_for_gpu(nnabla_jit.ext_utils)

@@ -354,12 +354,26 @@ def build(op, inputs, n_outputs=-1, outputs=None):
     return tuple(result)
 
 
+# What is a registered parameter is known above this module (parameter.py registers its
+# answer here): a function returning the ids of the registered parameters' bodies.
+_registered_parameters = [lambda: frozenset()]
+
+
+def register_parameter_ids(ids_of_parameters):
+    """parameter.py: how copy_network learns which leaves are registered parameters."""
+    _registered_parameters[0] = ids_of_parameters
+
+
 def copy_network(root):
     """nnabla's ``Variable.no_grad()``: the graph upstream of ``root`` built again from fresh
     functions (same arguments and contexts) on new leaves that share the old leaves' data;
-    returns the copy of ``root``."""
+    returns the copy of ``root``. As in nnabla 1.39, the copies of registered parameters have
+    need_grad False, other leaves keep theirs, and the functions' outputs follow their inputs."""
+    parameters = _registered_parameters[0]()
+
     def leaf_copy(v):
-        return Variable._from_ndarray(v._body.data, need_grad=v._need_grad)
+        need_grad = False if id(v._body) in parameters else v._need_grad
+        return Variable._from_ndarray(v._body.data, need_grad=need_grad)
 
     if root._parent is None:
         return leaf_copy(root)

@@ -64,6 +64,24 @@ def get_parameters(params=None, path="", grad_only=True):
     return out
 
 
+def _registered_parameter_ids():
+    """The ids of every registered parameter's body, all scopes (Variable.no_grad's copies of
+    them have need_grad False, as nnabla's)."""
+    ids = set()
+
+    def walk(scope):
+        for v in scope.values():
+            if isinstance(v, dict):
+                walk(v)
+            else:
+                ids.add(id(v._body))
+    walk(_root_scope)
+    return ids
+
+
+_function.register_parameter_ids(_registered_parameter_ids)
+
+
 def clear_parameters():
     """Remove every parameter under the current scope."""
     _state["scope"].clear()

@@ -4,6 +4,7 @@ import pytest
 
 import nnabla_jit as nn
 import nnabla_jit.functions as F
+import nnabla_jit.parametric_functions as PF
 
 
 def test_data_grad_accessors():
@@ -225,6 +226,27 @@ def test_no_grad_method_copies_the_network_as_nnabla():
     leaf = x.no_grad()
     assert leaf is not x and leaf.parent is None and leaf.need_grad
     np.testing.assert_array_equal(leaf.d, x.d)
+
+
+def test_no_grad_copies_of_registered_parameters_need_no_grad_as_nnabla():
+    # nnabla 1.39 (recorded with the oracle): in the copy, registered parameters have need_grad
+    # False (and the outputs that depend only on them), other leaves keep their flags
+    nn.clear_parameters()
+    x = nn.Variable.from_numpy_array(np.ones((2, 3)), need_grad=False)
+    y = F.tanh(PF.affine(x, 4))
+    flags = []
+    y.no_grad().visit(lambda f: flags.append(
+        (f.info.type_name, [i.need_grad for i in f.inputs], [o.need_grad for o in f.outputs])))
+    assert flags == [("Affine", [False, False, False], [False]), ("Tanh", [False], [False])]
+    assert y.parent.inputs[0].parent.inputs[1].need_grad   # the parameters keep theirs
+    p = nn.parameter.get_parameter_or_create("p", (2, 3), need_grad=True)
+    v = nn.Variable((2, 3), need_grad=True)
+    flags = []
+    F.add2(F.tanh(p * 2), v).no_grad().visit(lambda f: flags.append(
+        (f.info.type_name, [i.need_grad for i in f.inputs], [o.need_grad for o in f.outputs])))
+    assert flags == [("MulScalar", [False], [False]), ("Tanh", [False], [False]),
+                     ("Add2", [False, True], [True])]
+    nn.clear_parameters()
 
 
 def test_setitem_builds_a_scatter_that_the_next_forward_runs_as_nnabla():

@@ -117,6 +117,15 @@ def channel_statistics(c, x, I, s, ss, n, batch_stat, running_mean, running_var,
     else:
         mean = running_mean[c]
         var = running_var[c]
+    inv_std, scale, offset = channel_affine(c, mean, var, eps, gamma, has_gamma, beta, has_beta)
+    store_channel_stats(c, mean, var, inv_std, scale, offset, stats, mean_out, var_out,
+                        with_stats)
+
+
+@device_function
+def channel_affine(c, mean, var, eps, gamma, has_gamma, beta, has_beta):
+    """Channel c's 1 / sqrt(var + eps) and the affine map (scale, shift) y = x scale + shift
+    that standardizes it and applies gamma and beta."""
     inv_std = 1.0 / (var + eps) ** 0.5
     scale = inv_std
     offset = -mean * inv_std
@@ -125,6 +134,14 @@ def channel_statistics(c, x, I, s, ss, n, batch_stat, running_mean, running_var,
         offset *= gamma[c]
     if has_beta:
         offset += beta[c]
+    return inv_std, scale, offset
+
+
+@device_function
+def store_channel_stats(c, mean, var, inv_std, scale, offset, stats, mean_out, var_out,
+                        with_stats):
+    """stats[0..3, c] = mean, 1 / sqrt(var + eps), scale, shift (what backward reads), and the
+    ``with_stats`` outputs."""
     stats[0, c] = mean
     stats[1, c] = inv_std
     stats[2, c] = scale
@@ -214,22 +231,11 @@ def running_affine_kernel(x, running_mean, running_var, eps, gamma, has_gamma, b
         c = (i // I) % C
         mean = running_mean[c]
         var = running_var[c]
-        inv_std = 1.0 / (var + eps) ** 0.5
-        scale = inv_std
-        offset = -mean * inv_std
-        if has_gamma:
-            scale *= gamma[c]
-            offset *= gamma[c]
-        if has_beta:
-            offset += beta[c]
+        inv_std, scale, offset = channel_affine(c, mean, var, eps, gamma, has_gamma, beta,
+                                                has_beta)
         if i < C * I and i % I == 0:
-            stats[0, c] = mean
-            stats[1, c] = inv_std
-            stats[2, c] = scale
-            stats[3, c] = offset
-            if with_stats:
-                mean_out[c] = mean
-                var_out[c] = var
+            store_channel_stats(c, mean, var, inv_std, scale, offset, stats, mean_out, var_out,
+                                with_stats)
         # as channel_affine_kernel reads them: stored as float64 (the simulator computes the
         # lines above in the inputs' type, NumPy's rule)
         v = x[i] * float64(scale) + float64(offset)

@@ -7,7 +7,8 @@ import itertools
 import numpy as np
 import pytest
 
-from nnabla_jit.cuda_ops import (convolution_variants as cuda_variants, device as cuda_device,
+from nnabla_jit.cuda_ops import (convolution as cuda_convolution, convolution_variants as cuda_variants,
+                                 device as cuda_device,
                                  linalg as cuda_linalg, loss as cuda_loss, pooling as cuda_pooling,
                                  validation as cuda_validation)
 from nnabla_jit.ops import (common, convolution, convolution_variants, linalg, loss, pooling, pooling_geometry,
@@ -24,6 +25,7 @@ SHARED = [
     (cuda_pooling, "roi_grid", pooling.roi_grid),
     (cuda_pooling, "roi_sample", pooling.roi_sample),
     (cuda_pooling, "bilinear_at", pooling.bilinear_at),
+    (cuda_convolution, "image_plane", convolution.image_plane),
     (cuda_variants, "corners", convolution_variants.bilinear_corners),
     (cuda_variants, "corner_sums", convolution_variants.corner_sums),
     (cuda_variants, "corner_weight", convolution_variants.corner_weight),

@@ -61,24 +61,7 @@ def split_position(i, sp):
     return plane, q - plane * sp[D - 2], w
 
 
-@device_function
-def image_plane(plane, koff, k, map_sp, img_sp, stride):
-    """The image plane that map plane ``plane`` reads at tap ``k``, and whether it lies in the
-    image (planes: flat over the spatial dims before the last two; no division up to 3 dims)."""
-    flat = 0
-    step = 1
-    inside = True
-    for d in range(len(map_sp) - 3, -1, -1):
-        od = plane
-        if d > 0:
-            plane //= map_sp[d]
-            od -= plane * map_sp[d]
-        p = od * stride[d] + koff[k, d]
-        if p < 0 or p >= img_sp[d]:
-            inside = False
-        flat += p * step
-        step *= img_sp[d]
-    return flat, inside
+image_plane = device_function(cpu_conv.image_plane.py_func)   # the CPU's rule
 
 
 @device_function
@@ -132,7 +115,7 @@ def im2col_kernel(img, col, entries, koff, n_batch, n_map, sample_size, channel_
                 k = entries[row, 1]
                 h = oh * stride[D - 2] + koff[k, D - 2]
                 w = ow * stride[D - 1] + koff[k, D - 1]
-                ip, inside = image_plane(plane, koff, k, map_sp, img_sp, stride)
+                ip, inside = image_plane(plane, k, map_sp, img_sp, stride, koff)
                 inside = inside and 0 <= h < img_sp[D - 2] and 0 <= w < img_sp[D - 1]
                 pos = (ip * img_sp[D - 2] + h) * img_sp[D - 1] + w
                 col[row, b * n_map + o] = (

@@ -171,16 +171,19 @@ def col_layout(img, col, img_sp, map_sp, stride, koff, group, channel_last):
 
 
 @njit(cache=True, inline="always")
-def _plane_base(p, k, map_sp, img_sp, stride, koff):
+def image_plane(p, k, map_sp, img_sp, stride, koff):
     """Image position (flat, in H x W planes) of map plane ``p`` -- a position over the spatial
-    dims before the last two -- at tap ``k``, and whether it lies in the image."""
-    D = map_sp.shape[0]
+    dims before the last two -- at tap ``k``, and whether it lies in the image. The CUDA
+    im2col compiles this rule too: the first dim takes no division (p is below its size there;
+    int64 division is emulated on a GPU), none at all up to 3 spatial dims."""
     flat = 0
     mult = 1
     valid = True
-    for d in range(D - 3, -1, -1):
-        o_d = p % map_sp[d]
-        p //= map_sp[d]
+    for d in range(len(map_sp) - 3, -1, -1):
+        o_d = p
+        if d > 0:
+            p //= map_sp[d]
+            o_d -= p * map_sp[d]
         i_d = o_d * stride[d] + koff[k, d]
         if i_d < 0 or i_d >= img_sp[d]:
             valid = False
@@ -214,7 +217,7 @@ def im2col(img, col, img_sp, map_sp, stride, koff, group, channel_last):
         hlo, hhi = _valid_range(H, OH, sh, offh)
         wlo, whi = _valid_range(W, OW, sw, offw)
         for p in range(O // (OH * OW)):
-            plane, valid = _plane_base(p, k, map_sp, img_sp, stride, koff)
+            plane, valid = image_plane(p, k, map_sp, img_sp, stride, koff)
             base = b * O + p * OH * OW
             for oh in range(OH):
                 dst = base + oh * OW
@@ -256,7 +259,7 @@ def col2im(col, img, bias, init, img_sp, map_sp, stride, koff, group, channel_la
             hlo, hhi = _valid_range(H, OH, sh, offh)
             wlo, whi = _valid_range(W, OW, sw, offw)
             for p in range(O // (OH * OW)):
-                plane, valid = _plane_base(p, k, map_sp, img_sp, stride, koff)
+                plane, valid = image_plane(p, k, map_sp, img_sp, stride, koff)
                 if not valid:
                     continue
                 for oh in range(hlo, hhi):

@@ -148,19 +148,25 @@ def test_an_error_in_a_block_reaches_the_caller():
 
 @pytest.fixture
 def block_stand_ins(monkeypatch):
-    """Every deferred parallel variant with blocks runs as its block stand-in (compiled now)."""
+    """Every parallel variant with blocks runs as its block stand-in (compiled now), whether or
+    not an earlier test of this process has compiled the parallel variant itself."""
     used = []
+    serial_or_parallel = ParallelKernel.for_size
 
-    def call(self, *args, **kws):
-        block = parallel_blocks.blocks_of(self.dispatcher)
-        if block is None or kws:
-            return self._compile_now(args, kws)
-        sig = parallel_blocks.block_signature(tuple(self.dispatcher.typeof_pyval(a) for a in args))
-        block.compile(sig)
-        used.append(block.py_func.__name__)
-        return parallel_blocks.runner(block.overloads[sig].entry_point)
+    def for_size(self, n):
+        chosen = serial_or_parallel(self, n)
+        block = parallel_blocks.blocks_of(self.parallel) if chosen is self.parallel else None
+        if block is None:
+            return chosen
 
-    monkeypatch.setattr(deferred_compile._Deferred, "__call__", call)
+        def stand_in(*args):
+            sig = parallel_blocks.block_signature(tuple(self.parallel.typeof_pyval(a) for a in args))
+            block.compile(sig)
+            used.append(block.py_func.__name__)
+            return parallel_blocks.runner(block.overloads[sig].entry_point)(*args)
+        return stand_in
+
+    monkeypatch.setattr(ParallelKernel, "for_size", for_size)
     return used
 
 

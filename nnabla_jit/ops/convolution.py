@@ -389,6 +389,9 @@ class ConvGeometry:
         self.K = int(np.prod(kernel, dtype=np.int64))
         self.S = int(np.prod(img_sp, dtype=np.int64))
         self.O = int(np.prod(map_sp, dtype=np.int64))
+        # A 1x1 filter without stride or padding (dilation then moves nothing): per sample, the
+        # col is the image itself and the map positions are the image's.
+        self.pointwise = self.K == 1 and not any(self.pad) and all(s == 1 for s in self.stride)
         self.img_shape = tuple(img_shape)
         self.map_shape = join_layout(lead, self.M, map_sp, channel_last)
         # The kernels' view: at least two spatial dims (a 1-d convolution is 1 x W).

@@ -19,6 +19,23 @@ col2im gathers (one thread per image element, summing the col entries that read 
 atomics are needed. Any number of spatial dims. ``rows`` is a map with its batch moved next to
 its positions, whatever the layout, so the GEMMs never see the layout.
 
+With one group (``DIRECT_CONV``, the default) the first two products run batch outermost
+instead, one strided-batched GEMM over the samples, reading and writing the map where it is:
+
+    map_b (M, O)       = W (M, C*K) @ col_b (C*K, O)     (channel-last: col_b^T @ W^T, (O, M))
+    dcol_b (C*K, O)    = W^T @ map_b                     (channel-last: W^T @ map_b^T)
+
+with the col laid out (B, C*K, O) (im2col's sample step C*K*O, its row step O), so no rows
+and no rows_to_map / map_to_rows copies are made for them: the map is moved once less each
+way (read and written once by the copy, and the rows written and read once by GEMM and copy).
+The price is a GEMM of O columns per sample rather than one of B*O (more partial tiles where O
+is small): below ``DIRECT_MIN_POSITIONS`` positions per sample the rows path runs. A pointwise convolution (1x1, stride 1, no padding: ``ConvGeometry.
+pointwise``) has the image for its col: no im2col and no col2im at all; channel-last its three
+products are single GEMMs over the image and map as (B*O, C) and (B*O, M), and channel-first
+its filter gradient, a sum over the batch that one GEMM can only take from rows, copies image
+and map to rows with ``map_to_rows_kernel`` (no tables, no division). A bias is laid out first
+(``channel_fill_kernel``) and the GEMM adds onto it. The filter gradient keeps the rows.
+
 im2col and col2im (and the map <-> rows copies) run over a 3-d grid: x the positions (of the
 map, or of the image), y the col rows (or the channels), z the samples, so that a thread finds
 its row and sample without dividing, and consecutive threads write consecutive col entries. Per geometry, small tables
@@ -232,6 +249,13 @@ def grid_launch(kern, n_x, n_y, n_z):
 # product through the rows and the rows layout of the col, as before. A module flag, read on
 # every product.
 DIRECT_CONV = device.switch("DIRECT_CONV")
+# The fewest map positions per sample for the batched products. A GEMM of O columns per sample
+# leaves each sample's last tile partly idle, up to T / O of its work for T-wide tiles (cuBLAS's
+# are 64 to 256 wide: 31% more tiles than columns at O = 196 or 49), where one GEMM over B * O
+# columns has a single partial tile; the copies the batched products save scale with O. Below
+# it, the rows path (except for the pointwise channel-last products, one GEMM over the whole
+# batch). Chosen from tile sizes, not yet tuned on a GPU.
+DIRECT_MIN_POSITIONS = 256
 
 
 class ConvLaunch:
@@ -244,9 +268,15 @@ class ConvLaunch:
         self.same = blas.batch_map(geo.group, (geo.group,), (geo.group,))
         self.col_tables = None   # set up on the first im2col or col2im (see tables())
 
-    def direct(self):
-        """Whether the map and image are written by the GEMMs (one group, the switch on)."""
+    def one_group(self):
+        """One group, the switch on, and a col of the image's own (not the deformable one)."""
         return DIRECT_CONV and self.direct_col and self.geo.group == 1
+
+    def direct(self):
+        """Whether the map and image are written by the GEMMs (see DIRECT_MIN_POSITIONS)."""
+        geo = self.geo
+        return self.one_group() and (geo.O >= DIRECT_MIN_POSITIONS or
+                                     (geo.pointwise and geo.channel_last))
 
     def tables(self):
         """What im2col and col2im read, built once per geometry from the CPU's col rules and
@@ -293,7 +323,7 @@ class ConvLaunch:
         geo = self.geo
         B, O, CK = int(geo.B), int(geo.O), int(geo.C * geo.K)
         col = device.workspace("conv col", CK * B * O, img.dtype)
-        if geo.pointwise and self.direct() and not batch_outer:
+        if geo.pointwise and self.one_group() and not batch_outer:
             # a pointwise col is the image with its batch moved next to its positions: the
             # map -> rows copy, with neither tables nor divisions
             grid_launch(map_to_rows_kernel, O, CK, B)(

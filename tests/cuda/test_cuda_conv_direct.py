@@ -26,7 +26,7 @@ GEOMETRIES = [
     ("1x1 stride 2", (2, 3, 5, 4), (4, 3, 1, 1), (0, 0), (2, 2), (1, 1), 1, False),
     ("1x1 stride 2 channel-last", (2, 5, 4, 3), (4, 1, 1, 3), (0, 0), (2, 1), (1, 1), 1, True),
     ("1x1 pad 1", (1, 2, 3, 3), (3, 2, 1, 1), (1, 1), (1, 1), (1, 1), 1, False),
-    ("3x3 pad and stride", (2, 2, 5, 4), (3, 2, 3, 3), (1, 1), (2, 1), (1, 1), 1, False),
+    ("3x3 pad and stride", (1, 2, 4, 4), (3, 2, 3, 3), (1, 1), (2, 1), (1, 1), 1, False),
     ("3x3 channel-last", (2, 4, 5, 2), (3, 3, 2, 2), (1, 0), (1, 2), (1, 1), 1, True),
 ]
 IDS = [g[0] for g in GEOMETRIES]
@@ -34,7 +34,9 @@ INITS = {"zero": cpu_conv.INIT_ZERO, "add": cpu_conv.INIT_ADD, "bias": cpu_conv.
 
 
 @pytest.fixture(autouse=True)
-def loaded(needs_cuda):
+def loaded(needs_cuda, monkeypatch):
+    """The simulator's maps are tiny: the batched products from one position on."""
+    monkeypatch.setattr(cuda_conv, "DIRECT_MIN_POSITIONS", 1)
     device.load()
 
 
@@ -73,10 +75,23 @@ def tolerance(dtype):
     return dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-13)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("init", list(INITS), ids=list(INITS))
-@pytest.mark.parametrize("name, img_shape, w_shape, pad, stride, dilation, group, channel_last",
-                         GEOMETRIES, ids=IDS)
+def product_cases():
+    """Every geometry, init mode and dtype; in the quick run the 1x1 ones in float32 and the
+    pointwise ones accumulating in float64, the rest in the slow run (seconds each in the
+    simulator)."""
+    for geometry_case in GEOMETRIES:
+        for init in INITS:
+            for dtype in (np.float32, np.float64):
+                quick = geometry_case[0].startswith(("pointwise", "1x1 stride")) and (
+                    dtype == np.float32 or (init == "add" and "stride" not in geometry_case[0]))
+                yield pytest.param(*geometry_case, init, dtype,
+                                   marks=() if quick else pytest.mark.slow,
+                                   id="{}-{}-{}".format(geometry_case[0], init,
+                                                        np.dtype(dtype).name))
+
+
+@pytest.mark.parametrize("name, img_shape, w_shape, pad, stride, dilation, group, channel_last, "
+                         "init, dtype", list(product_cases()))
 def test_direct_products_are_the_cpus(route, name, img_shape, w_shape, pad, stride, dilation,
                                       group, channel_last, init, dtype):
     """image -> map (forward), map -> image (data gradient, a deconvolution's forward), onto
@@ -162,6 +177,30 @@ def test_groups_and_the_switch_take_the_rows(monkeypatch, group, switch):
     np.testing.assert_allclose(out.copy_to_host(), expected, rtol=1e-5, atol=1e-6)
     assert [k for k in launched if k is not blas.matmul_kernel] == [
         cuda_conv.im2col_kernel, cuda_conv.rows_to_map_kernel]
+
+
+@pytest.mark.parametrize("channel_last", [False, True])
+def test_maps_of_few_positions_take_the_rows_but_no_im2col_when_pointwise(monkeypatch,
+                                                                         channel_last):
+    """Under DIRECT_MIN_POSITIONS the rows path runs, a pointwise col made by the plain copy;
+    channel-last a pointwise convolution is one GEMM over the batch whatever its size."""
+    monkeypatch.setattr(cuda_conv, "DIRECT_MIN_POSITIONS", 13)
+    shape, w_shape = ((2, 3, 4, 3), (5, 1, 1, 3)) if channel_last else ((2, 3, 3, 4), (5, 3, 1, 1))
+    geo = geometry(shape, w_shape, (0, 0), (1, 1), (1, 1), 1, channel_last)
+    img, w, mp, _, _ = arrays(geo, np.float32, 4)
+    launch = cuda_conv.ConvLaunch(types.SimpleNamespace(geo=geo))
+    assert launch.direct() == channel_last
+    launched = launched_kernels(monkeypatch)
+    out = device.upload(mp)
+    launch.image_to_map(device.upload(img), device.upload(w), out)
+    expected = mp.copy()
+    geo.image_to_map(img, w, expected)
+    np.testing.assert_allclose(out.copy_to_host(), expected, rtol=1e-5, atol=1e-6)
+    moves = [k for k in launched if k is not blas.matmul_kernel]
+    assert moves == ([] if channel_last else
+                     [cuda_conv.map_to_rows_kernel, cuda_conv.rows_to_map_kernel])
+    monkeypatch.setattr(cuda_conv, "DIRECT_MIN_POSITIONS", 12)
+    assert launch.direct()
 
 
 def signed(*shape):

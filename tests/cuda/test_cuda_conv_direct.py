@@ -28,6 +28,9 @@ GEOMETRIES = [
     ("1x1 pad 1", (1, 2, 3, 3), (3, 2, 1, 1), (1, 1), (1, 1), (1, 1), 1, False),
     ("3x3 pad and stride", (1, 2, 4, 4), (3, 2, 3, 3), (1, 1), (2, 1), (1, 1), 1, False),
     ("3x3 channel-last", (2, 4, 5, 2), (3, 3, 2, 2), (1, 0), (1, 2), (1, 1), 1, True),
+    ("3-d", (1, 2, 3, 3, 4), (2, 2, 2, 1, 2), (1, 0, 0), (1, 2, 1), (1, 1, 1), 1, False),
+    ("pointwise 3-d channel-last", (2, 2, 2, 3, 2), (3, 1, 1, 1, 2), (0, 0, 0), (1, 1, 1),
+     (1, 1, 1), 1, True),
 ]
 IDS = [g[0] for g in GEOMETRIES]
 INITS = {"zero": cpu_conv.INIT_ZERO, "add": cpu_conv.INIT_ADD, "bias": cpu_conv.INIT_BIAS}

@@ -29,8 +29,9 @@ with the col laid out (B, C*K, O) (im2col's sample step C*K*O, its row step O), 
 and no rows_to_map / map_to_rows copies are made for them: the map is moved once less each
 way (read and written once by the copy, and the rows written and read once by GEMM and copy).
 The price is a GEMM of O columns per sample rather than one of B*O (more partial tiles where O
-is small): below ``DIRECT_MIN_POSITIONS`` positions per sample the rows path runs. A pointwise convolution (1x1, stride 1, no padding: ``ConvGeometry.
-pointwise``) has the image for its col: no im2col and no col2im at all; channel-last its three
+is small): below ``DIRECT_MIN_POSITIONS`` positions per sample the rows path runs. A pointwise
+convolution (1x1, stride 1, no padding: ``ConvGeometry.col_is_image``, the CPU's rule) has the
+image for its col: no im2col and no col2im at all; channel-last its three
 products are single GEMMs over the image and map as (B*O, C) and (B*O, M), and channel-first
 its filter gradient, a sum over the batch that one GEMM can only take from rows, copies image
 and map to rows with ``map_to_rows_kernel`` (no tables, no division). A bias is laid out first
@@ -276,7 +277,7 @@ class ConvLaunch:
         """Whether the map and image are written by the GEMMs (see DIRECT_MIN_POSITIONS)."""
         geo = self.geo
         return self.one_group() and (geo.O >= DIRECT_MIN_POSITIONS or
-                                     (geo.pointwise and geo.channel_last))
+                                     (geo.col_is_image and geo.channel_last))
 
     def tables(self):
         """What im2col and col2im read, built once per geometry from the CPU's col rules and
@@ -323,7 +324,7 @@ class ConvLaunch:
         geo = self.geo
         B, O, CK = int(geo.B), int(geo.O), int(geo.C * geo.K)
         col = device.workspace("conv col", CK * B * O, img.dtype)
-        if geo.pointwise and self.one_group() and not batch_outer:
+        if geo.col_is_image and self.one_group() and not batch_outer:
             # a pointwise col is the image with its batch moved next to its positions: the
             # map -> rows copy, with neither tables nor divisions
             grid_launch(map_to_rows_kernel, O, CK, B)(
@@ -383,11 +384,11 @@ class ConvLaunch:
         B, O, M, CK = int(geo.B), int(geo.O), int(geo.M), int(geo.C * geo.K)
         accum = self._start(mp, bias, init, self.map_layout())
         w1 = device.reshaped(w, 1, M, CK)
-        if geo.pointwise and geo.channel_last:
+        if geo.col_is_image and geo.channel_last:
             blas.matmul(device.reshaped(img, 1, B * O, CK), w1, device.reshaped(mp, 1, B * O, M),
                         trans_b=True, accum=accum)
             return
-        col = device.reshaped(img, B, CK, O) if geo.pointwise else self.col(img, True)
+        col = device.reshaped(img, B, CK, O) if geo.col_is_image else self.col(img, True)
         each = blas.batch_map(B, (B,), (B,))
         if geo.channel_last:
             blas.matmul(col, w1, device.reshaped(mp, B, O, M), trans_a=True, trans_b=True,
@@ -405,7 +406,7 @@ class ConvLaunch:
         B, O, M, CK = int(geo.B), int(geo.O), int(geo.M), int(geo.C * geo.K)
         w1 = device.reshaped(w, 1, M, CK)
         each = blas.batch_map(B, (B,), (B,))
-        if geo.pointwise:   # the col gradient is the image's: written in place
+        if geo.col_is_image:   # the col gradient is the image's: written in place
             accum = self._start(img, bias, init, self.image_layout())
             if geo.channel_last:
                 blas.matmul(device.reshaped(mp, 1, B * O, M), w1,
@@ -449,7 +450,7 @@ class ConvLaunch:
         made. Returns the rows it used (None: a pointwise channel-last one needs none, it is
         the one GEMM map^T (M, B*O) @ image (B*O, C))."""
         geo = self.geo
-        if rows is None and geo.pointwise and geo.channel_last and self.direct():
+        if rows is None and geo.col_is_image and geo.channel_last and self.direct():
             B, O, M, C = int(geo.B), int(geo.O), int(geo.M), int(geo.C)
             blas.matmul(device.reshaped(mp, 1, B * O, M), device.reshaped(img, 1, B * O, C),
                         device.reshaped(dw, 1, M, C), trans_a=True, accum=accum)

@@ -138,7 +138,7 @@ def test_a_pointwise_convolution_runs_no_col_and_no_rows(monkeypatch, name, img_
     """Forward and data gradient are GEMMs alone (the bias one kernel laying it out); the filter
     gradient copies the map and image to rows channel-first, nothing channel-last."""
     geo = geometry(img_shape, w_shape, pad, stride, dilation, group, channel_last)
-    assert geo.pointwise
+    assert geo.col_is_image
     img, w, mp, map_bias, _ = (device.upload(a) for a in arrays(geo, np.float32, 1))
     launch = cuda_conv.ConvLaunch(types.SimpleNamespace(geo=geo))
     launched = launched_kernels(monkeypatch)

@@ -7,10 +7,10 @@ intermediates in registers and storing only what later nodes, the caller or the 
 read. Under ``backward(clear_buffer=True)`` the gradients inside such a run are likewise
 accumulated in registers and only the gradients of the run's inputs are written.
 
-A Sum or Mean of every element that reads a host region's last output closes the region: the
-fused loop adds that value up as it goes (in float64, as the Sum kernel does) instead of storing
-it for the Sum to read back, and backward gives the region that gradient as one scalar instead
-of broadcasting it into an array first.
+In backward, a host region whose last output only a Sum or Mean of every element reads takes
+that Sum's gradient as one scalar instead of the array the Sum's backward would broadcast it
+into. (Forward keeps the Sum's own kernel: a running total in the fused loop stops LLVM from
+vectorising it, several times slower than storing the values and summing them apart.)
 
 The fused kernels are generated from the ops' expressions (``ops/elementwise.py``) into a
 module in the kernel cache directory named by a hash of its text, so numba's on-disk cache
@@ -44,11 +44,13 @@ class HostFusion:
         return True
 
     @staticmethod
-    def kernel(body_lines, params, arrays, size, dtype, total=None):
-        serial, parallel = _kernel_pair(body_lines, params, arrays, total)
+    def kernel(body_lines, params, arrays, size, dtype):
+        serial, parallel = _kernel_pair(body_lines, params, arrays)
         return parallel if uses_parallel(size) else serial
 
-    takes_totals = True   # a device's fusion without ``total`` leaves Sums to their own kernel
+    # backward takes a whole-array Sum's gradient as a scalar read on the host (a device's
+    # fusion would copy it down every step: it leaves the Sum's backward as it is)
+    takes_sum_gradients = True
 
     scalars = staticmethod(typed_scalars)
 
@@ -81,9 +83,9 @@ def whole_sum_scale(node):
 
 def _closing_sum(node, after):
     """(``after``, its scale) when ``after`` is a whole-array Sum or Mean of ``node``'s output
-    that a fused region ending at ``node`` can take in; else None."""
+    whose gradient a fused backward region ending at ``node`` can take as a scalar; else None."""
     target = _fusion_of(node)
-    if after is None or target is None or not getattr(target[0], "takes_totals", False):
+    if after is None or target is None or not getattr(target[0], "takes_sum_gradients", False):
         return None
     scale = whole_sum_scale(after)
     if scale is None or after.inputs[0] is not node._outputs[0]() or after.ctx.device != node.ctx.device:
@@ -164,20 +166,15 @@ def _arguments(op, k, mapping, ref):
     return params
 
 
-def _kernel_pair(body_lines, params, arrays, total=None):
-    """Source and loader of a serial and a prange kernel running ``body_lines`` per element;
-    with ``total`` (a value's name), the kernels return that value's sum over the elements."""
+def _kernel_pair(body_lines, params, arrays):
+    """Source and loader of a serial and a prange kernel running ``body_lines`` per element."""
     flat = "".join("    {0} = {0}.reshape({0}.size)\n".format(a) for a in arrays)
-    if total is not None:
-        body_lines = list(body_lines) + ["total += {}".format(total)]
-        flat += "    total = 0.0\n"   # float64, as the Sum kernels add up
     body = "".join("        " + line + "\n" for line in body_lines)
-    end = "    return total\n" if total is not None else ""
     text = prelude()
     for suffix, deco, loop in (("", '@njit(cache=True, error_model="numpy")', "range"),
                                ("_parallel", '@njit(cache=True, parallel=True, error_model="numpy")', "prange")):
-        text += "\n\n{}\ndef fused{}({}):\n{}    for i in {}({}.size):\n{}{}".format(
-            deco, suffix, ", ".join(params), flat, loop, arrays[0], body, end)
+        text += "\n\n{}\ndef fused{}({}):\n{}    for i in {}({}.size):\n{}".format(
+            deco, suffix, ", ".join(params), flat, loop, arrays[0], body)
     module = load_generated("nnabla_jit_fused_", text)
     return module.fused, module.fused_parallel
 
@@ -186,9 +183,8 @@ def _kernel_pair(body_lines, params, arrays, total=None):
 class FusedForward:
     """Runs a region's forward in one kernel call."""
 
-    def __init__(self, region_nodes, keep, closing_sum=None):
-        """``keep(var)`` says whether an intermediate must be stored; ``closing_sum``: (a Sum
-        node of the last output, its scale), computed in the same loop."""
+    def __init__(self, region_nodes, keep):
+        """``keep(var)`` says whether an intermediate must be stored."""
         names, inputs, lines, scalars = {}, [], [], []
         for k, node in enumerate(region_nodes):
             op = node.op
@@ -212,25 +208,16 @@ class FusedForward:
         target, memory = _fusion_of(region_nodes[0])
         size = int(np.prod(region_nodes[0]._outputs[0]().shape, dtype=np.int64))
         self.dtype = region_nodes[0].compute_dtype
-        total = None
-        self.total_out = None
-        if closing_sum is not None:
-            sum_node, self.total_scale = closing_sum
-            total = "v{}".format(len(region_nodes) - 1)
-            self.total_out = [(memory.write(sum_node._outputs[0]()._body.data), sum_node.compute_dtype)]
-        kernel_args = (loads + lines + stores, params, out_arrays + in_arrays, size, self.dtype)
-        self.kernel = target.kernel(*kernel_args, total=total) if total else target.kernel(*kernel_args)
+        self.kernel = target.kernel(loads + lines + stores, params, out_arrays + in_arrays,
+                                    size, self.dtype)
         # the outputs (overwritten), then the inputs, all as the compute type
         self.fetches = ([(memory.write(v._body.data), self.dtype) for v, _ in stored]
                         + [(memory.read(v._body.data), self.dtype) for v in inputs])
         self.scalars = target.scalars([op.args[a] for _, op, a in scalars], self.dtype)
-        # what the region holds (a trace names them)
-        self.nodes = region_nodes + ([closing_sum[0]] if closing_sum else [])
+        self.nodes = region_nodes   # what the region holds (a trace names them)
 
     def __call__(self):
-        total = self.kernel(*fetch_all(self.fetches), *self.scalars)
-        if self.total_out is not None:
-            fetch_all(self.total_out)[0][...] = total * self.total_scale
+        self.kernel(*fetch_all(self.fetches), *self.scalars)
 
 
 def fuse_forward(plan, roots, needed_by_backward, clear_buffer):
@@ -243,11 +230,6 @@ def fuse_forward(plan, roots, needed_by_backward, clear_buffer):
     root_ids = {id(r._body) for r in roots}
     runners, steps = list(plan.runners), list(plan.steps)
     for region in regions:
-        last = region[-1]
-        closing = _closing_sum(nodes[last], nodes[last + 1] if last + 1 < len(nodes) else None)
-        fused_nodes = [nodes[k] for k in region]
-        if closing is not None:
-            region = region + [last + 1]
         members = {id(nodes[k]) for k in region}
 
         def keep(v, members=members):
@@ -257,7 +239,7 @@ def fuse_forward(plan, roots, needed_by_backward, clear_buffer):
                 return True
             return any(id(f) not in members for f in v.function_references)
 
-        runners[region[0]] = FusedForward(fused_nodes, keep, closing)
+        runners[region[0]] = FusedForward([nodes[k] for k in region], keep)
         frees = [v for k in region for v in steps[k][1]]
         steps[region[0]] = (nodes[region[-1]], frees)
         for k in region[1:]:

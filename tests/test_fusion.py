@@ -90,10 +90,10 @@ def _sum_closing(x, reduce):
 @pytest.mark.parametrize("config, dtype", [("float", np.float32), ("double", np.float64)])
 @pytest.mark.parametrize("threshold", [None, 0])   # serial kernels, then the parallel ones
 @pytest.mark.parametrize("reduce", [F.sum, F.mean, lambda h: F.sum(h, keepdims=True)])
-def test_a_whole_array_sum_closes_the_fused_region(monkeypatch, config, dtype, threshold, reduce):
-    """F.sum / F.mean of every element of a fused run's last output is computed in the fused
-    loop (no Sum kernel of its own) and its gradient reaches the fused backward
-    as one scalar (no broadcast array); values and gradients are the unfused ones."""
+def test_a_whole_array_sum_passes_its_gradient_to_the_fused_backward_as_a_scalar(monkeypatch, config, dtype, threshold, reduce):
+    """The gradient of F.sum / F.mean of every element of a fused run's last output reaches
+    the fused backward as one scalar (no Sum backward, no broadcast array); values and
+    gradients are the unfused ones."""
     rng = np.random.RandomState(3)
     x0 = rng.randn(7, 11).astype(dtype)
     results = []
@@ -112,17 +112,16 @@ def test_a_whole_array_sum_closes_the_fused_region(monkeypatch, config, dtype, t
         if fuse:
             fplan = loss._cache[("forward", False, True)]
             bplan = loss._cache[("backward", True)]
-            assert len(fplan.runners) == 1 and len(bplan.runners) == 1
-            assert fplan.runners[0].total_out is not None and bplan.runners[0].total_grad is not None
+            assert len(fplan.runners) == 2 and len(bplan.runners) == 1
+            assert bplan.runners[0].total_grad is not None
     tol = 1e-5 if dtype == np.float32 else 1e-12
     for got, want in zip(results[1], results[0]):
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
 
 
 def test_a_sum_whose_input_has_other_readers_keeps_it():
-    """A fused run's last output read by the closing Sum and by another function: forward
-    stores it as well, backward leaves the Sum out (two gradients meet there); values are the
-    unfused ones."""
+    """A fused run's last output read by a whole-array Sum and by another function: backward
+    keeps the Sum's own step (two gradients meet there); values are the unfused ones."""
     build = lambda x, w: (lambda h: [F.sum(h) * 2 + F.mean(h * w)])(F.tanh(x) * w + 0.5)
     want = _run(build, {}, {})
     got = _run(build, {"clear_no_need_grad": True}, {"clear_buffer": True})

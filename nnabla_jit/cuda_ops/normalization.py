@@ -25,7 +25,7 @@ their gradients are the reduction kernel's sums. Statistics stay in float64 on t
 updated in place on the device.
 """
 import numpy as np
-from numba import float64
+from numba import float64, int32
 
 from ..ops.normalization import _odd_power, _term
 from . import device, reduction
@@ -35,7 +35,24 @@ from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
 
-BLOCK = 128   # most threads reducing one channel (a power of two: the combine halves it)
+# The per-channel kernels (sums, affine maps, gradients) share one tiling of the (O, C, I) data
+# (``_tiling``): block (g, s) of a grid (groups, slices) covers channel group g, ``per_group``
+# channels whose elements along a row o are ``per_group * I`` consecutive ones, and slice s of
+# the group's (row, position) pairs; the block's threads enumerate the pairs, positions
+# fastest, ``padded`` positions to a row, each thread stepping by the grid's threads along y.
+# With I > WARP / 2 a group is one channel and ``padded`` is I: consecutive threads read
+# consecutive elements of a row. With smaller I a group is several channels (all of a row's
+# channels when I is 1, as after an Affine or in a channel-last layout) padded to a power of
+# two of at most WARP positions, so that a warp reads whole rows of the group, and a thread's
+# step is a whole number of rows: it keeps its position, hence its channel. Either way a
+# thread's channel is fixed: it reads its channel's parameters once, and finds its elements
+# by additions (two integer divisions per thread, none per element).
+WARP = 32
+THREADS = 256               # threads of a block of the per-channel kernels (a power of two)
+ELEMENTS_PER_THREAD = 16    # fewest elements per thread before a channel group takes more blocks
+BLOCKS_WANTED = 2048        # blocks that fill a large GPU about twice (132 SMs, 8 blocks of 256)
+MAX_SLICES = 4096
+LAUNCH_THREADS = THREADS    # threads the launchers give a block (tests lower it; at most THREADS)
 # Without batch statistics (inference), the statistics and the affine map in one launch
 # (running_affine_kernel) instead of two; NNABLA_JIT_CUDA_FUSED_INFERENCE=0: two.
 FUSED_INFERENCE = device.switch("FUSED_INFERENCE")
@@ -49,30 +66,60 @@ term = device_function(_term.py_func)
 
 
 @device_function
-def block_channel_sums(x, d, y, m, power, relu, O, C, I, acc_d, acc_e):
-    """This block's channel c = blockIdx.x: sum of g and of ``term(x, g, m, power)`` over the
-    channel's elements (g = d, 0 where y <= 0 with ``relu``), reduced in the shared arrays
-    ``acc_d`` and ``acc_e`` (their [0] holds the sums once every thread has returned)."""
-    c = cuda.blockIdx.x
-    t = cuda.threadIdx.x
-    n_threads = cuda.blockDim.x
+def tile_start(C, I, tiling):
+    """This thread's first element in the tiling ``(per_group, padded, row_step,
+    position_step)``: (its channel c, whether it has one, row o, padded position p, flat
+    index j)."""
+    per_group, padded = tiling[0], tiling[1]
+    q = cuda.blockIdx.y * cuda.blockDim.x + cuda.threadIdx.x
+    o = q // padded
+    p = q - o * padded
+    k = p // I if per_group > 1 else 0
+    first = cuda.blockIdx.x * per_group
+    return first + k, k < per_group and first + k < C, o, p, (o * C + first) * I + p
+
+
+@device_function
+def tile_next(o, p, j, C, I, tiling):
+    """The thread's next (o, p, j): a step of the grid's threads along y, carried over rows."""
+    padded, row_step, position_step = tiling[1], tiling[2], tiling[3]
+    o += row_step
+    p += position_step
+    j += row_step * C * I + position_step
+    if p >= padded:
+        p -= padded
+        o += 1
+        j += C * I - padded
+    return o, p, j
+
+
+@device_function
+def thread_sums(x, d, y, m, power, relu, O, C, I, tiling, active, o, p, j):
+    """This thread's float64 sums of g and of ``term(x, g, m, power)`` over its elements
+    (g = d, 0 where y <= 0 with ``relu``)."""
     sd = 0.0
     se = 0.0
-    q = t
-    while q < O * I:
-        o = q // I
-        j = (o * C + c) * I + q - o * I
-        g = d[j]
-        if relu and y[j] <= 0:
-            g = 0.0
-        sd += g
-        se += term(x[j], g, m, power)
-        q += n_threads
+    if active:
+        while o < O:
+            g = d[j]
+            if relu and y[j] <= 0:
+                g = 0.0
+            sd += g
+            se += term(x[j], g, m, power)
+            o, p, j = tile_next(o, p, j, C, I, tiling)
+    return sd, se
+
+
+@device_function
+def tree_sums(sd, se, lanes, acc_d, acc_e):
+    """The block's ``sd`` and ``se`` added in shared memory down to the first ``lanes`` entries
+    of ``acc_d`` and ``acc_e`` (a power of two; threads ``lanes`` apart are summed together)."""
+    t = cuda.threadIdx.x
     acc_d[t] = sd
     acc_e[t] = se
     cuda.syncthreads()
-    step = n_threads // 2
-    while step > 0:
+    step = cuda.blockDim.x // 2
+    while step >= lanes:
         if t < step:
             acc_d[t] += acc_d[t + step]
             acc_e[t] += acc_e[t + step]
@@ -80,20 +127,80 @@ def block_channel_sums(x, d, y, m, power, relu, O, C, I, acc_d, acc_e):
         step //= 2
 
 
+@device_function
+def group_partials_done(sd, se, c, active, I, tiling, partial_d, partial_e, arrivals, acc_d,
+                        acc_e, flag):
+    """Store this block's sums per channel (partial_*[c * slices + s]) and count the block in;
+    True, in every thread, in the block of its group that arrived last (all of the group's
+    partial sums are then stored and visible to it)."""
+    per_group, padded = tiling[0], tiling[1]
+    t = cuda.threadIdx.x
+    lanes = padded if per_group > 1 else 1   # positions apart in a row: their channels differ
+    tree_sums(sd, se, lanes, acc_d, acc_e)
+    first = cuda.blockIdx.x * per_group
+    if active and t < lanes and t == (c - first) * I:   # the channel's first position
+        width = I if per_group > 1 else 1
+        total_d = 0.0
+        total_e = 0.0
+        for u in range(width):
+            total_d += acc_d[t + u]
+            total_e += acc_e[t + u]
+        partial_d[c * cuda.gridDim.y + cuda.blockIdx.y] = total_d
+        partial_e[c * cuda.gridDim.y + cuda.blockIdx.y] = total_e
+    cuda.syncthreads()
+    if t == 0:
+        # the CUDA guide's last-block pattern: a fence orders the block's stores (made before
+        # the barrier) before its arrival, and the last arrival's fence orders its reads after
+        # them (PTX memory model: fence-SC, then the barrier to the block's other threads)
+        cuda.threadfence()
+        flag[0] = cuda.atomic.add(arrivals, cuda.blockIdx.x, 1) == cuda.gridDim.y - 1
+        cuda.threadfence()
+    cuda.syncthreads()
+    return flag[0] != 0
+
+
+@device_function
+def channel_totals(c, partial_d, partial_e, acc_d, acc_e):
+    """acc_d[0], acc_e[0] = channel c's partial sums added over the slices (every thread of the
+    block calls it; a fixed order: the results do not depend on which block came last)."""
+    slices = cuda.gridDim.y
+    sd = 0.0
+    se = 0.0
+    s = cuda.threadIdx.x
+    while s < slices:
+        sd += partial_d[c * slices + s]
+        se += partial_e[c * slices + s]
+        s += cuda.blockDim.x
+    tree_sums(sd, se, 1, acc_d, acc_e)
+
+
 @kernel
-def channel_sums_kernel(x, d, y, center, power, first_as_center, relu, sum_d, sum_e, O, C, I):
+def channel_sums_kernel(x, d, y, center, power, first_as_center, relu, sum_d, sum_e,
+                        partial_d, partial_e, arrivals, O, C, I, tiling):
     """Per channel c: sum_d[c] = sum of g and sum_e[c] = sum of ``term(x, g, m, power)``:
     g (x - m) for power 0, (x - m)^2 for 2, |x - m|^power otherwise, where g = d (0 where
     y <= 0 with ``relu``) and m = center[c] or, with ``first_as_center``, the channel's first
-    element."""
-    acc_d = cuda.shared.array(BLOCK, float64)
-    acc_e = cuda.shared.array(BLOCK, float64)
-    c = cuda.blockIdx.x
-    m = x[c * I] if first_as_center else center[c]
-    block_channel_sums(x, d, y, m, power, relu, O, C, I, acc_d, acc_e)
-    if cuda.threadIdx.x == 0:
-        sum_d[c] = acc_d[0]
-        sum_e[c] = acc_e[0]
+    element. Each block sums its share of the tiling, the last block of a group adds the
+    group's shares."""
+    acc_d = cuda.shared.array(THREADS, float64)
+    acc_e = cuda.shared.array(THREADS, float64)
+    flag = cuda.shared.array(1, int32)
+    c, active, o, p, j = tile_start(C, I, tiling)
+    m = 0.0
+    if active:
+        m = x[c * I] if first_as_center else center[c]
+    sd, se = thread_sums(x, d, y, m, power, relu, O, C, I, tiling, active, o, p, j)
+    if group_partials_done(sd, se, c, active, I, tiling, partial_d, partial_e, arrivals, acc_d,
+                           acc_e, flag):
+        for k in range(tiling[0]):
+            c = cuda.blockIdx.x * tiling[0] + k
+            if c < C:
+                channel_totals(c, partial_d, partial_e, acc_d, acc_e)
+                if cuda.threadIdx.x == 0:
+                    sum_d[c] = acc_d[0]
+                    sum_e[c] = acc_e[0]
+        if cuda.threadIdx.x == 0:
+            arrivals[cuda.blockIdx.x] = 0   # ready for the next launch
 
 
 @device_function
@@ -164,22 +271,35 @@ def statistics_kernel(x, s, ss, n, I, batch_stat, running_mean, running_var, upd
 
 
 @kernel
-def batch_statistics_kernel(x, center, first_as_center, O, C, I, n, running_mean, running_var,
+def batch_statistics_kernel(x, center, first_as_center, n, running_mean, running_var,
                             update_running, decay, unbias, eps, gamma, has_gamma, beta,
-                            has_beta, stats, mean_out, var_out, with_stats):
+                            has_beta, stats, mean_out, var_out, with_stats, partial_d, partial_e,
+                            arrivals, O, C, I, tiling):
     """channel_sums_kernel's batch sums (of x and of (x - its first element)^2;
     ``first_as_center`` is True, ``center`` a float64 stand-in, so that the centre is typed as
-    there) and statistics_kernel's statistics in one launch: block c sums channel c, and its
-    thread 0 turns the sums into the statistics."""
-    acc_d = cuda.shared.array(BLOCK, float64)
-    acc_e = cuda.shared.array(BLOCK, float64)
-    c = cuda.blockIdx.x
-    m = x[c * I] if first_as_center else center[c]
-    block_channel_sums(x, x, x, m, 2, False, O, C, I, acc_d, acc_e)
-    if cuda.threadIdx.x == 0:
-        channel_statistics(c, x, I, acc_d[0], acc_e[0], n, True, running_mean, running_var,
-                           update_running, decay, unbias, eps, gamma, has_gamma, beta, has_beta,
-                           stats, mean_out, var_out, with_stats)
+    there) and statistics_kernel's statistics in one launch: the last block of each channel
+    group turns the group's sums into the statistics."""
+    acc_d = cuda.shared.array(THREADS, float64)
+    acc_e = cuda.shared.array(THREADS, float64)
+    flag = cuda.shared.array(1, int32)
+    c, active, o, p, j = tile_start(C, I, tiling)
+    m = 0.0
+    if active:
+        m = x[c * I] if first_as_center else center[c]
+    sd, se = thread_sums(x, x, x, m, 2, False, O, C, I, tiling, active, o, p, j)
+    if group_partials_done(sd, se, c, active, I, tiling, partial_d, partial_e, arrivals, acc_d,
+                           acc_e, flag):
+        for k in range(tiling[0]):
+            c = cuda.blockIdx.x * tiling[0] + k
+            if c < C:
+                channel_totals(c, partial_d, partial_e, acc_d, acc_e)
+                if cuda.threadIdx.x == 0:
+                    channel_statistics(c, x, I, acc_d[0], acc_e[0], n, True, running_mean,
+                                       running_var, update_running, decay, unbias, eps, gamma,
+                                       has_gamma, beta, has_beta, stats, mean_out, var_out,
+                                       with_stats)
+        if cuda.threadIdx.x == 0:
+            arrivals[cuda.blockIdx.x] = 0
 
 
 @kernel
@@ -205,45 +325,59 @@ def norm_statistics_kernel(s, eps, inv_power, gain, has_gain, clamp, stats):
         stats[4, c] = kept
 
 
-@kernel
-def channel_affine_kernel(x, stats, z, add_z, relu, y, C, I):
-    """y = x scale[c] + shift[c] (+ z), through a ReLU when ``relu``."""
-    i = cuda.grid(1)
-    if i < y.size:
-        c = (i // I) % C
-        v = x[i] * stats[2, c] + stats[3, c]
+@device_function
+def affine_elements(x, scale, shift, z, add_z, relu, y, O, C, I, tiling, o, p, j):
+    """y = x scale + shift (+ z), through a ReLU when ``relu``, over this thread's elements, in
+    y's type (nnabla's float32 for float32 data): ``scale`` and ``shift`` are rounded to it once."""
+    scale = y.dtype.type(scale)
+    shift = y.dtype.type(shift)
+    zero = y.dtype.type(0)
+    while o < O:
+        v = x[j] * scale + shift
         if add_z:
-            v += z[i]
-        if relu and v < 0:
-            v = 0.0
-        y[i] = v
+            v += z[j]
+        if relu and v < zero:
+            v = zero
+        y[j] = v
+        o, p, j = tile_next(o, p, j, C, I, tiling)
+
+
+@device_function
+def is_channel_head(c, I, tiling):
+    """Whether this thread handles channel c's first element (o = 0, i = 0)."""
+    return (cuda.blockIdx.y == 0
+            and cuda.threadIdx.x == (c - cuda.blockIdx.x * tiling[0]) * I)
+
+
+@kernel
+def channel_affine_kernel(x, stats, z, add_z, relu, y, O, C, I, tiling):
+    """y = x scale[c] + shift[c] (+ z), through a ReLU when ``relu`` (stats[2..3])."""
+    c, active, o, p, j = tile_start(C, I, tiling)
+    if active:
+        affine_elements(x, stats[2, c], stats[3, c], z, add_z, relu, y, O, C, I, tiling, o, p, j)
 
 
 @kernel
 def running_affine_kernel(x, running_mean, running_var, eps, gamma, has_gamma, beta, has_beta,
-                          z, add_z, relu, y, C, I, stats, mean_out, var_out, with_stats):
+                          z, add_z, relu, y, stats, mean_out, var_out, with_stats, O, C, I,
+                          tiling):
     """Without batch statistics, statistics_kernel and channel_affine_kernel in one launch:
-    every thread computes its channel's affine map from the running mean and variance (the
-    same float64 expressions as statistics_kernel's), and the thread of each channel's first
-    element stores the channel's stats (for backward) and the ``with_stats`` outputs."""
-    i = cuda.grid(1)
-    if i < y.size:
-        c = (i // I) % C
+    each thread computes its channel's affine map from the running mean and variance once (the
+    same float64 expressions as statistics_kernel's), the thread of each channel's first
+    element stores the channel's stats (for backward) and the ``with_stats`` outputs, and the
+    elements are mapped as channel_affine_kernel maps them."""
+    c, active, o, p, j = tile_start(C, I, tiling)
+    if active:
         mean = running_mean[c]
         var = running_var[c]
         inv_std, scale, offset = channel_affine(c, mean, var, eps, gamma, has_gamma, beta,
                                                 has_beta)
-        if i < C * I and i % I == 0:
+        if is_channel_head(c, I, tiling):
             store_channel_stats(c, mean, var, inv_std, scale, offset, stats, mean_out, var_out,
                                 with_stats)
-        # as channel_affine_kernel reads them: stored as float64 (the simulator computes the
-        # lines above in the inputs' type, NumPy's rule)
-        v = x[i] * float64(scale) + float64(offset)
-        if add_z:
-            v += z[i]
-        if relu and v < 0:
-            v = 0.0
-        y[i] = v
+        # rounded to y's type as channel_affine_kernel rounds the float64 stats (the simulator
+        # computes the lines above in the inputs' type, NumPy's rule: the same values)
+        affine_elements(x, scale, offset, z, add_z, relu, y, O, C, I, tiling, o, p, j)
 
 
 @kernel
@@ -300,22 +434,34 @@ def gradient_coefficients_kernel(stats, sum_d, sum_dxc, count, gamma, has_gamma,
 
 
 @kernel
-def gradient_sums_kernel(x, dy, y, center, first_as_center, relu, O, C, I, stats, count, gamma,
+def gradient_sums_kernel(x, dy, y, center, first_as_center, relu, stats, count, gamma,
                          has_gamma, batch_stat, dmean, dvar, with_stats, dbeta, want_beta,
-                         accum_beta, dgamma, want_gamma, accum_gamma, coef):
+                         accum_beta, dgamma, want_gamma, accum_gamma, coef, partial_d, partial_e,
+                         arrivals, O, C, I, tiling):
     """channel_sums_kernel's backward sums (of g and of g (x - mean), ``first_as_center``
     False as there, so that the centre is typed as there) and gradient_coefficients_kernel's
-    coefficients in one launch: block c sums channel c, its thread 0 computes the channel's
+    coefficients in one launch: the last block of each channel group computes the group's
     parameter gradients and coefficients."""
-    acc_d = cuda.shared.array(BLOCK, float64)
-    acc_e = cuda.shared.array(BLOCK, float64)
-    c = cuda.blockIdx.x
-    m = x[c * I] if first_as_center else center[c]
-    block_channel_sums(x, dy, y, m, 0, relu, O, C, I, acc_d, acc_e)
-    if cuda.threadIdx.x == 0:
-        channel_coefficients(c, acc_d[0], acc_e[0], stats, count, gamma, has_gamma, batch_stat,
-                             dmean, dvar, with_stats, dbeta, want_beta, accum_beta, dgamma,
-                             want_gamma, accum_gamma, coef)
+    acc_d = cuda.shared.array(THREADS, float64)
+    acc_e = cuda.shared.array(THREADS, float64)
+    flag = cuda.shared.array(1, int32)
+    c, active, o, p, j = tile_start(C, I, tiling)
+    m = 0.0
+    if active:
+        m = x[c * I] if first_as_center else center[c]
+    sd, se = thread_sums(x, dy, y, m, 0, relu, O, C, I, tiling, active, o, p, j)
+    if group_partials_done(sd, se, c, active, I, tiling, partial_d, partial_e, arrivals, acc_d,
+                           acc_e, flag):
+        for k in range(tiling[0]):
+            c = cuda.blockIdx.x * tiling[0] + k
+            if c < C:
+                channel_totals(c, partial_d, partial_e, acc_d, acc_e)
+                if cuda.threadIdx.x == 0:
+                    channel_coefficients(c, acc_d[0], acc_e[0], stats, count, gamma, has_gamma,
+                                         batch_stat, dmean, dvar, with_stats, dbeta, want_beta,
+                                         accum_beta, dgamma, want_gamma, accum_gamma, coef)
+        if cuda.threadIdx.x == 0:
+            arrivals[cuda.blockIdx.x] = 0
 
 
 @kernel
@@ -336,20 +482,25 @@ def norm_coefficients_kernel(stats, sum_dx, power, gain, has_gain, dgain, want_g
 
 
 @kernel
-def linear_grad_kernel(x, dy, y, relu, stats, coef, power, dx, accum, C, I):
+def linear_grad_kernel(x, dy, y, relu, stats, coef, power, dx, accum, O, C, I, tiling):
     """dx (+)= p[c] g + q[c] h(x - mean[c]) + r[c], g = dy (0 where y <= 0 with ``relu``),
-    h = ``odd_power`` (the identity for power 2)."""
-    i = cuda.grid(1)
-    if i < dx.size:
-        c = (i // I) % C
-        g = dy[i]
-        if relu and y[i] <= 0:
-            g = 0.0
-        v = coef[0, c] * g + coef[1, c] * odd_power(x[i] - stats[0, c], power) + coef[2, c]
-        if accum:
-            dx[i] += v
-        else:
-            dx[i] = v
+    h = ``odd_power`` (the identity for power 2); in float64 as the CPU computes it."""
+    c, active, o, p, j = tile_start(C, I, tiling)
+    if active:
+        mean = stats[0, c]
+        p_c = coef[0, c]
+        q_c = coef[1, c]
+        r_c = coef[2, c]
+        while o < O:
+            g = dy[j]
+            if relu and y[j] <= 0:
+                g = 0.0
+            v = p_c * g + q_c * odd_power(x[j] - mean, power) + r_c
+            if accum:
+                dx[j] += v
+            else:
+                dx[j] = v
+            o, p, j = tile_next(o, p, j, C, I, tiling)
 
 
 @kernel
@@ -418,19 +569,60 @@ def _release_all(owned):
         device.release(owned.pop())
 
 
-def _sum_threads(O, I):
-    """Threads of a block summing one channel of O * I elements (a power of two)."""
-    return min(BLOCK, 1 << max(O * I - 1, 0).bit_length())
+def _tiling(O, C, I):
+    """(grid, threads, tiling) of the per-channel kernels over (O, C, I) data (see WARP above):
+    grid (channel groups, slices of a group), and tiling = (channels per group, padded
+    positions per row, and a thread's step in whole rows and positions)."""
+    per_group = min(WARP // I, C) if 0 < I <= WARP // 2 else 1
+    if per_group > 1:
+        padded = 1 << (per_group * I - 1).bit_length()
+    else:
+        per_group, padded = 1, max(I, 1)
+    groups = -(-C // per_group)
+    work = O * padded if I else 0
+    threads = min(LAUNCH_THREADS, 1 << max(work - 1, 0).bit_length())
+    threads = max(threads, padded if per_group > 1 else 1)   # a step of whole rows
+    slices = max(1, min(-(-work // (threads * ELEMENTS_PER_THREAD)),
+                        -(-BLOCKS_WANTED // max(groups, 1)), MAX_SLICES))
+    row_step, position_step = divmod(slices * threads, padded)
+    return (groups, slices), threads, (per_group, padded, row_step, position_step)
+
+
+_ARRIVALS = [None]
+
+
+def _arrivals(groups):
+    """Per channel group, how many blocks have stored their partial sums: int32 zeros between
+    launches (the group's last block sets its count back), kept for the process."""
+    held = _ARRIVALS[0]
+    if held is None or held.size < groups:
+        held = _ARRIVALS[0] = device.zeros((max(groups, 1024),), np.int32)
+    return held
+
+
+def _launch_tiled(kern, shape3, *args, sums=False):
+    """Launch a per-channel kernel over (O, C, I) = ``shape3`` with ``args``, then (``sums``)
+    the partial sums' workspaces and the arrival counts, then O, C, I and the tiling."""
+    O, C, I = shape3
+    grid, threads, tiling = _tiling(O, C, I)
+    if not grid[0]:
+        return
+    if sums:
+        slots = C * grid[1]
+        partials = device.reshaped(
+            device.workspace("standardization partial sums", 2 * slots, np.float64), 2, slots)
+        args += (device.row(partials, 0), device.row(partials, 1), _arrivals(grid[0]))
+    device.configured(kern, grid, threads)(*args, O if I else 0, C, I, tiling)
 
 
 def _channel_sums(op, x, d, y, center, power, first_as_center, relu=False):
     """(sum_d, sum_e) per channel (``channel_sums_kernel``), in a float64 workspace."""
-    O, C, I = op.layout.shape3
+    C = op.layout.shape3[1]
     sums = device.reshaped(device.workspace("standardization sums", 2 * C, np.float64), 2, C)
     sum_d, sum_e = device.row(sums, 0), device.row(sums, 1)
-    device.configured(channel_sums_kernel, C, _sum_threads(O, I))(
-        x, d, y, center if center is not None else sum_d, power, first_as_center, relu, sum_d,
-        sum_e, O, C, I)
+    _launch_tiled(channel_sums_kernel, op.layout.shape3, x, d, y,
+                  center if center is not None else sum_d, power, first_as_center, relu, sum_d,
+                  sum_e, sums=True)
     return sum_d, sum_e
 
 
@@ -497,11 +689,11 @@ def _standardize(op, inputs, outputs, owned):
     var_out = _flat(outputs[2]) if op.with_stats else stand_in
     z = _view(lay, inputs[op.slot["z"]], owned) if "z" in op.slot else None
     if FUSED_INFERENCE and not op.batch_stat and rm is not None and rv is not None and y.size:
-        device.launch(running_affine_kernel, y.size, x, rm, rv, float(op.eps),
+        _launch_tiled(running_affine_kernel, lay.shape3, x, rm, rv, float(op.eps),
                       gamma if gamma is not None else stand_in, gamma is not None,
                       beta if beta is not None else stand_in, beta is not None,
-                      z if z is not None else x, z is not None, op.relu, y, C, I, stats,
-                      mean_out, var_out, op.with_stats)
+                      z if z is not None else x, z is not None, op.relu, y, stats, mean_out,
+                      var_out, op.with_stats)
     else:
         running = (rm if rm is not None else stand_in, rv if rv is not None else stand_in,
                    update, float(getattr(op, "decay_rate", 0.0)),
@@ -510,13 +702,13 @@ def _standardize(op, inputs, outputs, owned):
                    beta if beta is not None else stand_in, beta is not None, stats, mean_out,
                    var_out, op.with_stats)
         if fused_statistics:
-            device.configured(batch_statistics_kernel, C, _sum_threads(O, I))(
-                x, stand_in, True, O, C, I, n, *running)
+            _launch_tiled(batch_statistics_kernel, lay.shape3, x, stand_in, True, n, *running,
+                          sums=True)
         else:
             device.launch(statistics_kernel, C, x if x.size else stand_in, s, ss, n, I,
                           op.batch_stat, *running)
-        device.launch(channel_affine_kernel, y.size, x, stats, z if z is not None else x,
-                      z is not None, op.relu, y, C, I)
+        _launch_tiled(channel_affine_kernel, lay.shape3, x, stats, z if z is not None else x,
+                      z is not None, op.relu, y)
     _store(lay, y, outputs[0])
     gamma, beta = _param(op, inputs, "gamma"), _param(op, inputs, "beta")
     if not per_channel and (gamma is not None or beta is not None):
@@ -532,8 +724,8 @@ def _elementwise_params_grads(op, inputs, dy, input_grads, wanted, accum, owned)
         x = _view(lay, inputs[0], owned)
         xhat = _temporary(dy.shape, dy.dtype, owned)
         xhat_view = _target(lay, xhat, owned)
-        device.launch(channel_affine_kernel, x.size, x, op.saved_device_stats, x, False, False,
-                      xhat_view, *lay.shape3[1:])   # stats' scale and shift: 1 / std, -mean / std
+        _launch_tiled(channel_affine_kernel, lay.shape3, x, op.saved_device_stats, x, False,
+                      False, xhat_view)   # stats' scale and shift: 1 / std, -mean / std
         _store(lay, xhat_view, xhat)
         _broadcast_product(xhat, xhat, dy)
         reduction.sum_to_shape(xhat, input_grads[slot["gamma"]], accum[slot["gamma"]])
@@ -600,16 +792,15 @@ def _standardization_grads(op, inputs, outputs, output_grads, input_grads, propa
                     params_wanted and wanted("beta"), acc("beta"), grad("gamma"),
                     params_wanted and wanted("gamma"), acc("gamma"), coef)
     if fused_sums:
-        O, I = lay.shape3[0], lay.shape3[2]
-        device.configured(gradient_sums_kernel, C, _sum_threads(O, I))(
-            x, dy, y, mean, False, op.relu, O, C, I, *coefficients)
+        _launch_tiled(gradient_sums_kernel, lay.shape3, x, dy, y, mean, False, op.relu,
+                      *coefficients, sums=True)
     else:
         device.launch(gradient_coefficients_kernel, C, stats, sum_d, sum_dxc,
                       *coefficients[1:])
     if propagate_down[0]:
         dx = _target(lay, input_grads[0], owned)
-        device.launch(linear_grad_kernel, dy.size, x, dy, y, op.relu, stats, coef, 2, dx,
-                      accum[0] and lay.perm is None, C, lay.shape3[2])
+        _launch_tiled(linear_grad_kernel, lay.shape3, x, dy, y, op.relu, stats, coef, 2, dx,
+                      accum[0] and lay.perm is None)
         _store(lay, dx, input_grads[0], accum[0])
 
 
@@ -636,7 +827,7 @@ def norm_forward(op, inputs, outputs):
     gain = _flat(inputs[1]) if len(inputs) > 1 else device.row(stats, 0)
     device.launch(norm_statistics_kernel, C, s, float(op.eps), 1.0 / power, gain,
                   len(inputs) > 1, op.name == "NormNormalization", stats)
-    device.launch(channel_affine_kernel, y.size, x, stats, x, False, False, y, C, I)
+    _launch_tiled(channel_affine_kernel, lay.shape3, x, stats, x, False, False, y)
     _store(lay, y, outputs[0])
     del x, y
     _release_all(owned)
@@ -664,8 +855,8 @@ def norm_backward(op, inputs, outputs, output_grads, input_grads, propagate_down
                   bool(accum[1]) if want_gain else False, coef)
     if propagate_down[0]:
         dx = _target(lay, input_grads[0], owned)
-        device.launch(linear_grad_kernel, dy.size, x, dy, dy, False, stats, coef, power, dx,
-                      accum[0] and lay.perm is None, C, I)
+        _launch_tiled(linear_grad_kernel, lay.shape3, x, dy, dy, False, stats, coef, power, dx,
+                      accum[0] and lay.perm is None)
         _store(lay, dx, input_grads[0], accum[0])
         del dx
     del x, dy
@@ -737,7 +928,7 @@ def mean_subtraction_forward(op, inputs, outputs):
                   update and x.size > 0, stats, coef)
     if update and x.size:
         device.launch(count_batch_kernel, 1, t)
-    device.launch(channel_affine_kernel, y.size, x, stats, x, False, False, y, C, I)
+    _launch_tiled(channel_affine_kernel, lay.shape3, x, stats, x, False, False, y)
     _store(lay, y, outputs[0])
     del x, y
     _release_all(owned)
@@ -761,8 +952,8 @@ def mean_subtraction_backward(op, inputs, outputs, output_grads, input_grads, pr
     O, C, I = lay.shape3
     d = _view(lay, output_grads[0], owned)
     target = _target(lay, input_grads[0], owned)
-    device.launch(linear_grad_kernel, d.size, d, d, d, False, op.saved_device_stats,
-                  op.saved_device_coef, 2, target, accum[0] and lay.perm is None, C, I)
+    _launch_tiled(linear_grad_kernel, lay.shape3, d, d, d, False, op.saved_device_stats,
+                  op.saved_device_coef, 2, target, accum[0] and lay.perm is None)
     _store(lay, target, input_grads[0], accum[0])
     del d, target
     _release_all(owned)
@@ -797,8 +988,8 @@ def clip_grad_by_norm_backward(op, inputs, outputs, output_grads, input_grads, p
     device.launch(norm_coefficients_kernel, C, stats, zeros, 2, gain, True, zeros, False, False,
                   coef)
     target = _target(lay, input_grads[0], owned)
-    device.launch(linear_grad_kernel, d.size, d, d, d, False, stats, coef, 2, target,
-                  accum[0] and lay.perm is None, C, I)
+    _launch_tiled(linear_grad_kernel, lay.shape3, d, d, d, False, stats, coef, 2, target,
+                  accum[0] and lay.perm is None)
     _store(lay, target, input_grads[0], accum[0])
     del d, target, stats
     _release_all(owned)
@@ -849,16 +1040,15 @@ def _vector_sums(a, b, power, sums):
     """sums[1] = sum(a b) (power 0) or sum(a^2) (power 2, b unread); sums[0] is scratch."""
     zero = device.workspace("norm centre", 1, np.float64)
     device.fill(zero, 0)
-    threads = min(BLOCK, 1 << max(a.size - 1, 0).bit_length())
-    channel_sums_kernel[1, threads](a, b, a, zero, power, False, False, sums[0:1], sums[1:2], 1,
-                                    1, a.size)
+    _launch_tiled(channel_sums_kernel, (1, 1, a.size), a, b, a, zero, power, False, False,
+                  sums[0:1], sums[1:2], sums=True)
 
 
 def _scale_by_inverse(s, eps, inv_power, x, y):
     """y = x (s[0] + eps)^-inv_power (y may be x)."""
     stats = device.workspace("spectral norm scale", 5, np.float64).reshape(5, 1)
     device.launch(norm_statistics_kernel, 1, s, eps, inv_power, s, False, False, stats)
-    device.launch(channel_affine_kernel, x.size, x, stats, x, False, False, y, 1, x.size)
+    _launch_tiled(channel_affine_kernel, (1, 1, x.size), x, stats, x, False, False, y)
 
 
 def _inner_size(op, shape):

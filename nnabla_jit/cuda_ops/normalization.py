@@ -8,14 +8,19 @@ read in place, the vectors normalised as one-channel norms).
 The kernels see the input as the CPU's (O, C, I) array (``ops/normalization.py``'s
 ``StatLayout``); when the axes that keep their own statistics are not adjacent, the input is
 first transposed into a pooled buffer (``array.move``) and the results transposed back, as the
-CPU does. The algorithm is the CPU's, in a few kinds of kernel:
+CPU does. The algorithm is the CPU's, in a few kinds of kernel, all of them over one tiling of
+the (O, C, I) data (``_tiling``, below: a thread keeps one channel and finds its elements by
+additions, coalesced along I, or along C when I is small):
 
-* per-channel sums, one block per channel reducing in shared memory (float64): the batch
-  statistics shifted by the channel's first element, backward's sum(dy) and sum(dy (x - mean)),
-  and the norms' sum |x|^p (the per-element term is the CPU's ``_term``);
-* one thread per channel turning them into the statistics, the running averages, the affine
-  map's scale and shift, and backward's dgamma, dbeta and the coefficients p, q, r;
-* one thread per element: y = x scale + shift (+ z, ReLU), and dx (+)= p dy + q h(x - mean) + r
+* per-channel sums (float64) by many blocks per channel, each storing its share, the last block
+  of a channel group to arrive adding the shares up (a fixed order, whatever block is last):
+  the batch statistics shifted by the channel's first element, backward's sum(dy) and
+  sum(dy (x - mean)), and the norms' sum |x|^p (the per-element term is the CPU's ``_term``);
+* per channel, turning them into the statistics, the running averages, the affine map's scale
+  and shift, and backward's dgamma, dbeta and the coefficients p, q, r (the sums' last block
+  does it in the fused kernels, one thread per channel otherwise);
+* per element: y = x scale + shift (+ z, ReLU) in y's type (scale and shift rounded to it once
+  per thread, as nnabla computes in float32), and dx (+)= p dy + q h(x - mean) + r in float64
   (h is the CPU's ``_odd_power``: x - mean for the standardizations).
 
 gamma and beta shaped like the input (layer, instance and group normalization) are applied

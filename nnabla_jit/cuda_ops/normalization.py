@@ -675,7 +675,7 @@ def standardization_forward(op, inputs, outputs):
 
 def _standardize(op, inputs, outputs, owned):
     lay = op.layout
-    O, C, I = lay.shape3
+    _, C, I = lay.shape3
     x, y = _view(lay, inputs[0], owned), _target(lay, outputs[0], owned)
     stats = getattr(op, "saved_device_stats", None)
     if stats is None or stats.shape[1] != C:
@@ -820,7 +820,7 @@ def norm_forward(op, inputs, outputs):
     g; NormNormalization: no gain, and x / max(||x||_p, eps))."""
     owned = []
     lay = op.layout
-    O, C, I = lay.shape3
+    C = lay.channels
     power = _norm_power(op)
     x, y = _view(lay, inputs[0], owned), _target(lay, outputs[0], owned)
     zeros = device.workspace("norm centre", C, np.float64)
@@ -846,7 +846,7 @@ def norm_backward(op, inputs, outputs, output_grads, input_grads, propagate_down
         return
     owned = []
     lay = op.layout
-    O, C, I = lay.shape3
+    C = lay.channels
     power = _norm_power(op)
     stats = op.saved_device_stats
     x, dy = _view(lay, inputs[0], owned), _view(lay, output_grads[0], owned)
@@ -917,7 +917,7 @@ def _saved(op, name, rows, C):
 def mean_subtraction_forward(op, inputs, outputs):
     owned = []
     lay = op.layout
-    O, C, I = lay.shape3
+    C = lay.channels
     x, y = _view(lay, inputs[0], owned), _target(lay, outputs[0], owned)
     stats = _saved(op, "saved_device_stats", 4, C)
     coef = _saved(op, "saved_device_coef", 3, C)
@@ -954,7 +954,6 @@ def mean_subtraction_backward(op, inputs, outputs, output_grads, input_grads, pr
         return
     owned = []
     lay = op.layout
-    O, C, I = lay.shape3
     d = _view(lay, output_grads[0], owned)
     target = _target(lay, input_grads[0], owned)
     _launch_tiled(linear_grad_kernel, lay.shape3, d, d, d, False, op.saved_device_stats,
@@ -979,7 +978,7 @@ def clip_grad_by_norm_backward(op, inputs, outputs, output_grads, input_grads, p
         return
     owned = []
     lay = op.layout
-    O, C, I = lay.shape3
+    C = lay.channels
     d = _view(lay, output_grads[0], owned)
     zeros = device.workspace("norm centre", C, np.float64)
     device.fill(zeros, 0)

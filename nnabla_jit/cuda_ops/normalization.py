@@ -9,7 +9,7 @@ The kernels see the input as the CPU's (O, C, I) array (``ops/normalization.py``
 ``StatLayout``); when the axes that keep their own statistics are not adjacent, the input is
 first transposed into a pooled buffer (``array.move``) and the results transposed back, as the
 CPU does. The algorithm is the CPU's, in a few kinds of kernel, all of them over one tiling of
-the (O, C, I) data (``_tiling``, below: a thread keeps one channel and finds its elements by
+the (O, C, I) data (``channel_tiles``: a thread keeps one channel and finds its elements by
 additions, coalesced along I, or along C when I is small):
 
 * per-channel sums (float64) by many blocks per channel, each storing its share, the last block
@@ -33,31 +33,15 @@ import numpy as np
 from numba import float64, int32
 
 from ..ops.normalization import _odd_power, _term
-from . import device, reduction
+from . import channel_tiles, device, reduction
 from .array import ADD, WRITE, move
+from .channel_tiles import (THREADS, channel_totals, group_partials_done, is_channel_head,
+                            tile_next, tile_start)
 from .device import broadcast_strides, contiguous_strides, flat_offset
 from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
 
-# The per-channel kernels (sums, affine maps, gradients) share one tiling of the (O, C, I) data
-# (``_tiling``): block (g, s) of a grid (groups, slices) covers channel group g, ``per_group``
-# channels whose elements along a row o are ``per_group * I`` consecutive ones, and slice s of
-# the group's (row, position) pairs; the block's threads enumerate the pairs, positions
-# fastest, ``padded`` positions to a row, each thread stepping by the grid's threads along y.
-# With I > WARP / 2 a group is one channel and ``padded`` is I: consecutive threads read
-# consecutive elements of a row. With smaller I a group is several channels (all of a row's
-# channels when I is 1, as after an Affine or in a channel-last layout) padded to a power of
-# two of at most WARP positions, so that a warp reads whole rows of the group, and a thread's
-# step is a whole number of rows: it keeps its position, hence its channel. Either way a
-# thread's channel is fixed: it reads its channel's parameters once, and finds its elements
-# by additions (two integer divisions per thread, none per element).
-WARP = 32
-THREADS = 256               # threads of a block of the per-channel kernels (a power of two)
-ELEMENTS_PER_THREAD = 16    # fewest elements per thread before a channel group takes more blocks
-BLOCKS_WANTED = 2048        # blocks that fill a large GPU about twice (132 SMs, 8 blocks of 256)
-MAX_SLICES = 4096
-LAUNCH_THREADS = THREADS    # threads the launchers give a block (tests lower it; at most THREADS)
 # Without batch statistics (inference), the statistics and the affine map in one launch
 # (running_affine_kernel) instead of two; NNABLA_JIT_CUDA_FUSED_INFERENCE=0: two.
 FUSED_INFERENCE = device.switch("FUSED_INFERENCE")
@@ -68,34 +52,6 @@ FUSED_STATISTICS = device.switch("FUSED_STATISTICS")
 
 odd_power = device_function(_odd_power.py_func)   # the CPU's per-element formulas
 term = device_function(_term.py_func)
-
-
-@device_function
-def tile_start(C, I, tiling):
-    """This thread's first element in the tiling ``(per_group, padded, row_step,
-    position_step)``: (its channel c, whether it has one, row o, padded position p, flat
-    index j)."""
-    per_group, padded = tiling[0], tiling[1]
-    q = cuda.blockIdx.y * cuda.blockDim.x + cuda.threadIdx.x
-    o = q // padded
-    p = q - o * padded
-    k = p // I if per_group > 1 else 0
-    first = cuda.blockIdx.x * per_group
-    return first + k, k < per_group and first + k < C, o, p, (o * C + first) * I + p
-
-
-@device_function
-def tile_next(o, p, j, C, I, tiling):
-    """The thread's next (o, p, j): a step of the grid's threads along y, carried over rows."""
-    padded, row_step, position_step = tiling[1], tiling[2], tiling[3]
-    o += row_step
-    p += position_step
-    j += row_step * C * I + position_step
-    if p >= padded:
-        p -= padded
-        o += 1
-        j += C * I - padded
-    return o, p, j
 
 
 @device_function
@@ -113,70 +69,6 @@ def thread_sums(x, d, y, m, power, relu, O, C, I, tiling, active, o, p, j):
             se += term(x[j], g, m, power)
             o, p, j = tile_next(o, p, j, C, I, tiling)
     return sd, se
-
-
-@device_function
-def tree_sums(sd, se, lanes, acc_d, acc_e):
-    """The block's ``sd`` and ``se`` added in shared memory down to the first ``lanes`` entries
-    of ``acc_d`` and ``acc_e`` (a power of two; threads ``lanes`` apart are summed together)."""
-    t = cuda.threadIdx.x
-    acc_d[t] = sd
-    acc_e[t] = se
-    cuda.syncthreads()
-    step = cuda.blockDim.x // 2
-    while step >= lanes:
-        if t < step:
-            acc_d[t] += acc_d[t + step]
-            acc_e[t] += acc_e[t + step]
-        cuda.syncthreads()
-        step //= 2
-
-
-@device_function
-def group_partials_done(sd, se, c, active, I, tiling, partial_d, partial_e, arrivals, acc_d,
-                        acc_e, flag):
-    """Store this block's sums per channel (partial_*[c * slices + s]) and count the block in;
-    True, in every thread, in the block of its group that arrived last (all of the group's
-    partial sums are then stored and visible to it)."""
-    per_group, padded = tiling[0], tiling[1]
-    t = cuda.threadIdx.x
-    lanes = padded if per_group > 1 else 1   # positions apart in a row: their channels differ
-    tree_sums(sd, se, lanes, acc_d, acc_e)
-    first = cuda.blockIdx.x * per_group
-    if active and t < lanes and t == (c - first) * I:   # the channel's first position
-        width = I if per_group > 1 else 1
-        total_d = 0.0
-        total_e = 0.0
-        for u in range(width):
-            total_d += acc_d[t + u]
-            total_e += acc_e[t + u]
-        partial_d[c * cuda.gridDim.y + cuda.blockIdx.y] = total_d
-        partial_e[c * cuda.gridDim.y + cuda.blockIdx.y] = total_e
-    cuda.syncthreads()
-    if t == 0:
-        # the CUDA guide's last-block pattern: a fence orders the block's stores (made before
-        # the barrier) before its arrival, and the last arrival's fence orders its reads after
-        # them (PTX memory model: fence-SC, then the barrier to the block's other threads)
-        cuda.threadfence()
-        flag[0] = cuda.atomic.add(arrivals, cuda.blockIdx.x, 1) == cuda.gridDim.y - 1
-        cuda.threadfence()
-    cuda.syncthreads()
-    return flag[0] != 0
-
-
-@device_function
-def channel_totals(c, partial_d, partial_e, acc_d, acc_e):
-    """acc_d[0], acc_e[0] = channel c's partial sums added over the slices (every thread of the
-    block calls it; a fixed order: the results do not depend on which block came last)."""
-    slices = cuda.gridDim.y
-    sd = 0.0
-    se = 0.0
-    s = cuda.threadIdx.x
-    while s < slices:
-        sd += partial_d[c * slices + s]
-        se += partial_e[c * slices + s]
-        s += cuda.blockDim.x
-    tree_sums(sd, se, 1, acc_d, acc_e)
 
 
 @kernel
@@ -345,13 +237,6 @@ def affine_elements(x, scale, shift, z, add_z, relu, y, O, C, I, tiling, o, p, j
             v = zero
         y[j] = v
         o, p, j = tile_next(o, p, j, C, I, tiling)
-
-
-@device_function
-def is_channel_head(c, I, tiling):
-    """Whether this thread handles channel c's first element (o = 0, i = 0)."""
-    return (cuda.blockIdx.y == 0
-            and cuda.threadIdx.x == (c - cuda.blockIdx.x * tiling[0]) * I)
 
 
 @kernel
@@ -574,60 +459,14 @@ def _release_all(owned):
         device.release(owned.pop())
 
 
-def _tiling(O, C, I):
-    """(grid, threads, tiling) of the per-channel kernels over (O, C, I) data (see WARP above):
-    grid (channel groups, slices of a group), and tiling = (channels per group, padded
-    positions per row, and a thread's step in whole rows and positions)."""
-    per_group = min(WARP // I, C) if 0 < I <= WARP // 2 else 1
-    if per_group > 1:
-        padded = 1 << (per_group * I - 1).bit_length()
-    else:
-        per_group, padded = 1, max(I, 1)
-    groups = -(-C // per_group)
-    work = O * padded if I else 0
-    threads = min(LAUNCH_THREADS, 1 << max(work - 1, 0).bit_length())
-    threads = max(threads, padded if per_group > 1 else 1)   # a step of whole rows
-    slices = max(1, min(-(-work // (threads * ELEMENTS_PER_THREAD)),
-                        -(-BLOCKS_WANTED // max(groups, 1)), MAX_SLICES))
-    row_step, position_step = divmod(slices * threads, padded)
-    return (groups, slices), threads, (per_group, padded, row_step, position_step)
-
-
-_ARRIVALS = [None]
-
-
-def _arrivals(groups):
-    """Per channel group, how many blocks have stored their partial sums: int32 zeros between
-    launches (the group's last block sets its count back), kept for the process."""
-    held = _ARRIVALS[0]
-    if held is None or held.size < groups:
-        held = _ARRIVALS[0] = device.zeros((max(groups, 1024),), np.int32)
-    return held
-
-
-def _launch_tiled(kern, shape3, *args, sums=False):
-    """Launch a per-channel kernel over (O, C, I) = ``shape3`` with ``args``, then (``sums``)
-    the partial sums' workspaces and the arrival counts, then O, C, I and the tiling."""
-    O, C, I = shape3
-    grid, threads, tiling = _tiling(O, C, I)
-    if not grid[0]:
-        return
-    if sums:
-        slots = C * grid[1]
-        partials = device.reshaped(
-            device.workspace("standardization partial sums", 2 * slots, np.float64), 2, slots)
-        args += (device.row(partials, 0), device.row(partials, 1), _arrivals(grid[0]))
-    device.configured(kern, grid, threads)(*args, O if I else 0, C, I, tiling)
-
-
 def _channel_sums(op, x, d, y, center, power, first_as_center, relu=False):
     """(sum_d, sum_e) per channel (``channel_sums_kernel``), in a float64 workspace."""
     C = op.layout.shape3[1]
     sums = device.reshaped(device.workspace("standardization sums", 2 * C, np.float64), 2, C)
     sum_d, sum_e = device.row(sums, 0), device.row(sums, 1)
-    _launch_tiled(channel_sums_kernel, op.layout.shape3, x, d, y,
-                  center if center is not None else sum_d, power, first_as_center, relu, sum_d,
-                  sum_e, sums=True)
+    channel_tiles.launch(channel_sums_kernel, op.layout.shape3, x, d, y,
+                         center if center is not None else sum_d, power, first_as_center, relu,
+                         sum_d, sum_e, sums=True)
     return sum_d, sum_e
 
 
@@ -694,11 +533,11 @@ def _standardize(op, inputs, outputs, owned):
     var_out = _flat(outputs[2]) if op.with_stats else stand_in
     z = _view(lay, inputs[op.slot["z"]], owned) if "z" in op.slot else None
     if FUSED_INFERENCE and not op.batch_stat and rm is not None and rv is not None and y.size:
-        _launch_tiled(running_affine_kernel, lay.shape3, x, rm, rv, float(op.eps),
-                      gamma if gamma is not None else stand_in, gamma is not None,
-                      beta if beta is not None else stand_in, beta is not None,
-                      z if z is not None else x, z is not None, op.relu, y, stats, mean_out,
-                      var_out, op.with_stats)
+        channel_tiles.launch(running_affine_kernel, lay.shape3, x, rm, rv, float(op.eps),
+                             gamma if gamma is not None else stand_in, gamma is not None,
+                             beta if beta is not None else stand_in, beta is not None,
+                             z if z is not None else x, z is not None, op.relu, y, stats, mean_out,
+                             var_out, op.with_stats)
     else:
         running = (rm if rm is not None else stand_in, rv if rv is not None else stand_in,
                    update, float(getattr(op, "decay_rate", 0.0)),
@@ -707,13 +546,13 @@ def _standardize(op, inputs, outputs, owned):
                    beta if beta is not None else stand_in, beta is not None, stats, mean_out,
                    var_out, op.with_stats)
         if fused_statistics:
-            _launch_tiled(batch_statistics_kernel, lay.shape3, x, stand_in, True, n, *running,
-                          sums=True)
+            channel_tiles.launch(batch_statistics_kernel, lay.shape3, x, stand_in, True, n,
+                                 *running, sums=True)
         else:
             device.launch(statistics_kernel, C, x if x.size else stand_in, s, ss, n, I,
                           op.batch_stat, *running)
-        _launch_tiled(channel_affine_kernel, lay.shape3, x, stats, z if z is not None else x,
-                      z is not None, op.relu, y)
+        channel_tiles.launch(channel_affine_kernel, lay.shape3, x, stats, z if z is not None else x,
+                             z is not None, op.relu, y)
     _store(lay, y, outputs[0])
     gamma, beta = _param(op, inputs, "gamma"), _param(op, inputs, "beta")
     if not per_channel and (gamma is not None or beta is not None):
@@ -729,8 +568,8 @@ def _elementwise_params_grads(op, inputs, dy, input_grads, wanted, accum, owned)
         x = _view(lay, inputs[0], owned)
         xhat = _temporary(dy.shape, dy.dtype, owned)
         xhat_view = _target(lay, xhat, owned)
-        _launch_tiled(channel_affine_kernel, lay.shape3, x, op.saved_device_stats, x, False,
-                      False, xhat_view)   # stats' scale and shift: 1 / std, -mean / std
+        channel_tiles.launch(channel_affine_kernel, lay.shape3, x, op.saved_device_stats, x, False,
+                             False, xhat_view)   # stats' scale and shift: 1 / std, -mean / std
         _store(lay, xhat_view, xhat)
         _broadcast_product(xhat, xhat, dy)
         reduction.sum_to_shape(xhat, input_grads[slot["gamma"]], accum[slot["gamma"]])
@@ -797,15 +636,15 @@ def _standardization_grads(op, inputs, outputs, output_grads, input_grads, propa
                     params_wanted and wanted("beta"), acc("beta"), grad("gamma"),
                     params_wanted and wanted("gamma"), acc("gamma"), coef)
     if fused_sums:
-        _launch_tiled(gradient_sums_kernel, lay.shape3, x, dy, y, mean, False, op.relu,
-                      *coefficients, sums=True)
+        channel_tiles.launch(gradient_sums_kernel, lay.shape3, x, dy, y, mean, False, op.relu,
+                             *coefficients, sums=True)
     else:
         device.launch(gradient_coefficients_kernel, C, stats, sum_d, sum_dxc,
                       *coefficients[1:])
     if propagate_down[0]:
         dx = _target(lay, input_grads[0], owned)
-        _launch_tiled(linear_grad_kernel, lay.shape3, x, dy, y, op.relu, stats, coef, 2, dx,
-                      accum[0] and lay.perm is None)
+        channel_tiles.launch(linear_grad_kernel, lay.shape3, x, dy, y, op.relu, stats, coef, 2, dx,
+                             accum[0] and lay.perm is None)
         _store(lay, dx, input_grads[0], accum[0])
 
 
@@ -832,7 +671,7 @@ def norm_forward(op, inputs, outputs):
     gain = _flat(inputs[1]) if len(inputs) > 1 else device.row(stats, 0)
     device.launch(norm_statistics_kernel, C, s, float(op.eps), 1.0 / power, gain,
                   len(inputs) > 1, op.name == "NormNormalization", stats)
-    _launch_tiled(channel_affine_kernel, lay.shape3, x, stats, x, False, False, y)
+    channel_tiles.launch(channel_affine_kernel, lay.shape3, x, stats, x, False, False, y)
     _store(lay, y, outputs[0])
     del x, y
     _release_all(owned)
@@ -860,8 +699,8 @@ def norm_backward(op, inputs, outputs, output_grads, input_grads, propagate_down
                   bool(accum[1]) if want_gain else False, coef)
     if propagate_down[0]:
         dx = _target(lay, input_grads[0], owned)
-        _launch_tiled(linear_grad_kernel, lay.shape3, x, dy, dy, False, stats, coef, power, dx,
-                      accum[0] and lay.perm is None)
+        channel_tiles.launch(linear_grad_kernel, lay.shape3, x, dy, dy, False, stats, coef, power,
+                             dx, accum[0] and lay.perm is None)
         _store(lay, dx, input_grads[0], accum[0])
         del dx
     del x, dy
@@ -933,7 +772,7 @@ def mean_subtraction_forward(op, inputs, outputs):
                   update and x.size > 0, stats, coef)
     if update and x.size:
         device.launch(count_batch_kernel, 1, t)
-    _launch_tiled(channel_affine_kernel, lay.shape3, x, stats, x, False, False, y)
+    channel_tiles.launch(channel_affine_kernel, lay.shape3, x, stats, x, False, False, y)
     _store(lay, y, outputs[0])
     del x, y
     _release_all(owned)
@@ -956,8 +795,8 @@ def mean_subtraction_backward(op, inputs, outputs, output_grads, input_grads, pr
     lay = op.layout
     d = _view(lay, output_grads[0], owned)
     target = _target(lay, input_grads[0], owned)
-    _launch_tiled(linear_grad_kernel, lay.shape3, d, d, d, False, op.saved_device_stats,
-                  op.saved_device_coef, 2, target, accum[0] and lay.perm is None)
+    channel_tiles.launch(linear_grad_kernel, lay.shape3, d, d, d, False, op.saved_device_stats,
+                         op.saved_device_coef, 2, target, accum[0] and lay.perm is None)
     _store(lay, target, input_grads[0], accum[0])
     del d, target
     _release_all(owned)
@@ -992,8 +831,8 @@ def clip_grad_by_norm_backward(op, inputs, outputs, output_grads, input_grads, p
     device.launch(norm_coefficients_kernel, C, stats, zeros, 2, gain, True, zeros, False, False,
                   coef)
     target = _target(lay, input_grads[0], owned)
-    _launch_tiled(linear_grad_kernel, lay.shape3, d, d, d, False, stats, coef, 2, target,
-                  accum[0] and lay.perm is None)
+    channel_tiles.launch(linear_grad_kernel, lay.shape3, d, d, d, False, stats, coef, 2, target,
+                         accum[0] and lay.perm is None)
     _store(lay, target, input_grads[0], accum[0])
     del d, target, stats
     _release_all(owned)
@@ -1044,15 +883,15 @@ def _vector_sums(a, b, power, sums):
     """sums[1] = sum(a b) (power 0) or sum(a^2) (power 2, b unread); sums[0] is scratch."""
     zero = device.workspace("norm centre", 1, np.float64)
     device.fill(zero, 0)
-    _launch_tiled(channel_sums_kernel, (1, 1, a.size), a, b, a, zero, power, False, False,
-                  sums[0:1], sums[1:2], sums=True)
+    channel_tiles.launch(channel_sums_kernel, (1, 1, a.size), a, b, a, zero, power, False, False,
+                         sums[0:1], sums[1:2], sums=True)
 
 
 def _scale_by_inverse(s, eps, inv_power, x, y):
     """y = x (s[0] + eps)^-inv_power (y may be x)."""
     stats = device.workspace("spectral norm scale", 5, np.float64).reshape(5, 1)
     device.launch(norm_statistics_kernel, 1, s, eps, inv_power, s, False, False, stats)
-    _launch_tiled(channel_affine_kernel, (1, 1, x.size), x, stats, x, False, False, y)
+    channel_tiles.launch(channel_affine_kernel, (1, 1, x.size), x, stats, x, False, False, y)
 
 
 def _inner_size(op, shape):

@@ -1,4 +1,4 @@
-"""The per-channel normalization kernels' tiling (cuda_ops/normalization.py, ``_tiling``):
+"""The per-channel normalization kernels' tiling (cuda_ops/channel_tiles.py):
 channel groups of small rows, slices of a channel summed by several blocks and combined by the
 last one, sizes that fill no block exactly, against the CPU kernels (float32 and float64)."""
 import numpy as np
@@ -27,10 +27,10 @@ def many_slices(monkeypatch):
     """Blocks of 32 threads with 4 elements each: tiny inputs take several slices per channel
     group, so that partial sums are combined across blocks (launch sizes only: the kernels'
     shared arrays keep THREADS entries)."""
-    from nnabla_jit.cuda_ops import normalization
-    monkeypatch.setattr(normalization, "LAUNCH_THREADS", 32)
-    monkeypatch.setattr(normalization, "ELEMENTS_PER_THREAD", 4)
-    return normalization
+    from nnabla_jit.cuda_ops import channel_tiles
+    monkeypatch.setattr(channel_tiles, "LAUNCH_THREADS", 32)
+    monkeypatch.setattr(channel_tiles, "ELEMENTS_PER_THREAD", 4)
+    return channel_tiles
 
 
 def bn_arrays(shape, axis, dtype):
@@ -74,7 +74,7 @@ def test_training_and_inference_over_many_slices(many_slices, shape, axis, dtype
         return y + F.batch_normalization(x, b, g, m, v, axes=[axis], batch_stat=False) * 0.5
 
     assert_same(build, arrays, dtype)
-    assert not np.any(many_slices._ARRIVALS[0].copy_to_host())   # ready for the next launch
+    assert not np.any(many_slices.ARRIVALS[0].copy_to_host())   # ready for the next launch
 
 
 def test_fused_with_z_and_relu_over_many_slices(many_slices):
@@ -98,11 +98,12 @@ def test_per_sample_statistics_over_many_slices(many_slices, shape=(2, 2, 100)):
 def test_fused_launches_equal_the_two_launches_over_many_slices(monkeypatch, many_slices):
     """The sums of the fused kernels and of channel_sums_kernel are one code path with one
     order of additions: the outputs, gradients and running statistics agree to the last bit."""
+    from nnabla_jit.cuda_ops import normalization
     arrays = bn_arrays((6, 37, 3), 1, np.float32)
     results = []
     for fused in (True, False):
-        monkeypatch.setattr(many_slices, "FUSED_STATISTICS", fused)
-        monkeypatch.setattr(many_slices, "FUSED_INFERENCE", fused)
+        monkeypatch.setattr(normalization, "FUSED_STATISTICS", fused)
+        monkeypatch.setattr(normalization, "FUSED_INFERENCE", fused)
         y, xs = run(cuda_context(), lambda x, b, g, m, v: F.batch_normalization(
             x, b, g, m, v) + F.batch_normalization(x, b, g, m, v, batch_stat=False), arrays,
             no_grad=(3, 4))
@@ -115,17 +116,17 @@ def test_fused_launches_equal_the_two_launches_over_many_slices(monkeypatch, man
 def test_the_default_tiling_fills_a_large_gpu_with_whole_rows_per_thread():
     """Host side only: the launch sizes the kernels rely on (every thread of a channel group
     keeps its channel; enough blocks for a large GPU on a ResNet's layers)."""
-    from nnabla_jit.cuda_ops import normalization as norm
+    from nnabla_jit.cuda_ops import channel_tiles as tiles
     for O, C, I in [(128, 64, 1024), (128, 512, 16), (131072, 64, 1), (32, 2048, 49), (1, 1, 5),
                     (7, 3, 5), (1, 64, 131072), (6, 40, 1)]:
         (groups, slices), threads, (per_group, padded, row_step, position_step) = \
-            norm._tiling(O, C, I)
+            tiles.tiling(O, C, I)
         assert groups * per_group >= C > (groups - 1) * per_group
-        assert threads <= norm.THREADS and threads & (threads - 1) == 0
+        assert threads <= tiles.THREADS and threads & (threads - 1) == 0
         assert row_step * padded + position_step == slices * threads
         if per_group > 1:   # a thread's step is whole rows: its position, its channel, stay
-            assert position_step == 0 and padded <= norm.WARP and per_group * I <= padded
+            assert position_step == 0 and padded <= tiles.WARP and per_group * I <= padded
         else:
             assert padded == I
-        if O * C * I >= norm.BLOCKS_WANTED * norm.THREADS * norm.ELEMENTS_PER_THREAD:
-            assert groups * slices >= norm.BLOCKS_WANTED // 2
+        if O * C * I >= tiles.BLOCKS_WANTED * tiles.THREADS * tiles.ELEMENTS_PER_THREAD:
+            assert groups * slices >= tiles.BLOCKS_WANTED // 2

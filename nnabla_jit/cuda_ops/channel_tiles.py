@@ -62,6 +62,19 @@ def tile_next(o, p, j, C, I, tiling):
 
 
 @device_function
+def double_step(tiling):
+    """``tiling`` with a thread's step doubled (two cursors a step apart, each taking every
+    other element of the thread)."""
+    per_group, padded, row_step, position_step = tiling
+    rows = 2 * row_step
+    positions = 2 * position_step
+    if positions >= padded:
+        positions -= padded
+        rows += 1
+    return (per_group, padded, rows, positions)
+
+
+@device_function
 def tree_sums(sd, se, lanes, acc_d, acc_e):
     """The block's ``sd`` and ``se`` added in shared memory down to the first ``lanes`` entries
     of ``acc_d`` and ``acc_e`` (a power of two; threads ``lanes`` apart are summed together)."""

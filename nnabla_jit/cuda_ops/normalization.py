@@ -35,8 +35,8 @@ from numba import float64, int32
 from ..ops.normalization import _odd_power, _term
 from . import channel_tiles, device, reduction
 from .array import ADD, WRITE, move
-from .channel_tiles import (THREADS, channel_totals, group_partials_done, is_channel_head,
-                            tile_next, tile_start)
+from .channel_tiles import (THREADS, channel_totals, double_step, group_partials_done,
+                            is_channel_head, tile_next, tile_start)
 from .device import broadcast_strides, contiguous_strides, flat_offset
 from .registry import backward, device_function, forward, kernel
 
@@ -57,17 +57,34 @@ term = device_function(_term.py_func)
 @device_function
 def thread_sums(x, d, y, m, power, relu, O, C, I, tiling, active, o, p, j):
     """This thread's float64 sums of g and of ``term(x, g, m, power)`` over its elements
-    (g = d, 0 where y <= 0 with ``relu``)."""
+    (g = d, 0 where y <= 0 with ``relu``). Two cursors take its even and odd elements, and each
+    pair's loads come before the pair's sums: a GPU issues in order, so one cursor would wait
+    for every load before issuing the next, two keep two loads per array in flight. The sums
+    are added in the thread's element order, as with one cursor."""
     sd = 0.0
     se = 0.0
     if active:
+        pair = double_step(tiling)
+        o2, p2, j2 = tile_next(o, p, j, C, I, tiling)
         while o < O:
-            g = d[j]
-            if relu and y[j] <= 0:
-                g = 0.0
-            sd += g
-            se += term(x[j], g, m, power)
-            o, p, j = tile_next(o, p, j, C, I, tiling)
+            odd = o2 < O
+            k = j2 if odd else j   # past the end: the even element again, added as 0
+            ga = d[j]
+            gb = d[k]
+            xa = x[j]
+            xb = x[k]
+            if relu:
+                if y[j] <= 0:
+                    ga = 0.0
+                if y[k] <= 0:
+                    gb = 0.0
+            eb = term(xb, gb, m, power)
+            sd += ga
+            se += term(xa, ga, m, power)
+            sd += gb if odd else 0.0   # selects, not a branch the odd loads would sink into
+            se += eb if odd else 0.0
+            o, p, j = tile_next(o, p, j, C, I, pair)
+            o2, p2, j2 = tile_next(o2, p2, j2, C, I, pair)
     return sd, se
 
 

@@ -240,20 +240,36 @@ def norm_statistics_kernel(s, eps, inv_power, gain, has_gain, clamp, stats):
 
 
 @device_function
+def affine_value(v, scale, shift, z, j, add_z, relu, zero):
+    """v scale + shift (+ z[j]), through a ReLU when ``relu``."""
+    v = v * scale + shift
+    if add_z:
+        v += z[j]
+    if relu and v < zero:
+        v = zero
+    return v
+
+
+@device_function
 def affine_elements(x, scale, shift, z, add_z, relu, y, O, C, I, tiling, o, p, j):
     """y = x scale + shift (+ z), through a ReLU when ``relu``, over this thread's elements, in
-    y's type (nnabla's float32 for float32 data): ``scale`` and ``shift`` are rounded to it once."""
+    y's type (nnabla's float32 for float32 data): ``scale`` and ``shift`` are rounded to it once.
+    Two cursors as in ``thread_sums``, each pair loaded before it is stored (y may be x); past
+    the end the second cursor repeats the first's element, stored twice with the same value,
+    so that no branch holds its loads."""
     scale = y.dtype.type(scale)
     shift = y.dtype.type(shift)
     zero = y.dtype.type(0)
+    pair = double_step(tiling)
+    o2, p2, j2 = tile_next(o, p, j, C, I, tiling)
     while o < O:
-        v = x[j] * scale + shift
-        if add_z:
-            v += z[j]
-        if relu and v < zero:
-            v = zero
-        y[j] = v
-        o, p, j = tile_next(o, p, j, C, I, tiling)
+        k = j2 if o2 < O else j
+        va = affine_value(x[j], scale, shift, z, j, add_z, relu, zero)
+        vb = affine_value(x[k], scale, shift, z, k, add_z, relu, zero)
+        y[j] = va
+        y[k] = vb
+        o, p, j = tile_next(o, p, j, C, I, pair)
+        o2, p2, j2 = tile_next(o2, p2, j2, C, I, pair)
 
 
 @kernel

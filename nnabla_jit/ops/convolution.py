@@ -410,8 +410,13 @@ class ConvGeometry:
         self.stride_a = np.array(fill + tuple(stride), np.int64)
         self.chunk = max(1, min(self.B, COL_ELEMENTS // max(1, C * self.K * self.O)))
         self.keeps_col = self.chunk == self.B and self.B * C * self.K * self.O <= KEPT_COL_ELEMENTS
-        self.pointwise = (self.K == 1 and group == 1 and not self.koff.any() and max(self.stride) == 1
-                          and (channel_last or self.B == 1 or self.O >= POINTWISE_POSITIONS))
+        # A 1 x ... x 1 filter of one group without stride or padding (dilation then moves
+        # nothing): a sample's image is its own col (the rule; cuda_ops/convolution.py reads it
+        # too), and the CPU takes the pointwise products when it also pays (see POINTWISE_POSITIONS).
+        self.col_is_image = (self.K == 1 and group == 1 and not self.koff.any()
+                             and max(self.stride) == 1)
+        self.pointwise = self.col_is_image and (channel_last or self.B == 1
+                                                or self.O >= POINTWISE_POSITIONS)
         self.kept_col = None
         self.col_of = None   # weak references to the arrays the whole-batch col in "col" came from
 

@@ -85,6 +85,7 @@ def test_fused_with_z_and_relu_over_many_slices(many_slices):
             x, b, g, m, v, z, axes=[axis], batch_stat=batch_stat), arrays, np.float32)
 
 
+@pytest.mark.slow   # about 30 s in the simulator
 def test_per_sample_statistics_over_many_slices(many_slices, shape=(2, 2, 100)):
     """Layer and instance normalization (channels of one row each) and weight normalization
     (its norms' sums) over the same kernels."""

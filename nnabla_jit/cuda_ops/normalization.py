@@ -8,14 +8,19 @@ read in place, the vectors normalised as one-channel norms).
 The kernels see the input as the CPU's (O, C, I) array (``ops/normalization.py``'s
 ``StatLayout``); when the axes that keep their own statistics are not adjacent, the input is
 first transposed into a pooled buffer (``array.move``) and the results transposed back, as the
-CPU does. The algorithm is the CPU's, in a few kinds of kernel:
+CPU does. The algorithm is the CPU's, in a few kinds of kernel, all of them over one tiling of
+the (O, C, I) data (``channel_tiles``: a thread keeps one channel and finds its elements by
+additions, coalesced along I, or along C when I is small):
 
-* per-channel sums, one block per channel reducing in shared memory (float64): the batch
-  statistics shifted by the channel's first element, backward's sum(dy) and sum(dy (x - mean)),
-  and the norms' sum |x|^p (the per-element term is the CPU's ``_term``);
-* one thread per channel turning them into the statistics, the running averages, the affine
-  map's scale and shift, and backward's dgamma, dbeta and the coefficients p, q, r;
-* one thread per element: y = x scale + shift (+ z, ReLU), and dx (+)= p dy + q h(x - mean) + r
+* per-channel sums (float64) by many blocks per channel, each storing its share, the last block
+  of a channel group to arrive adding the shares up (a fixed order, whatever block is last):
+  the batch statistics shifted by the channel's first element, backward's sum(dy) and
+  sum(dy (x - mean)), and the norms' sum |x|^p (the per-element term is the CPU's ``_term``);
+* per channel, turning them into the statistics, the running averages, the affine map's scale
+  and shift, and backward's dgamma, dbeta and the coefficients p, q, r (the sums' last block
+  does it in the fused kernels, one thread per channel otherwise);
+* per element: y = x scale + shift (+ z, ReLU) in y's type (scale and shift rounded to it once
+  per thread, as nnabla computes in float32), and dx (+)= p dy + q h(x - mean) + r in float64
   (h is the CPU's ``_odd_power``: x - mean for the standardizations).
 
 gamma and beta shaped like the input (layer, instance and group normalization) are applied
@@ -25,17 +30,18 @@ their gradients are the reduction kernel's sums. Statistics stay in float64 on t
 updated in place on the device.
 """
 import numpy as np
-from numba import float64
+from numba import float64, int32
 
 from ..ops.normalization import _odd_power, _term
-from . import device, reduction
+from . import channel_tiles, device, reduction
 from .array import ADD, WRITE, move
+from .channel_tiles import (THREADS, channel_totals, double_step, group_partials_done,
+                            is_channel_head, tile_next, tile_start)
 from .device import broadcast_strides, contiguous_strides, flat_offset
 from .registry import backward, device_function, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
 
-BLOCK = 128   # most threads reducing one channel (a power of two: the combine halves it)
 # Without batch statistics (inference), the statistics and the affine map in one launch
 # (running_affine_kernel) instead of two; NNABLA_JIT_CUDA_FUSED_INFERENCE=0: two.
 FUSED_INFERENCE = device.switch("FUSED_INFERENCE")
@@ -49,51 +55,66 @@ term = device_function(_term.py_func)
 
 
 @device_function
-def block_channel_sums(x, d, y, m, power, relu, O, C, I, acc_d, acc_e):
-    """This block's channel c = blockIdx.x: sum of g and of ``term(x, g, m, power)`` over the
-    channel's elements (g = d, 0 where y <= 0 with ``relu``), reduced in the shared arrays
-    ``acc_d`` and ``acc_e`` (their [0] holds the sums once every thread has returned)."""
-    c = cuda.blockIdx.x
-    t = cuda.threadIdx.x
-    n_threads = cuda.blockDim.x
+def thread_sums(x, d, y, m, power, relu, O, C, I, tiling, active, o, p, j):
+    """This thread's float64 sums of g and of ``term(x, g, m, power)`` over its elements
+    (g = d, 0 where y <= 0 with ``relu``). Two cursors take its even and odd elements, and each
+    pair's loads come before the pair's sums: a GPU issues in order, so one cursor would wait
+    for every load before issuing the next, two keep two loads per array in flight. The sums
+    are added in the thread's element order, as with one cursor."""
     sd = 0.0
     se = 0.0
-    q = t
-    while q < O * I:
-        o = q // I
-        j = (o * C + c) * I + q - o * I
-        g = d[j]
-        if relu and y[j] <= 0:
-            g = 0.0
-        sd += g
-        se += term(x[j], g, m, power)
-        q += n_threads
-    acc_d[t] = sd
-    acc_e[t] = se
-    cuda.syncthreads()
-    step = n_threads // 2
-    while step > 0:
-        if t < step:
-            acc_d[t] += acc_d[t + step]
-            acc_e[t] += acc_e[t + step]
-        cuda.syncthreads()
-        step //= 2
+    if active:
+        pair = double_step(tiling)
+        o2, p2, j2 = tile_next(o, p, j, C, I, tiling)
+        while o < O:
+            odd = o2 < O
+            k = j2 if odd else j   # past the end: the even element again, added as 0
+            ga = d[j]
+            gb = d[k]
+            xa = x[j]
+            xb = x[k]
+            if relu:
+                if y[j] <= 0:
+                    ga = 0.0
+                if y[k] <= 0:
+                    gb = 0.0
+            eb = term(xb, gb, m, power)
+            sd += ga
+            se += term(xa, ga, m, power)
+            sd += gb if odd else 0.0   # selects, not a branch the odd loads would sink into
+            se += eb if odd else 0.0
+            o, p, j = tile_next(o, p, j, C, I, pair)
+            o2, p2, j2 = tile_next(o2, p2, j2, C, I, pair)
+    return sd, se
 
 
 @kernel
-def channel_sums_kernel(x, d, y, center, power, first_as_center, relu, sum_d, sum_e, O, C, I):
+def channel_sums_kernel(x, d, y, center, power, first_as_center, relu, sum_d, sum_e,
+                        partial_d, partial_e, arrivals, O, C, I, tiling):
     """Per channel c: sum_d[c] = sum of g and sum_e[c] = sum of ``term(x, g, m, power)``:
     g (x - m) for power 0, (x - m)^2 for 2, |x - m|^power otherwise, where g = d (0 where
     y <= 0 with ``relu``) and m = center[c] or, with ``first_as_center``, the channel's first
-    element."""
-    acc_d = cuda.shared.array(BLOCK, float64)
-    acc_e = cuda.shared.array(BLOCK, float64)
-    c = cuda.blockIdx.x
-    m = x[c * I] if first_as_center else center[c]
-    block_channel_sums(x, d, y, m, power, relu, O, C, I, acc_d, acc_e)
-    if cuda.threadIdx.x == 0:
-        sum_d[c] = acc_d[0]
-        sum_e[c] = acc_e[0]
+    element. Each block sums its share of the tiling, the last block of a group adds the
+    group's shares."""
+    acc_d = cuda.shared.array(THREADS, float64)
+    acc_e = cuda.shared.array(THREADS, float64)
+    flag = cuda.shared.array(1, int32)
+    c, active, o, p, j = tile_start(C, I, tiling)
+    m = 0.0
+    if active:
+        m = x[c * I] if first_as_center else center[c]
+    sd, se = thread_sums(x, d, y, m, power, relu, O, C, I, tiling, active, o, p, j)
+    if group_partials_done(sd, se, c, active, I, tiling, partial_d, partial_e, arrivals, acc_d,
+                           acc_e, flag):
+        for k in range(tiling[0]):
+            c = cuda.blockIdx.x * tiling[0] + k
+            if c < C:
+                channel_totals(c, partial_d, partial_e, acc_d, acc_e)
+                if cuda.threadIdx.x == 0:
+                    sum_d[c] = acc_d[0]
+                    sum_e[c] = acc_e[0]
+        if cuda.threadIdx.x == 0:
+            arrivals[cuda.blockIdx.x] = 0   # ready for the next launch
 
 
 @device_function
@@ -164,22 +185,35 @@ def statistics_kernel(x, s, ss, n, I, batch_stat, running_mean, running_var, upd
 
 
 @kernel
-def batch_statistics_kernel(x, center, first_as_center, O, C, I, n, running_mean, running_var,
+def batch_statistics_kernel(x, center, first_as_center, n, running_mean, running_var,
                             update_running, decay, unbias, eps, gamma, has_gamma, beta,
-                            has_beta, stats, mean_out, var_out, with_stats):
+                            has_beta, stats, mean_out, var_out, with_stats, partial_d, partial_e,
+                            arrivals, O, C, I, tiling):
     """channel_sums_kernel's batch sums (of x and of (x - its first element)^2;
     ``first_as_center`` is True, ``center`` a float64 stand-in, so that the centre is typed as
-    there) and statistics_kernel's statistics in one launch: block c sums channel c, and its
-    thread 0 turns the sums into the statistics."""
-    acc_d = cuda.shared.array(BLOCK, float64)
-    acc_e = cuda.shared.array(BLOCK, float64)
-    c = cuda.blockIdx.x
-    m = x[c * I] if first_as_center else center[c]
-    block_channel_sums(x, x, x, m, 2, False, O, C, I, acc_d, acc_e)
-    if cuda.threadIdx.x == 0:
-        channel_statistics(c, x, I, acc_d[0], acc_e[0], n, True, running_mean, running_var,
-                           update_running, decay, unbias, eps, gamma, has_gamma, beta, has_beta,
-                           stats, mean_out, var_out, with_stats)
+    there) and statistics_kernel's statistics in one launch: the last block of each channel
+    group turns the group's sums into the statistics."""
+    acc_d = cuda.shared.array(THREADS, float64)
+    acc_e = cuda.shared.array(THREADS, float64)
+    flag = cuda.shared.array(1, int32)
+    c, active, o, p, j = tile_start(C, I, tiling)
+    m = 0.0
+    if active:
+        m = x[c * I] if first_as_center else center[c]
+    sd, se = thread_sums(x, x, x, m, 2, False, O, C, I, tiling, active, o, p, j)
+    if group_partials_done(sd, se, c, active, I, tiling, partial_d, partial_e, arrivals, acc_d,
+                           acc_e, flag):
+        for k in range(tiling[0]):
+            c = cuda.blockIdx.x * tiling[0] + k
+            if c < C:
+                channel_totals(c, partial_d, partial_e, acc_d, acc_e)
+                if cuda.threadIdx.x == 0:
+                    channel_statistics(c, x, I, acc_d[0], acc_e[0], n, True, running_mean,
+                                       running_var, update_running, decay, unbias, eps, gamma,
+                                       has_gamma, beta, has_beta, stats, mean_out, var_out,
+                                       with_stats)
+        if cuda.threadIdx.x == 0:
+            arrivals[cuda.blockIdx.x] = 0
 
 
 @kernel
@@ -205,45 +239,68 @@ def norm_statistics_kernel(s, eps, inv_power, gain, has_gain, clamp, stats):
         stats[4, c] = kept
 
 
+@device_function
+def affine_value(v, scale, shift, z, j, add_z, relu, zero):
+    """v scale + shift (+ z[j]), through a ReLU when ``relu``."""
+    v = v * scale + shift
+    if add_z:
+        v += z[j]
+    if relu and v < zero:
+        v = zero
+    return v
+
+
+@device_function
+def affine_elements(x, scale, shift, z, add_z, relu, y, O, C, I, tiling, o, p, j):
+    """y = x scale + shift (+ z), through a ReLU when ``relu``, over this thread's elements, in
+    y's type (nnabla's float32 for float32 data): ``scale`` and ``shift`` are rounded to it once.
+    Two cursors as in ``thread_sums``, each pair loaded before it is stored (y may be x); past
+    the end the second cursor repeats the first's element, stored twice with the same value,
+    so that no branch holds its loads."""
+    scale = y.dtype.type(scale)
+    shift = y.dtype.type(shift)
+    zero = y.dtype.type(0)
+    pair = double_step(tiling)
+    o2, p2, j2 = tile_next(o, p, j, C, I, tiling)
+    while o < O:
+        k = j2 if o2 < O else j
+        va = affine_value(x[j], scale, shift, z, j, add_z, relu, zero)
+        vb = affine_value(x[k], scale, shift, z, k, add_z, relu, zero)
+        y[j] = va
+        y[k] = vb
+        o, p, j = tile_next(o, p, j, C, I, pair)
+        o2, p2, j2 = tile_next(o2, p2, j2, C, I, pair)
+
+
 @kernel
-def channel_affine_kernel(x, stats, z, add_z, relu, y, C, I):
-    """y = x scale[c] + shift[c] (+ z), through a ReLU when ``relu``."""
-    i = cuda.grid(1)
-    if i < y.size:
-        c = (i // I) % C
-        v = x[i] * stats[2, c] + stats[3, c]
-        if add_z:
-            v += z[i]
-        if relu and v < 0:
-            v = 0.0
-        y[i] = v
+def channel_affine_kernel(x, stats, z, add_z, relu, y, O, C, I, tiling):
+    """y = x scale[c] + shift[c] (+ z), through a ReLU when ``relu`` (stats[2..3])."""
+    c, active, o, p, j = tile_start(C, I, tiling)
+    if active:
+        affine_elements(x, stats[2, c], stats[3, c], z, add_z, relu, y, O, C, I, tiling, o, p, j)
 
 
 @kernel
 def running_affine_kernel(x, running_mean, running_var, eps, gamma, has_gamma, beta, has_beta,
-                          z, add_z, relu, y, C, I, stats, mean_out, var_out, with_stats):
+                          z, add_z, relu, y, stats, mean_out, var_out, with_stats, O, C, I,
+                          tiling):
     """Without batch statistics, statistics_kernel and channel_affine_kernel in one launch:
-    every thread computes its channel's affine map from the running mean and variance (the
-    same float64 expressions as statistics_kernel's), and the thread of each channel's first
-    element stores the channel's stats (for backward) and the ``with_stats`` outputs."""
-    i = cuda.grid(1)
-    if i < y.size:
-        c = (i // I) % C
+    each thread computes its channel's affine map from the running mean and variance once (the
+    same float64 expressions as statistics_kernel's), the thread of each channel's first
+    element stores the channel's stats (for backward) and the ``with_stats`` outputs, and the
+    elements are mapped as channel_affine_kernel maps them."""
+    c, active, o, p, j = tile_start(C, I, tiling)
+    if active:
         mean = running_mean[c]
         var = running_var[c]
         inv_std, scale, offset = channel_affine(c, mean, var, eps, gamma, has_gamma, beta,
                                                 has_beta)
-        if i < C * I and i % I == 0:
+        if is_channel_head(c, I, tiling):
             store_channel_stats(c, mean, var, inv_std, scale, offset, stats, mean_out, var_out,
                                 with_stats)
-        # as channel_affine_kernel reads them: stored as float64 (the simulator computes the
-        # lines above in the inputs' type, NumPy's rule)
-        v = x[i] * float64(scale) + float64(offset)
-        if add_z:
-            v += z[i]
-        if relu and v < 0:
-            v = 0.0
-        y[i] = v
+        # rounded to y's type as channel_affine_kernel rounds the float64 stats (the simulator
+        # computes the lines above in the inputs' type, NumPy's rule: the same values)
+        affine_elements(x, scale, offset, z, add_z, relu, y, O, C, I, tiling, o, p, j)
 
 
 @kernel
@@ -300,22 +357,34 @@ def gradient_coefficients_kernel(stats, sum_d, sum_dxc, count, gamma, has_gamma,
 
 
 @kernel
-def gradient_sums_kernel(x, dy, y, center, first_as_center, relu, O, C, I, stats, count, gamma,
+def gradient_sums_kernel(x, dy, y, center, first_as_center, relu, stats, count, gamma,
                          has_gamma, batch_stat, dmean, dvar, with_stats, dbeta, want_beta,
-                         accum_beta, dgamma, want_gamma, accum_gamma, coef):
+                         accum_beta, dgamma, want_gamma, accum_gamma, coef, partial_d, partial_e,
+                         arrivals, O, C, I, tiling):
     """channel_sums_kernel's backward sums (of g and of g (x - mean), ``first_as_center``
     False as there, so that the centre is typed as there) and gradient_coefficients_kernel's
-    coefficients in one launch: block c sums channel c, its thread 0 computes the channel's
+    coefficients in one launch: the last block of each channel group computes the group's
     parameter gradients and coefficients."""
-    acc_d = cuda.shared.array(BLOCK, float64)
-    acc_e = cuda.shared.array(BLOCK, float64)
-    c = cuda.blockIdx.x
-    m = x[c * I] if first_as_center else center[c]
-    block_channel_sums(x, dy, y, m, 0, relu, O, C, I, acc_d, acc_e)
-    if cuda.threadIdx.x == 0:
-        channel_coefficients(c, acc_d[0], acc_e[0], stats, count, gamma, has_gamma, batch_stat,
-                             dmean, dvar, with_stats, dbeta, want_beta, accum_beta, dgamma,
-                             want_gamma, accum_gamma, coef)
+    acc_d = cuda.shared.array(THREADS, float64)
+    acc_e = cuda.shared.array(THREADS, float64)
+    flag = cuda.shared.array(1, int32)
+    c, active, o, p, j = tile_start(C, I, tiling)
+    m = 0.0
+    if active:
+        m = x[c * I] if first_as_center else center[c]
+    sd, se = thread_sums(x, dy, y, m, 0, relu, O, C, I, tiling, active, o, p, j)
+    if group_partials_done(sd, se, c, active, I, tiling, partial_d, partial_e, arrivals, acc_d,
+                           acc_e, flag):
+        for k in range(tiling[0]):
+            c = cuda.blockIdx.x * tiling[0] + k
+            if c < C:
+                channel_totals(c, partial_d, partial_e, acc_d, acc_e)
+                if cuda.threadIdx.x == 0:
+                    channel_coefficients(c, acc_d[0], acc_e[0], stats, count, gamma, has_gamma,
+                                         batch_stat, dmean, dvar, with_stats, dbeta, want_beta,
+                                         accum_beta, dgamma, want_gamma, accum_gamma, coef)
+        if cuda.threadIdx.x == 0:
+            arrivals[cuda.blockIdx.x] = 0
 
 
 @kernel
@@ -336,20 +405,25 @@ def norm_coefficients_kernel(stats, sum_dx, power, gain, has_gain, dgain, want_g
 
 
 @kernel
-def linear_grad_kernel(x, dy, y, relu, stats, coef, power, dx, accum, C, I):
+def linear_grad_kernel(x, dy, y, relu, stats, coef, power, dx, accum, O, C, I, tiling):
     """dx (+)= p[c] g + q[c] h(x - mean[c]) + r[c], g = dy (0 where y <= 0 with ``relu``),
-    h = ``odd_power`` (the identity for power 2)."""
-    i = cuda.grid(1)
-    if i < dx.size:
-        c = (i // I) % C
-        g = dy[i]
-        if relu and y[i] <= 0:
-            g = 0.0
-        v = coef[0, c] * g + coef[1, c] * odd_power(x[i] - stats[0, c], power) + coef[2, c]
-        if accum:
-            dx[i] += v
-        else:
-            dx[i] = v
+    h = ``odd_power`` (the identity for power 2); in float64 as the CPU computes it."""
+    c, active, o, p, j = tile_start(C, I, tiling)
+    if active:
+        mean = stats[0, c]
+        p_c = coef[0, c]
+        q_c = coef[1, c]
+        r_c = coef[2, c]
+        while o < O:
+            g = dy[j]
+            if relu and y[j] <= 0:
+                g = 0.0
+            v = p_c * g + q_c * odd_power(x[j] - mean, power) + r_c
+            if accum:
+                dx[j] += v
+            else:
+                dx[j] = v
+            o, p, j = tile_next(o, p, j, C, I, tiling)
 
 
 @kernel
@@ -418,19 +492,14 @@ def _release_all(owned):
         device.release(owned.pop())
 
 
-def _sum_threads(O, I):
-    """Threads of a block summing one channel of O * I elements (a power of two)."""
-    return min(BLOCK, 1 << max(O * I - 1, 0).bit_length())
-
-
 def _channel_sums(op, x, d, y, center, power, first_as_center, relu=False):
     """(sum_d, sum_e) per channel (``channel_sums_kernel``), in a float64 workspace."""
-    O, C, I = op.layout.shape3
+    C = op.layout.shape3[1]
     sums = device.reshaped(device.workspace("standardization sums", 2 * C, np.float64), 2, C)
     sum_d, sum_e = device.row(sums, 0), device.row(sums, 1)
-    device.configured(channel_sums_kernel, C, _sum_threads(O, I))(
-        x, d, y, center if center is not None else sum_d, power, first_as_center, relu, sum_d,
-        sum_e, O, C, I)
+    channel_tiles.launch(channel_sums_kernel, op.layout.shape3, x, d, y,
+                         center if center is not None else sum_d, power, first_as_center, relu,
+                         sum_d, sum_e, sums=True)
     return sum_d, sum_e
 
 
@@ -478,7 +547,7 @@ def standardization_forward(op, inputs, outputs):
 
 def _standardize(op, inputs, outputs, owned):
     lay = op.layout
-    O, C, I = lay.shape3
+    _, C, I = lay.shape3
     x, y = _view(lay, inputs[0], owned), _target(lay, outputs[0], owned)
     stats = getattr(op, "saved_device_stats", None)
     if stats is None or stats.shape[1] != C:
@@ -497,11 +566,11 @@ def _standardize(op, inputs, outputs, owned):
     var_out = _flat(outputs[2]) if op.with_stats else stand_in
     z = _view(lay, inputs[op.slot["z"]], owned) if "z" in op.slot else None
     if FUSED_INFERENCE and not op.batch_stat and rm is not None and rv is not None and y.size:
-        device.launch(running_affine_kernel, y.size, x, rm, rv, float(op.eps),
-                      gamma if gamma is not None else stand_in, gamma is not None,
-                      beta if beta is not None else stand_in, beta is not None,
-                      z if z is not None else x, z is not None, op.relu, y, C, I, stats,
-                      mean_out, var_out, op.with_stats)
+        channel_tiles.launch(running_affine_kernel, lay.shape3, x, rm, rv, float(op.eps),
+                             gamma if gamma is not None else stand_in, gamma is not None,
+                             beta if beta is not None else stand_in, beta is not None,
+                             z if z is not None else x, z is not None, op.relu, y, stats, mean_out,
+                             var_out, op.with_stats)
     else:
         running = (rm if rm is not None else stand_in, rv if rv is not None else stand_in,
                    update, float(getattr(op, "decay_rate", 0.0)),
@@ -510,13 +579,13 @@ def _standardize(op, inputs, outputs, owned):
                    beta if beta is not None else stand_in, beta is not None, stats, mean_out,
                    var_out, op.with_stats)
         if fused_statistics:
-            device.configured(batch_statistics_kernel, C, _sum_threads(O, I))(
-                x, stand_in, True, O, C, I, n, *running)
+            channel_tiles.launch(batch_statistics_kernel, lay.shape3, x, stand_in, True, n,
+                                 *running, sums=True)
         else:
             device.launch(statistics_kernel, C, x if x.size else stand_in, s, ss, n, I,
                           op.batch_stat, *running)
-        device.launch(channel_affine_kernel, y.size, x, stats, z if z is not None else x,
-                      z is not None, op.relu, y, C, I)
+        channel_tiles.launch(channel_affine_kernel, lay.shape3, x, stats, z if z is not None else x,
+                             z is not None, op.relu, y)
     _store(lay, y, outputs[0])
     gamma, beta = _param(op, inputs, "gamma"), _param(op, inputs, "beta")
     if not per_channel and (gamma is not None or beta is not None):
@@ -532,8 +601,8 @@ def _elementwise_params_grads(op, inputs, dy, input_grads, wanted, accum, owned)
         x = _view(lay, inputs[0], owned)
         xhat = _temporary(dy.shape, dy.dtype, owned)
         xhat_view = _target(lay, xhat, owned)
-        device.launch(channel_affine_kernel, x.size, x, op.saved_device_stats, x, False, False,
-                      xhat_view, *lay.shape3[1:])   # stats' scale and shift: 1 / std, -mean / std
+        channel_tiles.launch(channel_affine_kernel, lay.shape3, x, op.saved_device_stats, x, False,
+                             False, xhat_view)   # stats' scale and shift: 1 / std, -mean / std
         _store(lay, xhat_view, xhat)
         _broadcast_product(xhat, xhat, dy)
         reduction.sum_to_shape(xhat, input_grads[slot["gamma"]], accum[slot["gamma"]])
@@ -600,16 +669,15 @@ def _standardization_grads(op, inputs, outputs, output_grads, input_grads, propa
                     params_wanted and wanted("beta"), acc("beta"), grad("gamma"),
                     params_wanted and wanted("gamma"), acc("gamma"), coef)
     if fused_sums:
-        O, I = lay.shape3[0], lay.shape3[2]
-        device.configured(gradient_sums_kernel, C, _sum_threads(O, I))(
-            x, dy, y, mean, False, op.relu, O, C, I, *coefficients)
+        channel_tiles.launch(gradient_sums_kernel, lay.shape3, x, dy, y, mean, False, op.relu,
+                             *coefficients, sums=True)
     else:
         device.launch(gradient_coefficients_kernel, C, stats, sum_d, sum_dxc,
                       *coefficients[1:])
     if propagate_down[0]:
         dx = _target(lay, input_grads[0], owned)
-        device.launch(linear_grad_kernel, dy.size, x, dy, y, op.relu, stats, coef, 2, dx,
-                      accum[0] and lay.perm is None, C, lay.shape3[2])
+        channel_tiles.launch(linear_grad_kernel, lay.shape3, x, dy, y, op.relu, stats, coef, 2, dx,
+                             accum[0] and lay.perm is None)
         _store(lay, dx, input_grads[0], accum[0])
 
 
@@ -624,7 +692,7 @@ def norm_forward(op, inputs, outputs):
     g; NormNormalization: no gain, and x / max(||x||_p, eps))."""
     owned = []
     lay = op.layout
-    O, C, I = lay.shape3
+    C = lay.channels
     power = _norm_power(op)
     x, y = _view(lay, inputs[0], owned), _target(lay, outputs[0], owned)
     zeros = device.workspace("norm centre", C, np.float64)
@@ -636,7 +704,7 @@ def norm_forward(op, inputs, outputs):
     gain = _flat(inputs[1]) if len(inputs) > 1 else device.row(stats, 0)
     device.launch(norm_statistics_kernel, C, s, float(op.eps), 1.0 / power, gain,
                   len(inputs) > 1, op.name == "NormNormalization", stats)
-    device.launch(channel_affine_kernel, y.size, x, stats, x, False, False, y, C, I)
+    channel_tiles.launch(channel_affine_kernel, lay.shape3, x, stats, x, False, False, y)
     _store(lay, y, outputs[0])
     del x, y
     _release_all(owned)
@@ -650,7 +718,7 @@ def norm_backward(op, inputs, outputs, output_grads, input_grads, propagate_down
         return
     owned = []
     lay = op.layout
-    O, C, I = lay.shape3
+    C = lay.channels
     power = _norm_power(op)
     stats = op.saved_device_stats
     x, dy = _view(lay, inputs[0], owned), _view(lay, output_grads[0], owned)
@@ -664,8 +732,8 @@ def norm_backward(op, inputs, outputs, output_grads, input_grads, propagate_down
                   bool(accum[1]) if want_gain else False, coef)
     if propagate_down[0]:
         dx = _target(lay, input_grads[0], owned)
-        device.launch(linear_grad_kernel, dy.size, x, dy, dy, False, stats, coef, power, dx,
-                      accum[0] and lay.perm is None, C, I)
+        channel_tiles.launch(linear_grad_kernel, lay.shape3, x, dy, dy, False, stats, coef, power,
+                             dx, accum[0] and lay.perm is None)
         _store(lay, dx, input_grads[0], accum[0])
         del dx
     del x, dy
@@ -721,7 +789,7 @@ def _saved(op, name, rows, C):
 def mean_subtraction_forward(op, inputs, outputs):
     owned = []
     lay = op.layout
-    O, C, I = lay.shape3
+    C = lay.channels
     x, y = _view(lay, inputs[0], owned), _target(lay, outputs[0], owned)
     stats = _saved(op, "saved_device_stats", 4, C)
     coef = _saved(op, "saved_device_coef", 3, C)
@@ -737,7 +805,7 @@ def mean_subtraction_forward(op, inputs, outputs):
                   update and x.size > 0, stats, coef)
     if update and x.size:
         device.launch(count_batch_kernel, 1, t)
-    device.launch(channel_affine_kernel, y.size, x, stats, x, False, False, y, C, I)
+    channel_tiles.launch(channel_affine_kernel, lay.shape3, x, stats, x, False, False, y)
     _store(lay, y, outputs[0])
     del x, y
     _release_all(owned)
@@ -758,11 +826,10 @@ def mean_subtraction_backward(op, inputs, outputs, output_grads, input_grads, pr
         return
     owned = []
     lay = op.layout
-    O, C, I = lay.shape3
     d = _view(lay, output_grads[0], owned)
     target = _target(lay, input_grads[0], owned)
-    device.launch(linear_grad_kernel, d.size, d, d, d, False, op.saved_device_stats,
-                  op.saved_device_coef, 2, target, accum[0] and lay.perm is None, C, I)
+    channel_tiles.launch(linear_grad_kernel, lay.shape3, d, d, d, False, op.saved_device_stats,
+                         op.saved_device_coef, 2, target, accum[0] and lay.perm is None)
     _store(lay, target, input_grads[0], accum[0])
     del d, target
     _release_all(owned)
@@ -783,7 +850,7 @@ def clip_grad_by_norm_backward(op, inputs, outputs, output_grads, input_grads, p
         return
     owned = []
     lay = op.layout
-    O, C, I = lay.shape3
+    C = lay.channels
     d = _view(lay, output_grads[0], owned)
     zeros = device.workspace("norm centre", C, np.float64)
     device.fill(zeros, 0)
@@ -797,8 +864,8 @@ def clip_grad_by_norm_backward(op, inputs, outputs, output_grads, input_grads, p
     device.launch(norm_coefficients_kernel, C, stats, zeros, 2, gain, True, zeros, False, False,
                   coef)
     target = _target(lay, input_grads[0], owned)
-    device.launch(linear_grad_kernel, d.size, d, d, d, False, stats, coef, 2, target,
-                  accum[0] and lay.perm is None, C, I)
+    channel_tiles.launch(linear_grad_kernel, lay.shape3, d, d, d, False, stats, coef, 2, target,
+                         accum[0] and lay.perm is None)
     _store(lay, target, input_grads[0], accum[0])
     del d, target, stats
     _release_all(owned)
@@ -849,16 +916,15 @@ def _vector_sums(a, b, power, sums):
     """sums[1] = sum(a b) (power 0) or sum(a^2) (power 2, b unread); sums[0] is scratch."""
     zero = device.workspace("norm centre", 1, np.float64)
     device.fill(zero, 0)
-    threads = min(BLOCK, 1 << max(a.size - 1, 0).bit_length())
-    channel_sums_kernel[1, threads](a, b, a, zero, power, False, False, sums[0:1], sums[1:2], 1,
-                                    1, a.size)
+    channel_tiles.launch(channel_sums_kernel, (1, 1, a.size), a, b, a, zero, power, False, False,
+                         sums[0:1], sums[1:2], sums=True)
 
 
 def _scale_by_inverse(s, eps, inv_power, x, y):
     """y = x (s[0] + eps)^-inv_power (y may be x)."""
     stats = device.workspace("spectral norm scale", 5, np.float64).reshape(5, 1)
     device.launch(norm_statistics_kernel, 1, s, eps, inv_power, s, False, False, stats)
-    device.launch(channel_affine_kernel, x.size, x, stats, x, False, False, y, 1, x.size)
+    channel_tiles.launch(channel_affine_kernel, (1, 1, x.size), x, stats, x, False, False, y)
 
 
 def _inner_size(op, shape):

@@ -27,7 +27,7 @@ updated in place on the device.
 import numpy as np
 from numba import float64
 
-from ..ops.normalization import _odd_power, _term
+from ..ops.normalization import _odd_power, _term, affine_value as cpu_affine_value
 from . import device, reduction
 from .array import ADD, WRITE, move
 from .device import broadcast_strides, contiguous_strides, flat_offset
@@ -46,6 +46,7 @@ FUSED_STATISTICS = device.switch("FUSED_STATISTICS")
 
 odd_power = device_function(_odd_power.py_func)   # the CPU's per-element formulas
 term = device_function(_term.py_func)
+affine_value = device_function(cpu_affine_value.py_func)
 
 
 @device_function
@@ -211,12 +212,7 @@ def channel_affine_kernel(x, stats, z, add_z, relu, y, C, I):
     i = cuda.grid(1)
     if i < y.size:
         c = (i // I) % C
-        v = x[i] * stats[2, c] + stats[3, c]
-        if add_z:
-            v += z[i]
-        if relu and v < 0:
-            v = 0.0
-        y[i] = v
+        y[i] = affine_value(x[i], stats[2, c], stats[3, c], z[i] if add_z else 0.0, add_z, relu)
 
 
 @kernel
@@ -238,12 +234,8 @@ def running_affine_kernel(x, running_mean, running_var, eps, gamma, has_gamma, b
                                 with_stats)
         # as channel_affine_kernel reads them: stored as float64 (the simulator computes the
         # lines above in the inputs' type, NumPy's rule)
-        v = x[i] * float64(scale) + float64(offset)
-        if add_z:
-            v += z[i]
-        if relu and v < 0:
-            v = 0.0
-        y[i] = v
+        y[i] = affine_value(x[i], float64(scale), float64(offset), z[i] if add_z else 0.0, add_z,
+                            relu)
 
 
 @kernel

@@ -301,7 +301,9 @@ channel_sums = _RowsOrPlanes(channel_sums_rows, channel_sums_planes)
 
 
 @njit(inline="always")
-def _affine(x, scale, shift, z, add_z, relu):
+def affine_value(x, scale, shift, z, add_z, relu):
+    """x * scale + shift, plus z when ``add_z``, through a ReLU when ``relu``: one element of
+    the channel affine map (the CUDA kernels compile its py_func too)."""
     v = x * scale + shift
     if add_z:
         v += z
@@ -316,8 +318,8 @@ def channel_affine_rows(x3, scale, shift, z3, add_z, relu, y3):
     O, C, _ = x3.shape
     for o in prange(O):
         for c in range(C):
-            y3[o, c, 0] = _affine(x3[o, c, 0], scale[c], shift[c], z3[o, c, 0] if add_z else 0.0,
-                                  add_z, relu)
+            y3[o, c, 0] = affine_value(x3[o, c, 0], scale[c], shift[c],
+                                       z3[o, c, 0] if add_z else 0.0, add_z, relu)
 
 
 @parallel_kernel
@@ -330,7 +332,7 @@ def channel_affine_planes(x3, scale, shift, z3, add_z, relu, y3):
         s = scale[c]
         t = shift[c]
         for i in range(I):
-            y3[o, c, i] = _affine(x3[o, c, i], s, t, z3[o, c, i] if add_z else 0.0, add_z, relu)
+            y3[o, c, i] = affine_value(x3[o, c, i], s, t, z3[o, c, i] if add_z else 0.0, add_z, relu)
 
 
 channel_affine = _RowsOrPlanes(channel_affine_rows, channel_affine_planes)

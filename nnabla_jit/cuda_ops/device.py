@@ -1093,6 +1093,20 @@ def flat_offset(i, shape, strides):
     return offset
 
 
+@device_function
+def block_sum(values, t, n):
+    """values[0] = the sum of values[0:n] over a block of n threads (a power of two), thread t
+    having stored its part at values[t]: pairwise adds in rounds, the block synchronised
+    before each."""
+    cuda.syncthreads()
+    step = n // 2
+    while step > 0:
+        if t < step:
+            values[t] += values[t + step]
+        cuda.syncthreads()
+        step //= 2
+
+
 @kernel
 def fill_kernel(dst, value):
     i = cuda.grid(1)

@@ -16,7 +16,6 @@ elements share them).
 from ..ops.convolution import init_for_bias
 from ..ops.convolution_variants import (bilinear_corners as cpu_corners, corner_sums as cpu_corner_sums,
                                         corner_weight as cpu_corner_weight, correlation_at as cpu_correlation_at,
-                                        partner_position as cpu_partner_position,
                                         separable_at as cpu_separable_at)
 from . import blas, device, reduction
 from .convolution import ConvLaunch, zero_unless_accum
@@ -27,7 +26,6 @@ cuda = None  # numba.cuda, bound by device.load()
 
 separable_at = device_function(cpu_separable_at.py_func)
 correlation_at = device_function(cpu_correlation_at.py_func)
-partner_position = device_function(cpu_partner_position.py_func)
 corners = device_function(cpu_corners.py_func)
 corner_sums = device_function(cpu_corner_sums.py_func)
 corner_weight = device_function(cpu_corner_weight.py_func)
@@ -131,14 +129,14 @@ def correlation_grad_kernel(partner, dy, dx, patch, shift, patch_step, shift_ste
         for iy in range(Cy):
             sy = iy * shift_step[0] - shift[0]
             h1 = q if first else q - sy   # this element's row in x1, and its partner's
-            h2, inside = partner_position(h1, sy, H)
-            if not inside:
+            h2 = h1 + sy
+            if h1 < 0 or h1 >= H or h2 < 0 or h2 >= H:
                 continue
             for ix in range(Cx):
                 sx = ix * shift_step[1] - shift[1]
                 w1 = p if first else p - sx
-                w2, inside = partner_position(w1, sx, W)
-                if not inside:
+                w2 = w1 + sx
+                if w1 < 0 or w1 >= W or w2 < 0 or w2 >= W:
                     continue
                 v = partner[n, h2, w2, c] if first else partner[n, h1, w1, c]
                 for kh in range(patch[0]):

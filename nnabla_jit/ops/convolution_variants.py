@@ -66,15 +66,6 @@ def adaptive_separable_convolution_backward(op, inputs, outputs, output_grads, i
         x, kv, kh, output_grads[0], *grads, *propagate_down[:3])
 
 
-@njit(cache=True, inline="always")
-def partner_position(p1, shift, size):
-    """PatchCorrelation's window rule along one axis: the row (or column) of x2, p1 + shift,
-    that x1's p1 is multiplied with, and whether both lie in [0, size). Shared by the CPU
-    kernels and, through ``correlation_at`` and its ``py_func``, the CUDA kernels."""
-    p2 = p1 + shift
-    return p2, p1 >= 0 and p1 < size and p2 >= 0 and p2 < size
-
-
 @parallel_kernel
 def patch_correlation_backward_kernel(x1, x2, dy, dx1, dx2, patch, shift, patch_step, shift_step, top, left,
                                       want1, want2):
@@ -91,13 +82,13 @@ def patch_correlation_backward_kernel(x1, x2, dy, dx1, dx2, patch, shift, patch_
                         g = dy[n, ho, wo, iy, ix]
                         for kh in range(patch[0]):
                             h1 = ho * patch_step[0] + kh - top
-                            h2, inside = partner_position(h1, dyy, H)
-                            if not inside:
+                            h2 = h1 + dyy
+                            if h1 < 0 or h1 >= H or h2 < 0 or h2 >= H:
                                 continue
                             for kw in range(patch[1]):
                                 w1 = wo * patch_step[1] + kw - left
-                                w2, inside = partner_position(w1, dxx, W)
-                                if not inside:
+                                w2 = w1 + dxx
+                                if w1 < 0 or w1 >= W or w2 < 0 or w2 >= W:
                                     continue
                                 for c in range(C):
                                     if want1:
@@ -396,13 +387,13 @@ def correlation_at(x1, x2, n, ho, wo, iy, ix, patch, shift, patch_step, shift_st
     acc = 0.0
     for kh in range(patch[0]):
         h1 = ho * patch_step[0] + kh - top
-        h2, inside = partner_position(h1, dy, H)
-        if not inside:
+        h2 = h1 + dy
+        if h1 < 0 or h1 >= H or h2 < 0 or h2 >= H:
             continue
         for kw in range(patch[1]):
             w1 = wo * patch_step[1] + kw - left
-            w2, inside = partner_position(w1, dx, W)
-            if not inside:
+            w2 = w1 + dx
+            if w1 < 0 or w1 >= W or w2 < 0 or w2 >= W:
                 continue
             for c in range(C):
                 acc += x1[n, h1, w1, c] * x2[n, h2, w2, c]

@@ -7,6 +7,11 @@ intermediates in registers and storing only what later nodes, the caller or the 
 read. Under ``backward(clear_buffer=True)`` the gradients inside such a run are likewise
 accumulated in registers and only the gradients of the run's inputs are written.
 
+A Sum or Mean of every element that reads a host region's last output closes the region: the
+fused loop adds that value up as it goes (in float64, as the Sum kernel does) instead of storing
+it for the Sum to read back, and backward gives the region that gradient as one scalar instead
+of broadcasting it into an array first.
+
 The fused kernels are generated from the ops' expressions (``ops/elementwise.py``) into a
 module in the kernel cache directory named by a hash of its text, so numba's on-disk cache
 serves the next process. Scalar arguments are kernel parameters: graphs of the same structure
@@ -21,6 +26,7 @@ from .buffers import HOST, InputNotComputed, fetch_all
 from .ndarray import NotComputed
 from .ops.elementwise import ElementwiseOp, prelude, load_generated, typed_scalars
 from .ops.kernels import uses_parallel
+from .ops.reduction import Sum
 
 ZERO_REF = "__zero_ref__"   # placeholder for the value zeros are typed like
 MIN_REGION = 2    # a single op gains nothing from fusion
@@ -38,9 +44,11 @@ class HostFusion:
         return True
 
     @staticmethod
-    def kernel(body_lines, params, arrays, size, dtype):
-        serial, parallel = _kernel_pair(body_lines, params, arrays)
+    def kernel(body_lines, params, arrays, size, dtype, total=None):
+        serial, parallel = _kernel_pair(body_lines, params, arrays, total)
         return parallel if uses_parallel(size) else serial
+
+    takes_totals = True   # a device's fusion without ``total`` leaves Sums to their own kernel
 
     scalars = staticmethod(typed_scalars)
 
@@ -57,6 +65,30 @@ def _fusion_of(node):
     if device is None or device.fusion is None:
         return None
     return device.fusion, device.memory
+
+
+def whole_sum_scale(node):
+    """For a Sum or Mean of every element of its input: the factor from that sum to its output
+    (1, or 1 / the element count); else None."""
+    op = node.op
+    if not isinstance(op, Sum) or node._outputs[0]() is None or len(node.inputs) != 1:
+        return None
+    lay = op.layout
+    if lay.perm is not None or lay.shape3[0] != 1 or lay.shape3[2] != 1:
+        return None
+    return 1.0 / max(lay.size_reduced, 1) if op.mean else 1.0
+
+
+def _closing_sum(node, after):
+    """(``after``, its scale) when ``after`` is a whole-array Sum or Mean of ``node``'s output
+    that a fused region ending at ``node`` can take in; else None."""
+    target = _fusion_of(node)
+    if after is None or target is None or not getattr(target[0], "takes_totals", False):
+        return None
+    scale = whole_sum_scale(after)
+    if scale is None or after.inputs[0] is not node._outputs[0]() or after.ctx.device != node.ctx.device:
+        return None
+    return after, scale
 
 
 def fusible(node):
@@ -132,15 +164,20 @@ def _arguments(op, k, mapping, ref):
     return params
 
 
-def _kernel_pair(body_lines, params, arrays):
-    """Source and loader of a serial and a prange kernel running ``body_lines`` per element."""
+def _kernel_pair(body_lines, params, arrays, total=None):
+    """Source and loader of a serial and a prange kernel running ``body_lines`` per element;
+    with ``total`` (a value's name), the kernels return that value's sum over the elements."""
     flat = "".join("    {0} = {0}.reshape({0}.size)\n".format(a) for a in arrays)
+    if total is not None:
+        body_lines = list(body_lines) + ["total += {}".format(total)]
+        flat += "    total = 0.0\n"   # float64, as the Sum kernels add up
     body = "".join("        " + line + "\n" for line in body_lines)
+    end = "    return total\n" if total is not None else ""
     text = prelude()
     for suffix, deco, loop in (("", '@njit(cache=True, error_model="numpy")', "range"),
                                ("_parallel", '@njit(cache=True, parallel=True, error_model="numpy")', "prange")):
-        text += "\n\n{}\ndef fused{}({}):\n{}    for i in {}({}.size):\n{}".format(
-            deco, suffix, ", ".join(params), flat, loop, arrays[0], body)
+        text += "\n\n{}\ndef fused{}({}):\n{}    for i in {}({}.size):\n{}{}".format(
+            deco, suffix, ", ".join(params), flat, loop, arrays[0], body, end)
     module = load_generated("nnabla_jit_fused_", text)
     return module.fused, module.fused_parallel
 
@@ -149,8 +186,9 @@ def _kernel_pair(body_lines, params, arrays):
 class FusedForward:
     """Runs a region's forward in one kernel call."""
 
-    def __init__(self, region_nodes, keep):
-        """``keep(var)`` says whether an intermediate must be stored."""
+    def __init__(self, region_nodes, keep, closing_sum=None):
+        """``keep(var)`` says whether an intermediate must be stored; ``closing_sum``: (a Sum
+        node of the last output, its scale), computed in the same loop."""
         names, inputs, lines, scalars = {}, [], [], []
         for k, node in enumerate(region_nodes):
             op = node.op
@@ -174,16 +212,25 @@ class FusedForward:
         target, memory = _fusion_of(region_nodes[0])
         size = int(np.prod(region_nodes[0]._outputs[0]().shape, dtype=np.int64))
         self.dtype = region_nodes[0].compute_dtype
-        self.kernel = target.kernel(loads + lines + stores, params, out_arrays + in_arrays,
-                                    size, self.dtype)
+        total = None
+        self.total_out = None
+        if closing_sum is not None:
+            sum_node, self.total_scale = closing_sum
+            total = "v{}".format(len(region_nodes) - 1)
+            self.total_out = [(memory.write(sum_node._outputs[0]()._body.data), sum_node.compute_dtype)]
+        kernel_args = (loads + lines + stores, params, out_arrays + in_arrays, size, self.dtype)
+        self.kernel = target.kernel(*kernel_args, total=total) if total else target.kernel(*kernel_args)
         # the outputs (overwritten), then the inputs, all as the compute type
         self.fetches = ([(memory.write(v._body.data), self.dtype) for v, _ in stored]
                         + [(memory.read(v._body.data), self.dtype) for v in inputs])
         self.scalars = target.scalars([op.args[a] for _, op, a in scalars], self.dtype)
-        self.nodes = region_nodes   # what the region holds (a trace names them)
+        # what the region holds (a trace names them)
+        self.nodes = region_nodes + ([closing_sum[0]] if closing_sum else [])
 
     def __call__(self):
-        self.kernel(*fetch_all(self.fetches), *self.scalars)
+        total = self.kernel(*fetch_all(self.fetches), *self.scalars)
+        if self.total_out is not None:
+            fetch_all(self.total_out)[0][...] = total * self.total_scale
 
 
 def fuse_forward(plan, roots, needed_by_backward, clear_buffer):
@@ -196,6 +243,11 @@ def fuse_forward(plan, roots, needed_by_backward, clear_buffer):
     root_ids = {id(r._body) for r in roots}
     runners, steps = list(plan.runners), list(plan.steps)
     for region in regions:
+        last = region[-1]
+        closing = _closing_sum(nodes[last], nodes[last + 1] if last + 1 < len(nodes) else None)
+        fused_nodes = [nodes[k] for k in region]
+        if closing is not None:
+            region = region + [last + 1]
         members = {id(nodes[k]) for k in region}
 
         def keep(v, members=members):
@@ -205,7 +257,7 @@ def fuse_forward(plan, roots, needed_by_backward, clear_buffer):
                 return True
             return any(id(f) not in members for f in v.function_references)
 
-        runners[region[0]] = FusedForward([nodes[k] for k in region], keep)
+        runners[region[0]] = FusedForward(fused_nodes, keep, closing)
         frees = [v for k in region for v in steps[k][1]]
         steps[region[0]] = (nodes[region[-1]], frees)
         for k in region[1:]:
@@ -218,7 +270,9 @@ def fuse_forward(plan, roots, needed_by_backward, clear_buffer):
 class FusedBackward:
     """Runs a region's backward in one kernel call, gradients inside kept in registers."""
 
-    def __init__(self, steps, root, seed, outside_receives):
+    def __init__(self, steps, root, seed, outside_receives, closing_sum=None):
+        """``closing_sum``: (the whole-array Sum step before ``steps``, its scale): the last
+        output's gradient is that Sum's output gradient times the scale, one scalar."""
         nodes = [s.node for s in steps]
         forward_order = list(reversed(nodes))          # steps come in backward order
         step_of = {id(s.node): s for s in steps}
@@ -238,7 +292,9 @@ class FusedBackward:
         for k, node in enumerate(forward_order):
             out = node._outputs[0]()
             g = "g{}".format(k)
-            if id(out) in outside_receives:
+            if closing_sum is not None and k == len(forward_order) - 1:
+                lines.append("{} = gsum".format(g))
+            elif id(out) in outside_receives:
                 grads_in.append((out, g))
                 lines.append("{0} = {0}_in[i]".format(g))
             else:
@@ -292,6 +348,13 @@ class FusedBackward:
         target, memory = _fusion_of(nodes[0])
         shape = nodes[0]._outputs[0]().shape
         self.dtype = nodes[0].compute_dtype
+        self.total_grad = None
+        if closing_sum is not None:
+            sum_out = closing_sum[0].node._outputs[0]()
+            self.total_grad = [(memory.accumulate(seed if sum_out is root else sum_out._body.grad),
+                                closing_sum[0].node.compute_dtype)]
+            self.total_scale = closing_sum[1]
+            params_scalar.append("gsum")
         self.kernel = target.kernel(loads + lines + stores, arrays + params_scalar, arrays,
                                     int(np.prod(shape, dtype=np.int64)), self.dtype)
         dt = self.dtype
@@ -302,10 +365,15 @@ class FusedBackward:
                         + [(memory.accumulate(seed if v is root else v._body.grad), dt)
                            for v, _ in grads_in]
                         + [(memory.read_needed(v._body.data), dt) for v in value_arrays])
-        self.nodes = nodes
+        self.nodes = nodes + ([closing_sum[0].node] if closing_sum else [])
         self.scalars = target.scalars([op.args[a] for op, a in scalars], self.dtype)
+        self.typed = target.scalars
 
     def __call__(self):
+        scalars = self.scalars
+        if self.total_grad is not None:   # the Sum's gradient, read now: the seed is set per call
+            g = float(fetch_all(self.total_grad)[0].reshape(-1)[0]) * self.total_scale
+            scalars = scalars + self.typed([g], self.dtype)
         try:
             arrays = fetch_all(self.fetches)
         except NotComputed as e:
@@ -314,7 +382,7 @@ class FusedBackward:
                 "forward() has computed or which forward(clear_buffer=True) freed; call "
                 "forward() on this graph before backward()".format(
                     ", ".join(sorted({n.op.name for n in self.nodes})), e)) from None
-        self.kernel(*arrays, *self.scalars)
+        self.kernel(*arrays, *scalars)
 
 
 def _split_before_persistent(region, steps):
@@ -332,6 +400,21 @@ def _split_before_persistent(region, steps):
     return [part for part in parts if len(part) >= MIN_REGION]
 
 
+def _closing_sum_step(steps, region, writers):
+    """(the step before ``region``, its scale) when it is a whole-array Sum of the region's
+    last output and the only gradient that output receives; else None."""
+    first = region[0]
+    if first == 0:
+        return None
+    before, head = steps[first - 1], steps[first]
+    out = head.node._outputs[0]()
+    closing = _closing_sum(head.node, before.node)
+    if (closing is None or out is None or out._persistent or not before.propagate_down[0]
+            or before.accum[0] or writers.get(id(out)) != [first - 1]):
+        return None
+    return before, closing[1]
+
+
 def fuse_backward(plan, root):
     """Replace the runners of each fusible run of backward steps by one fused runner."""
     steps = plan.steps
@@ -347,6 +430,10 @@ def fuse_backward(plan, root):
                 writers.setdefault(id(inp), []).append(k)
     runners = list(plan.runners)
     for region in regions:
+        closing = _closing_sum_step(steps, region, writers)
+        fused_steps = [steps[k] for k in region]
+        if closing is not None:
+            region = [region[0] - 1] + region
         members = set(region)
         # A region output's buffer holds gradient from outside when it is the root or a step
         # outside the region propagated into it.
@@ -355,7 +442,7 @@ def fuse_backward(plan, root):
             out = steps[k].node._outputs[0]()
             if out is root or any(j not in members for j in writers.get(id(out), ())):
                 outside.add(id(out))
-        runners[region[0]] = FusedBackward([steps[k] for k in region], root, plan.seed, outside)
+        runners[region[0]] = FusedBackward(fused_steps, root, plan.seed, outside, closing)
         head = steps[region[0]]
         for k in region[1:]:
             head.free_grads.extend(steps[k].free_grads)

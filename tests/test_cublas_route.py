@@ -150,6 +150,29 @@ def test_broadcast_operand_and_gathered_batches(fake):
                                rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("a_broadcast", [True, False], ids=["filter first", "filter second"])
+@pytest.mark.parametrize("trans_a", [False, True])
+@pytest.mark.parametrize("trans_b", [False, True])
+def test_one_broadcast_operand_transposed_and_accumulated(fake, a_broadcast, trans_a, trans_b):
+    """The convolution's batched products (cuda_ops/convolution.py): one filter against each
+    sample's col or map, either side, either transposed, onto the output (beta = 1: a bias laid
+    out first, or INIT_ADD): one strided-batched call with batch stride 0 for the filter."""
+    rng = np.random.RandomState(4)
+    z, rows, inner, cols = 3, 4, 5, 2
+    a = rng.randn(1 if a_broadcast else z, *((inner, rows) if trans_a else (rows, inner)))
+    b = rng.randn(z if a_broadcast else 1, *((cols, inner) if trans_b else (inner, cols)))
+    c0 = rng.randn(z, rows, cols).astype(np.float32)
+    c = c0.copy()
+    a_map, b_map = (np.zeros(z, np.int64), np.arange(z)) if a_broadcast else \
+        (np.arange(z), np.zeros(z, np.int64))
+    assert cublas.gemm(FakeDeviceArray(a.astype(np.float32)), FakeDeviceArray(b.astype(np.float32)),
+                       FakeDeviceArray(c), trans_a, trans_b, True, a_map, b_map)
+    assert fake.calls == [z]
+    np.testing.assert_allclose(c, _reference(a.astype(np.float32), b.astype(np.float32), c0,
+                                             trans_a, trans_b, True, a_map, b_map),
+                               rtol=1e-5, atol=1e-5)
+
+
 def test_views_with_padded_rows(fake):
     """Operands and output as column slices of wider arrays: the row stride is the leading
     dimension, the columns beyond the view are left alone."""

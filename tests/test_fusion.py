@@ -5,6 +5,8 @@ import pytest
 import nnabla_jit as nn
 import nnabla_jit.functions as F
 from nnabla_jit import graph
+from nnabla_jit.ext_utils import get_extension_context
+from nnabla_jit.ops import kernels
 
 
 def _run(build, fwd_flags, bwd_flags, seed=0):
@@ -79,3 +81,50 @@ def test_fusion_can_be_switched_off(monkeypatch):
     loss = F.sum(F.exp(F.tanh(x) * 2))
     loss.forward(clear_no_need_grad=True)
     assert not loss._cache[("forward", False, True)].fused
+
+
+def _sum_closing(x, reduce):
+    return reduce((F.tanh(2 * x + 1) * F.sigmoid(x) - 0.5) ** 2)
+
+
+@pytest.mark.parametrize("config, dtype", [("float", np.float32), ("double", np.float64)])
+@pytest.mark.parametrize("threshold", [None, 0])   # serial kernels, then the parallel ones
+@pytest.mark.parametrize("reduce", [F.sum, F.mean, lambda h: F.sum(h, keepdims=True)])
+def test_a_whole_array_sum_closes_the_fused_region(monkeypatch, config, dtype, threshold, reduce):
+    """F.sum / F.mean of every element of a fused run's last output is computed in the fused
+    loop (no Sum kernel of its own) and its gradient reaches the fused backward
+    as one scalar (no broadcast array); values and gradients are the unfused ones."""
+    rng = np.random.RandomState(3)
+    x0 = rng.randn(7, 11).astype(dtype)
+    results = []
+    for fuse in (False, True):
+        monkeypatch.setattr(graph, "FUSION", fuse)
+        with nn.context_scope(get_extension_context("cpu", type_config=config)), \
+                kernels.parallel_threshold(threshold):
+            x = nn.Variable.from_numpy_array(x0, need_grad=True)
+            loss = _sum_closing(x, reduce)
+            x.g = 1.0   # leaf gradients accumulate
+            for _ in range(2):
+                loss.forward(clear_no_need_grad=True)
+                loss.backward(2.0, clear_buffer=True)
+        assert loss.d.dtype == dtype
+        results.append((loss.d.copy(), x.g.copy()))
+        if fuse:
+            fplan = loss._cache[("forward", False, True)]
+            bplan = loss._cache[("backward", True)]
+            assert len(fplan.runners) == 1 and len(bplan.runners) == 1
+            assert fplan.runners[0].total_out is not None and bplan.runners[0].total_grad is not None
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for got, want in zip(results[1], results[0]):
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+def test_a_sum_whose_input_has_other_readers_keeps_it():
+    """A fused run's last output read by the closing Sum and by another function: forward
+    stores it as well, backward leaves the Sum out (two gradients meet there); values are the
+    unfused ones."""
+    build = lambda x, w: (lambda h: [F.sum(h) * 2 + F.mean(h * w)])(F.tanh(x) * w + 0.5)
+    want = _run(build, {}, {})
+    got = _run(build, {"clear_no_need_grad": True}, {"clear_buffer": True})
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

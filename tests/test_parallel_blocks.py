@@ -15,6 +15,7 @@ import nnabla_jit as nn
 import nnabla_jit.functions as F
 import nnabla_jit.parametric_functions as PF
 from nnabla_jit import deferred_compile, parallel_blocks
+from nnabla_jit.ext_utils import get_extension_context
 from nnabla_jit.ops import convolution, kernels, pooling
 from nnabla_jit.ops.kernels import ParallelKernel
 
@@ -185,11 +186,14 @@ def test_a_network_on_block_stand_ins_matches_its_serial_kernels(dtype, block_st
     results = []
     for threshold in (None, 0):   # serial kernels, then every op's parallel variant
         nn.clear_parameters()
-        with kernels.parallel_threshold(threshold):
+        config = "float" if dtype == np.float32 else "double"   # the compute type, not only x's
+        with kernels.parallel_threshold(threshold), \
+                nn.context_scope(get_extension_context("cpu", type_config=config)):
             x, y = _conv_net(dtype)
             y.forward()
             x.grad.zero()
             y.backward()
+        assert y.d.dtype == dtype
         results.append((y.d.copy(), x.g.copy()))
     nn.clear_parameters()
     assert {"im2col_block", "col2im_block", "pool_forward_block"} <= set(block_stand_ins)

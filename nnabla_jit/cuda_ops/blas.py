@@ -33,6 +33,7 @@ cuda = None  # numba.cuda, bound by device.load()
 # tested on, 16 x 16 tiles are mostly idle padding, and 4 x 4 ones run the same code far faster.
 TILE = 4 if config.ENABLE_CUDASIM else 16
 MAX_GRID_Z = 65535   # CUDA's limit on the grid's z dimension (the batches of one launch)
+MAX_GRID_Y = 65535   # and on its y dimension (the row tiles of one launch)
 
 ENV_VAR = "NNABLA_JIT_CUDA_BLAS"   # "numba": the tiled kernel even where CuPy is installed
 BACKENDS = ("cublas", "numba")
@@ -124,8 +125,16 @@ def matmul(a, b, c, trans_a=False, trans_b=False, accum=False, a_batch=None, b_b
 
 
 def tiled_matmul(a, b, c, trans_a, trans_b, accum, a_batch, b_batch):
-    """:func:`matmul` through the tiled kernel (the maps given)."""
+    """:func:`matmul` through the tiled kernel (the maps given); more rows than one grid's
+    tiles (a pointwise channel-last convolution's B * O) in slices of rows."""
     z, rows, cols = c.shape
+    step = MAX_GRID_Y * TILE
+    if rows > step:
+        for r0 in range(0, rows, step):
+            r1 = min(rows, r0 + step)
+            tiled_matmul(a[:, :, r0:r1] if trans_a else a[:, r0:r1], b, c[:, r0:r1], trans_a,
+                         trans_b, accum, a_batch, b_batch)
+        return
     for z0 in range(0, z, MAX_GRID_Z):
         grid = ((cols + TILE - 1) // TILE, (rows + TILE - 1) // TILE, min(z - z0, MAX_GRID_Z))
         device.configured(matmul_kernel, grid, (TILE, TILE))(

@@ -19,6 +19,24 @@ col2im gathers (one thread per image element, summing the col entries that read 
 atomics are needed. Any number of spatial dims. ``rows`` is a map with its batch moved next to
 its positions, whatever the layout, so the GEMMs never see the layout.
 
+With one group (``DIRECT_CONV``, the default) the first two products run batch outermost
+instead, one strided-batched GEMM over the samples, reading and writing the map where it is:
+
+    map_b (M, O)       = W (M, C*K) @ col_b (C*K, O)     (channel-last: col_b^T @ W^T, (O, M))
+    dcol_b (C*K, O)    = W^T @ map_b                     (channel-last: W^T @ map_b^T)
+
+with the col laid out (B, C*K, O) (im2col's sample step C*K*O, its row step O), so no rows
+and no rows_to_map / map_to_rows copies are made for them: the map is moved once less each
+way (read and written once by the copy, and the rows written and read once by GEMM and copy).
+The price is a GEMM of O columns per sample rather than one of B*O (more partial tiles where O
+is small): below ``DIRECT_MIN_POSITIONS`` positions per sample the rows path runs. A pointwise
+convolution (1x1, stride 1, no padding: ``ConvGeometry.col_is_image``, the CPU's rule) has the
+image for its col: no im2col and no col2im at all; channel-last its three
+products are single GEMMs over the image and map as (B*O, C) and (B*O, M), and channel-first
+its filter gradient, a sum over the batch that one GEMM can only take from rows, copies image
+and map to rows with ``map_to_rows_kernel`` (no tables, no division). A bias is laid out first
+(``channel_fill_kernel``) and the GEMM adds onto it. The filter gradient keeps the rows.
+
 im2col and col2im (and the map <-> rows copies) run over a 3-d grid: x the positions (of the
 map, or of the image), y the col rows (or the channels), z the samples, so that a thread finds
 its row and sample without dividing, and consecutive threads write consecutive col entries. Per geometry, small tables
@@ -97,12 +115,13 @@ def map_plane(plane, koff, k, map_sp, img_sp, stride):
 
 
 @kernel
-def im2col_kernel(img, col, entries, koff, n_batch, n_map, sample_size, channel_stride,
-                  position_stride, img_sp, map_sp, stride):
-    """col[row, b * O + o] = img[b, c, o * stride + koff[k]] (0 in the padding), (c, k) =
-    entries[row]. Threads along x: the map positions o (consecutive threads write consecutive
-    col entries), blocks along y: the col rows, threads along z: the samples (rows and samples
-    looped over when more than the grid)."""
+def im2col_kernel(img, col, entries, koff, n_batch, n_map, row_step, sample_step, sample_size,
+                  channel_stride, position_stride, img_sp, map_sp, stride):
+    """col[row * row_step + b * sample_step + o] = img[b, c, o * stride + koff[k]] (0 in the
+    padding), (c, k) = entries[row]: the col (C * K, B * O) with steps (B * O, O), or, batch
+    outermost, (B, C * K, O) with steps (O, C * K * O). Threads along x: the map positions o
+    (consecutive threads write consecutive col entries), blocks along y: the col rows, threads
+    along z: the samples (rows and samples looped over when more than the grid)."""
     o = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     if o < n_map:
         D = len(img_sp)
@@ -110,7 +129,7 @@ def im2col_kernel(img, col, entries, koff, n_batch, n_map, sample_size, channel_
         b = cuda.blockIdx.z * cuda.blockDim.z + cuda.threadIdx.z
         while b < n_batch:   # while, not range(): a range with a variable step divides
             row = cuda.blockIdx.y
-            while row < col.shape[0]:
+            while row < entries.shape[0]:
                 c = entries[row, 0]
                 k = entries[row, 1]
                 h = oh * stride[D - 2] + koff[k, D - 2]
@@ -118,7 +137,7 @@ def im2col_kernel(img, col, entries, koff, n_batch, n_map, sample_size, channel_
                 ip, inside = image_plane(plane, k, map_sp, img_sp, stride, koff)
                 inside = inside and 0 <= h < img_sp[D - 2] and 0 <= w < img_sp[D - 1]
                 pos = (ip * img_sp[D - 2] + h) * img_sp[D - 1] + w
-                col[row, b * n_map + o] = (
+                col[row * row_step + b * sample_step + o] = (
                     img[b * sample_size + c * channel_stride + pos * position_stride]
                     if inside else 0.0)
                 row += cuda.gridDim.y
@@ -126,12 +145,13 @@ def im2col_kernel(img, col, entries, koff, n_batch, n_map, sample_size, channel_
 
 
 @kernel
-def col2im_kernel(col, img, bias, init, col_rows, koff, n_batch, n_map, n_img, sample_size,
-                  channel_stride, position_stride, img_sp, map_sp, stride):
-    """img[b, c, p] = the sum of col[col_rows[c, k], b * O + o] over the (k, o) that read p,
-    added to img (INIT_ADD), to zero or to bias[c] (the CPU's init modes). Threads along x: the
-    image positions p, blocks along y: the channels, threads along z: the samples (channels
-    and samples looped over when more than the grid)."""
+def col2im_kernel(col, img, bias, init, col_rows, koff, n_batch, n_map, n_img, row_step,
+                  sample_step, sample_size, channel_stride, position_stride, img_sp, map_sp,
+                  stride):
+    """img[b, c, p] = the sum of col[col_rows[c, k] * row_step + b * sample_step + o] over the
+    (k, o) that read p (im2col's layouts), added to img (INIT_ADD), to zero or to bias[c] (the
+    CPU's init modes). Threads along x: the image positions p, blocks along y: the channels,
+    threads along z: the samples (channels and samples looped over when more than the grid)."""
     p = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     if p < n_img:
         D = len(img_sp)
@@ -148,7 +168,7 @@ def col2im_kernel(col, img, bias, init, col_rows, koff, n_batch, n_map, n_img, s
                         mp, hit = map_plane(plane, koff, k, map_sp, img_sp, stride)
                         if hit:
                             o = (mp * map_sp[D - 2] + oh) * map_sp[D - 1] + ow
-                            acc += col[col_rows[c, k], b * n_map + o]
+                            acc += col[col_rows[c, k] * row_step + b * sample_step + o]
                 write_init(img, b * sample_size + c * channel_stride + p * position_stride,
                            acc, init, bias, c)
                 c += cuda.gridDim.y
@@ -177,6 +197,22 @@ def rows_map_kernel(rows, mp, bias, init, to_map, n_batch, n_map, sample_size, c
             b += cuda.gridDim.z * cuda.blockDim.z
 
 
+@kernel
+def channel_fill_kernel(out, values, n_batch, n_pos, sample_size, channel_stride,
+                        position_stride):
+    """out[b, m, o] = values[m]: a bias laid out over a map or an image, for a GEMM to add onto
+    (the grid of ``rows_to_map_kernel``)."""
+    o = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if o < n_pos:
+        b = cuda.blockIdx.z * cuda.blockDim.z + cuda.threadIdx.z
+        while b < n_batch:
+            m = cuda.blockIdx.y
+            while m < values.shape[0]:
+                out[b * sample_size + m * channel_stride + o * position_stride] = values[m]
+                m += cuda.gridDim.y
+            b += cuda.gridDim.z * cuda.blockDim.z
+
+
 GRID_YZ = 65535     # the most blocks along grid y and z; the kernels loop over more
 BLOCK_Z = 64        # the most threads of a block along z
 
@@ -198,13 +234,39 @@ def grid_launch(kern, n_x, n_y, n_z):
     return device.configured(kern, grid, (x, 1, z))
 
 
+# The products of one group run batch outermost and write the map (or the image) themselves,
+# with no rows in between (see the module docstring); NNABLA_JIT_CUDA_DIRECT_CONV=0: every
+# product through the rows and the rows layout of the col, as before. A module flag, read on
+# every product.
+DIRECT_CONV = device.switch("DIRECT_CONV")
+# The fewest map positions per sample for the batched products. A GEMM of O columns per sample
+# leaves each sample's last tile partly idle, up to T / O of its work for T-wide tiles (cuBLAS's
+# are 64 to 256 wide: 31% more tiles than columns at O = 196 or 49), where one GEMM over B * O
+# columns has a single partial tile; the copies the batched products save scale with O. Below
+# it, the rows path (except for the pointwise channel-last products, one GEMM over the whole
+# batch). Chosen from tile sizes, not yet tuned on a GPU.
+DIRECT_MIN_POSITIONS = 256
+
+
 class ConvLaunch:
     """One node's geometry as the kernels take it, and the three products over device arrays."""
+
+    direct_col = True   # the col may be laid out batch outermost (not a deformable one's)
 
     def __init__(self, op):
         geo = self.geo = op.geo
         self.same = blas.batch_map(geo.group, (geo.group,), (geo.group,))
         self.col_tables = None   # set up on the first im2col or col2im (see tables())
+
+    def one_group(self):
+        """One group, the switch on, and a col of the image's own (not the deformable one)."""
+        return DIRECT_CONV and self.direct_col and self.geo.group == 1
+
+    def direct(self):
+        """Whether the map and image are written by the GEMMs (see DIRECT_MIN_POSITIONS)."""
+        geo = self.geo
+        return self.one_group() and (geo.O >= DIRECT_MIN_POSITIONS or
+                                     (geo.col_is_image and geo.channel_last))
 
     def tables(self):
         """What im2col and col2im read, built once per geometry from the CPU's col rules and
@@ -218,36 +280,52 @@ class ConvLaunch:
             entries = np.stack(cpu_conv.col_entry.py_func(np.arange(C * K), K, Cg, last), 1)
             col_rows = cpu_conv.col_row.py_func(np.arange(C)[:, None], np.arange(K)[None, :], K,
                                                 Cg, last)
-            S, O = int(geo.S), int(geo.O)
-            channel_stride, position_stride = cpu_conv.sample_strides.py_func(C, S, last)
+            B, S, sample_size, channel_stride, position_stride = self.image_layout()
             as_ints = (lambda v: tuple(int(e) for e in v))
             self.col_tables = (
                 device.upload(entries.astype(np.int64)), device.upload(col_rows.astype(np.int64)),
                 device.upload(np.asarray(geo.koff, np.int64)),
-                (int(geo.B), O, S, C * S, int(channel_stride), int(position_stride),
+                (B, int(geo.O), S, sample_size, channel_stride, position_stride,
                  as_ints(geo.img_sp_a), as_ints(geo.map_sp_a), as_ints(geo.stride_a)))
         return self.col_tables
 
+    def _layout(self, channels, positions):
+        geo = self.geo
+        strides = cpu_conv.sample_strides.py_func(channels, positions, bool(geo.channel_last))
+        return (int(geo.B), int(positions), int(channels * positions), int(strides[0]),
+                int(strides[1]))
+
     def map_layout(self):
         """(samples, positions, sample size, channel stride, position stride) of the map."""
-        geo = self.geo
-        M, O = int(geo.M), int(geo.O)
-        strides = cpu_conv.sample_strides.py_func(M, O, bool(geo.channel_last))
-        return int(geo.B), O, M * O, int(strides[0]), int(strides[1])
+        return self._layout(int(self.geo.M), int(self.geo.O))
+
+    def image_layout(self):
+        """(samples, positions, sample size, channel stride, position stride) of the image."""
+        return self._layout(int(self.geo.C), int(self.geo.S))
 
     def filters(self, w):
         geo = self.geo
         return device.reshaped(w, geo.group, geo.M // geo.group, geo.C // geo.group * geo.K)
 
-    def col(self, img):
-        """The whole batch's col of ``img``, in a workspace, as (G, C/G * K, B * O)."""
+    def col(self, img, batch_outer=False):
+        """The whole batch's col of ``img``, in a workspace, as (G, C/G * K, B * O), or, batch
+        outermost, (B, C * K, O) (one group: the direct products')."""
         geo = self.geo
-        col = device.workspace("conv col", geo.C * geo.K * geo.B * geo.O, img.dtype)
+        B, O, CK = int(geo.B), int(geo.O), int(geo.C * geo.K)
+        col = device.workspace("conv col", CK * B * O, img.dtype)
+        if geo.col_is_image and self.one_group() and not batch_outer:
+            # a pointwise col is the image with its batch moved next to its positions: the
+            # map -> rows copy, with neither tables nor divisions
+            grid_launch(map_to_rows_kernel, O, CK, B)(
+                device.flat(img), device.reshaped(col, CK, B * O), *self.image_layout())
+            return device.reshaped(col, 1, CK, B * O)
         entries, _, koff, (B, O, S, *scalars) = self.tables()
-        grid_launch(im2col_kernel, O, geo.C * geo.K, B)(
-            device.flat(img), device.reshaped(col, geo.C * geo.K, B * O), entries, koff, B, O,
-            *scalars)
-        return device.reshaped(col, geo.group, geo.C // geo.group * geo.K, geo.B * geo.O)
+        steps = (O, CK * O) if batch_outer else (B * O, O)
+        grid_launch(im2col_kernel, O, CK, B)(device.flat(img), col, entries, koff, B, O, *steps,
+                                             *scalars)
+        if batch_outer:
+            return device.reshaped(col, B, CK, O)
+        return device.reshaped(col, geo.group, CK // geo.group, B * O)
 
     def rows(self, mp):
         """``mp`` as rows (M, B * O), in a workspace."""
@@ -263,9 +341,22 @@ class ConvLaunch:
         geo = self.geo
         return device.reshaped(rows, geo.group, geo.M // geo.group, geo.B * geo.O)
 
+    def _start(self, out, bias, init, layout):
+        """Lay ``bias`` out over ``out`` when ``init`` asks for it (a GEMM then adds onto it);
+        whether the GEMM adds onto ``out`` (the bias, or INIT_ADD's contents)."""
+        if init != INIT_BIAS:
+            return init == INIT_ADD
+        B, positions, *strides = layout
+        grid_launch(channel_fill_kernel, positions, bias.size, B)(
+            device.flat(out), device.flat(bias), B, positions, *strides)
+        return True
+
     def image_to_map(self, img, w, mp, bias=None, init=INIT_ZERO):
         """mp = conv(img, w), onto zero, bias or mp (``init``)."""
         geo = self.geo
+        if self.direct():
+            self._direct_image_to_map(img, w, mp, bias, init)
+            return
         rows = device.workspace("conv rows", geo.M * geo.B * geo.O, img.dtype)
         rows = device.reshaped(rows, geo.M, geo.B * geo.O)
         blas.matmul(self.filters(w), self.col(img), self.grouped(rows), a_batch=self.same,
@@ -274,6 +365,54 @@ class ConvLaunch:
         grid_launch(rows_map_kernel, geo.O, geo.M, geo.B)(rows, device.flat(mp),
                                                           device.flat(bias), init, True,
                                                           *self.map_layout())
+
+    def _direct_image_to_map(self, img, w, mp, bias, init):
+        """Per sample b, map_b (M, O) = W (M, C*K) @ col_b (C*K, O) channel-first, and
+        (O, M) = col_b^T @ W^T channel-last, as one batched GEMM writing the map; a pointwise
+        channel-last one is the single GEMM (B*O, C) @ W^T over the image itself."""
+        geo = self.geo
+        B, O, M, CK = int(geo.B), int(geo.O), int(geo.M), int(geo.C * geo.K)
+        accum = self._start(mp, bias, init, self.map_layout())
+        w1 = device.reshaped(w, 1, M, CK)
+        if geo.col_is_image and geo.channel_last:
+            blas.matmul(device.reshaped(img, 1, B * O, CK), w1, device.reshaped(mp, 1, B * O, M),
+                        trans_b=True, accum=accum)
+            return
+        col = device.reshaped(img, B, CK, O) if geo.col_is_image else self.col(img, True)
+        each = blas.batch_map(B, (B,), (B,))
+        if geo.channel_last:
+            blas.matmul(col, w1, device.reshaped(mp, B, O, M), trans_a=True, trans_b=True,
+                        accum=accum, a_batch=each)
+        else:
+            blas.matmul(w1, col, device.reshaped(mp, B, M, O), accum=accum, b_batch=each)
+
+    def map_to_image(self, mp, w, img, bias=None, init=INIT_ZERO, rows=None):
+        """img = conv^T(mp, w), onto zero, bias or img (``init``); ``rows``: mp's rows when
+        already made."""
+        if not self.direct():
+            self.rows_to_image(self.rows(mp) if rows is None else rows, w, img, bias, init)
+            return
+        geo = self.geo
+        B, O, M, CK = int(geo.B), int(geo.O), int(geo.M), int(geo.C * geo.K)
+        w1 = device.reshaped(w, 1, M, CK)
+        each = blas.batch_map(B, (B,), (B,))
+        if geo.col_is_image:   # the col gradient is the image's: written in place
+            accum = self._start(img, bias, init, self.image_layout())
+            if geo.channel_last:
+                blas.matmul(device.reshaped(mp, 1, B * O, M), w1,
+                            device.reshaped(img, 1, B * O, CK), accum=accum)
+            else:
+                blas.matmul(w1, device.reshaped(mp, B, M, O), device.reshaped(img, B, CK, O),
+                            trans_a=True, accum=accum, b_batch=each)
+            return
+        dcol = device.workspace("conv dcol", CK * B * O, mp.dtype)
+        if geo.channel_last:   # dcol_b (C*K, O) = W^T @ map_b^T
+            blas.matmul(w1, device.reshaped(mp, B, O, M), device.reshaped(dcol, B, CK, O),
+                        trans_a=True, trans_b=True, b_batch=each)
+        else:
+            blas.matmul(w1, device.reshaped(mp, B, M, O), device.reshaped(dcol, B, CK, O),
+                        trans_a=True, b_batch=each)
+        self.col_to_image(dcol, img, bias, init, batch_outer=True)
 
     def rows_to_image(self, rows, w, img, bias=None, init=INIT_ZERO):
         """img = conv^T(the map of ``rows``, w), onto zero, bias or img (``init``)."""
@@ -284,20 +423,44 @@ class ConvLaunch:
                     trans_a=True, a_batch=self.same, b_batch=self.same)
         self.col_to_image(dcol, img, bias, init)
 
-    def col_to_image(self, dcol, img, bias=None, init=INIT_ZERO):
-        """img = col2im(dcol) (a flat col of C * K rows), onto zero, bias or img (``init``)."""
+    def col_to_image(self, dcol, img, bias=None, init=INIT_ZERO, batch_outer=False):
+        """img = col2im(dcol) (a flat col of C * K rows, laid out as ``col`` lays it out), onto
+        zero, bias or img (``init``)."""
         geo = self.geo
         bias = dcol if bias is None else bias   # dcol: a stand-in, not read
         _, col_rows, koff, (B, O, S, *scalars) = self.tables()
+        steps = (O, geo.C * geo.K * O) if batch_outer else (B * O, O)
         grid_launch(col2im_kernel, S, geo.C, B)(
-            device.reshaped(dcol, geo.C * geo.K, B * O), device.flat(img), device.flat(bias),
-            init, col_rows, koff, B, O, S, *scalars)
+            device.flat(dcol), device.flat(img), device.flat(bias), init, col_rows, koff, B, O, S,
+            *steps, *scalars)
 
-    def filter_grad(self, img, rows, dw, accum):
-        """dw (+)= rows(map) @ col(img)^T: the filter gradient when the map is dL/dmap (or,
-        for the deconvolutions, when the image is dL/dimage)."""
+    def filter_grad(self, img, mp, dw, accum, rows=None):
+        """dw (+)= rows(mp) @ col(img)^T: the filter gradient when the map is dL/dmap (or,
+        for the deconvolutions, when the image is dL/dimage); ``rows``: mp's rows when already
+        made. Returns the rows it used (None: a pointwise channel-last one needs none, it is
+        the one GEMM map^T (M, B*O) @ image (B*O, C))."""
+        geo = self.geo
+        if rows is None and geo.col_is_image and geo.channel_last and self.direct():
+            B, O, M, C = int(geo.B), int(geo.O), int(geo.M), int(geo.C)
+            blas.matmul(device.reshaped(mp, 1, B * O, M), device.reshaped(img, 1, B * O, C),
+                        device.reshaped(dw, 1, M, C), trans_a=True, accum=accum)
+            return None
+        rows = self.rows(mp) if rows is None else rows
         blas.matmul(self.grouped(rows), self.col(img), self.filters(dw), trans_b=True,
                     accum=accum, a_batch=self.same, b_batch=self.same)
+        return rows
+
+    def channel_sums(self, a, of_map, out, accum):
+        """out (+)= the per-channel sums of ``a``, the map (``of_map``) or the image: a bias
+        gradient."""
+        geo = self.geo
+        channels, positions = (geo.M, geo.O) if of_map else (geo.C, geo.S)
+        if geo.channel_last:
+            reduction.reduce(device.reshaped(a, geo.B * positions, channels),
+                             device.reshaped(out, channels), (0,), accum=accum)
+        else:
+            reduction.reduce(device.reshaped(a, geo.B, channels, positions),
+                             device.reshaped(out, channels), (0, 2), accum=accum)
 
 
 def _launch_of(op):
@@ -325,30 +488,34 @@ def convolution_forward(op, inputs, outputs):
 
 @backward("Convolution", "DepthwiseConvolution")
 def convolution_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
-    """dx = col2im(W^T rows(dy)), dW (+)= rows(dy) col(x)^T, db (+)= the row sums of rows(dy)."""
+    """dx = conv^T(dy, W), dW (+)= rows(dy) col(x)^T, db (+)= the channel sums of dy (the rows of
+    dy made once for all three when the products need them)."""
     dy = output_grads[0]
     if dy.size == 0:
         zero_unless_accum(input_grads, propagate_down, accum)
         return
     launch = _launch_of(op)
-    rows = launch.rows(dy)
+    rows = None if launch.direct() else launch.rows(dy)
     if propagate_down[0]:
-        launch.rows_to_image(rows, inputs[1], input_grads[0], init=init_for_accum(accum[0]))
+        launch.map_to_image(dy, inputs[1], input_grads[0], init=init_for_accum(accum[0]),
+                            rows=rows)
     if propagate_down[1]:
-        launch.filter_grad(inputs[0], rows, input_grads[1], accum[1])
+        rows = launch.filter_grad(inputs[0], dy, input_grads[1], accum[1], rows=rows)
     if len(inputs) > 2 and propagate_down[2]:
-        reduction.reduce(rows, device.reshaped(input_grads[2], rows.shape[0]), (1,),
-                         accum=accum[2])
+        if rows is None:
+            launch.channel_sums(dy, True, input_grads[2], accum[2])
+        else:
+            reduction.reduce(rows, device.reshaped(input_grads[2], rows.shape[0]), (1,),
+                             accum=accum[2])
 
 
 @forward("Deconvolution", "DepthwiseDeconvolution")
 def deconvolution_forward(op, inputs, outputs):
-    """y = col2im(W^T rows(x)) (+ b): the convolution's data gradient."""
+    """y = conv^T(x, W) (+ b): the convolution's data gradient."""
     y = outputs[0]
     if y.size:
-        launch = _launch_of(op)
         bias = inputs[2] if len(inputs) > 2 else None
-        launch.rows_to_image(launch.rows(inputs[0]), inputs[1], y, bias, init_for_bias(bias))
+        _launch_of(op).map_to_image(inputs[0], inputs[1], y, bias, init_for_bias(bias))
 
 
 @backward("Deconvolution", "DepthwiseDeconvolution")
@@ -363,10 +530,6 @@ def deconvolution_backward(op, inputs, outputs, output_grads, input_grads, propa
     if propagate_down[0]:
         launch.image_to_map(dy, inputs[1], input_grads[0], init=init_for_accum(accum[0]))
     if propagate_down[1]:
-        launch.filter_grad(dy, launch.rows(inputs[0]), input_grads[1], accum[1])
+        launch.filter_grad(dy, inputs[0], input_grads[1], accum[1])
     if len(inputs) > 2 and propagate_down[2]:
-        geo = op.geo
-        per_channel = (device.reshaped(dy, geo.B * geo.S, geo.C), (0,)) if geo.channel_last else \
-            (device.reshaped(dy, geo.B, geo.C, geo.S), (0, 2))
-        reduction.reduce(per_channel[0], device.reshaped(input_grads[2], geo.C), per_channel[1],
-                         accum=accum[2])
+        launch.channel_sums(dy, False, input_grads[2], accum[2])

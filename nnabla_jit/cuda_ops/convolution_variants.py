@@ -255,6 +255,8 @@ def _flat(a):
 class _DeformableLaunch(ConvLaunch):
     """The convolution's products with the deformable col of the given offsets (and mask)."""
 
+    direct_col = False   # the col samples the image at the offsets: the rows layout only
+
     def __init__(self, op, offset, mask):
         super().__init__(op)
         geo = self.geo
@@ -309,7 +311,7 @@ def deformable_convolution_backward(op, inputs, outputs, output_grads, input_gra
         return
     rows = launch.rows(dy)
     if "weight" in want:
-        launch.filter_grad(a["x"], rows, want["weight"][0], want["weight"][1])
+        launch.filter_grad(a["x"], dy, want["weight"][0], want["weight"][1], rows=rows)
     if "bias" in want:
         reduction.reduce(rows, want["bias"][0].reshape(rows.shape[0]), (1,), accum=want["bias"][1])
     sampled = {}

@@ -20,6 +20,11 @@ filter's column order, group by group), so that per group
 are single BLAS GEMMs. The kernels handle any number of spatial dimensions (a 1-d convolution
 is 1 x W): the last two are loops, the ones before them are decoded once per plane.
 DeformableConvolution is the same with a col that samples the image at offset positions.
+
+A *pointwise* convolution (1 x ... x 1 filter, stride 1, no padding, one group: ResNet's
+bottleneck layers) needs no col: a sample's image is its own col. Channel-first, each sample is
+one GEMM straight between its image and its map; channel-last, the whole batch is one
+``(batch * O, C)`` matrix and each product one GEMM, with no copies either way.
 """
 import threading
 import weakref
@@ -102,6 +107,10 @@ COL_ELEMENTS = 1 << 22
 # all other work arrays come from one per-thread scratch pool, so that memory does not grow
 # with the number of convolutions in a network.
 KEPT_COL_ELEMENTS = 1 << 21
+# A channel-first pointwise convolution of several samples runs one GEMM per sample once a sample
+# has this many map positions; below it, one GEMM over the batch's col (its copies cost less
+# than many small products).
+POINTWISE_POSITIONS = 256
 _scratch = threading.local()
 
 
@@ -401,6 +410,13 @@ class ConvGeometry:
         self.stride_a = np.array(fill + tuple(stride), np.int64)
         self.chunk = max(1, min(self.B, COL_ELEMENTS // max(1, C * self.K * self.O)))
         self.keeps_col = self.chunk == self.B and self.B * C * self.K * self.O <= KEPT_COL_ELEMENTS
+        # A 1 x ... x 1 filter of one group without stride or padding (dilation then moves
+        # nothing): a sample's image is its own col (the rule; cuda_ops/convolution.py reads it
+        # too), and the CPU takes the pointwise products when it also pays (see POINTWISE_POSITIONS).
+        self.col_is_image = (self.K == 1 and group == 1 and not self.koff.any()
+                             and max(self.stride) == 1)
+        self.pointwise = self.col_is_image and (channel_last or self.B == 1
+                                                or self.O >= POINTWISE_POSITIONS)
         self.kept_col = None
         self.col_of = None   # weak references to the arrays the whole-batch col in "col" came from
 
@@ -452,9 +468,51 @@ class ConvGeometry:
         Mg, Cg = self.M // G, a.shape[0] // G
         return [(w2[g * Mg:(g + 1) * Mg], a[g * Cg:(g + 1) * Cg], rows[g * Mg:(g + 1) * Mg]) for g in range(G)]
 
+    # --- the pointwise products (no col) -----------------------------------------------------
+    def _pointwise_operands(self, img, mp):
+        """The image and the map as GEMM operands: per sample (B, C, O) and (B, M, O), or the
+        batch's (B * O, C) and (B * O, M) channel-last."""
+        if self.channel_last:
+            return img.reshape(self.B * self.O, self.C), mp.reshape(self.B * self.O, self.M)
+        return img.reshape(self.B, self.C, self.O), mp.reshape(self.B, self.M, self.O)
+
+    def _start(self, out, bias, init):
+        """Put the bias in ``out`` (a pointwise operand) when the product is to add to it."""
+        if init == INIT_BIAS:
+            out[...] = bias if self.channel_last else bias.reshape(-1, 1)
+        return init != INIT_ZERO
+
+    def _pointwise_to_map(self, img, w2, out_map, bias, init):
+        x, y = self._pointwise_operands(img, out_map)
+        add = self._start(y, bias, init)
+        if self.channel_last:
+            gemm(x, w2, y, trans_b=True, accumulate=add)
+            return
+        for b in range(self.B):
+            gemm(w2, x[b], y[b], accumulate=add)
+
+    def _pointwise_to_image(self, mp, w2, out_img, bias, init):
+        x, y = self._pointwise_operands(out_img, mp)
+        add = self._start(x, bias, init)
+        if self.channel_last:
+            gemm(y, w2, x, accumulate=add)
+            return
+        for b in range(self.B):
+            gemm(w2, y[b], x[b], trans_a=True, accumulate=add)
+
+    def _pointwise_filter_grad(self, img, mp, dw2, accumulate):
+        x, y = self._pointwise_operands(img, mp)
+        if self.channel_last:
+            gemm(y, x, dw2, trans_a=True, accumulate=accumulate)
+            return
+        for b in range(self.B):
+            gemm(y[b], x[b], dw2, trans_b=True, accumulate=accumulate or b > 0)
+
     # --- the products ----------------------------------------------------------------------
     def image_to_map(self, img, w, out_map, bias=None, init=INIT_ZERO, reuse_col=False):
         """out_map = conv(img, w) (+ bias), or += with INIT_ADD."""
+        if self.pointwise:
+            return self._pointwise_to_map(img, w.reshape(self.M, -1), out_map, bias, init)
         img2, map2, w2 = self.img2(img), self.map2(out_map), w.reshape(self.M, -1)
         bias_a = bias if bias is not None else np.zeros(0, img2.dtype)
         for b0, b1 in self._chunks():
@@ -477,6 +535,8 @@ class ConvGeometry:
 
     def map_to_image(self, mp, w, out_img, bias=None, init=INIT_ZERO):
         """out_img = conv^T(mp, w) (+ bias), or += with INIT_ADD."""
+        if self.pointwise:
+            return self._pointwise_to_image(mp, w.reshape(self.M, -1), out_img, bias, init)
         img2 = self.img2(out_img)
         bias_a = bias if bias is not None else np.zeros(0, img2.dtype)
         for b0, b1, dcol in self.map_to_cols(mp, w):
@@ -487,6 +547,11 @@ class ConvGeometry:
         """out_w (+)= the correlation of img and mp: the filter gradient when mp is dL/dmap; and
         out_b (+)= the per-channel sums of mp (the bias gradient), when given."""
         img2, map2, dw2 = self.img2(img), self.map2(mp), out_w.reshape(self.M, -1)
+        if self.pointwise and self.B > 0:
+            self._pointwise_filter_grad(img, mp, dw2, accumulate)
+            if out_b is not None:
+                bias_grad(map2, out_b, b_accumulate, self.channel_last)
+            return
         for i, (b0, b1) in enumerate(self._chunks()):
             col = self._col(img, img2, b0, b1, reuse_col)
             rows = self._buffer("rows", self.M, b1 - b0, map2.dtype)

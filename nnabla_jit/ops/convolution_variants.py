@@ -244,6 +244,8 @@ class DeformableGeometry(ConvGeometry):
 
     def __init__(self, op, x, w, offset, mask, pad, stride, dilation, group, deformable_group, base_axis):
         super().__init__(op, x, w, pad, stride, dilation, group, False, base_axis)
+        # its col samples the image at the offsets: never the image itself
+        self.col_is_image = self.pointwise = False
         if len(self.img_sp) != 2:
             op.fail("only 2-d inputs are supported, got input of shape {}", tuple(x))
         dg = deformable_group

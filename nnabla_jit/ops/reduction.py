@@ -14,12 +14,17 @@ from .registry import Op, register
 
 
 # ------------------------------------------------------------------ backward kernels
+BROADCAST_TASKS = 64   # broadcast_back's work items at least: a few per thread
 @parallel_kernel
 def broadcast_back(dy, dx, scale, accum):
-    """dx[a, b, c] (+)= scale * dy[a, c]: the gradient of a sum over b."""
+    """dx[a, b, c] (+)= scale * dy[a, c]: the gradient of a sum over b. The b axis is cut into
+    blocks too, so that a few a (a whole-array sum has one) still make work for every thread."""
     A, B, C = dx.shape
-    for a in prange(A):
-        for b in range(B):
+    per_a = max(1, min(B, BROADCAST_TASKS // max(A, 1)))
+    for task in prange(A * per_a):
+        a = task // per_a
+        blk = task - a * per_a
+        for b in range(blk * B // per_a, (blk + 1) * B // per_a):
             for c in range(C):
                 g = scale * dy[a, c]
                 if accum:

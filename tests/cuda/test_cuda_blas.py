@@ -74,6 +74,30 @@ def test_matmul_into_a_view_with_padded_rows(route):
     np.testing.assert_allclose(target.copy_to_host(), expected, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("trans_a", [False, True])
+def test_tiled_matmul_takes_more_rows_than_one_grid_in_slices(monkeypatch, trans_a):
+    """Rows beyond the grid's y limit of tiles (here 2 tiles) run in slices of rows."""
+    monkeypatch.setattr(blas, "MAX_GRID_Y", 2)
+    grids = []
+    configured = device.configured
+    monkeypatch.setattr(device, "configured",
+                        lambda kern, grid, block: grids.append(grid) or
+                        configured(kern, grid, block))
+    cuda = device.load()
+    rng = np.random.RandomState(4)
+    rows, inner, cols = 2 * 2 * blas.TILE + 3, 3, 2
+    a = rng.randn(2, *((inner, rows) if trans_a else (rows, inner))).astype(np.float32)
+    b = rng.randn(1, inner, cols).astype(np.float32)
+    c0 = rng.randn(2, rows, cols).astype(np.float32)
+    c = cuda.to_device(c0)
+    same = blas.batch_map(2, (2,), (2,))
+    blas.tiled_matmul(cuda.to_device(a), cuda.to_device(b), c, trans_a, False, True, same,
+                      blas.batch_map(2, (1,), (2,)))
+    expected = _product(a, b, trans_a, False, [0, 1], [0, 0]) + c0
+    np.testing.assert_allclose(c.copy_to_host(), expected, rtol=1e-5, atol=1e-5)
+    assert [grid[1] for grid in grids] == [2, 2, 1]   # the simulator would not refuse more
+
+
 def check_cublas_float16_storage_computes_in_float32():
     cuda = device.load()
     previous = blas.use_backend("cublas")

@@ -6,6 +6,7 @@ from hypothesis import given, strategies as st
 
 import nnabla_jit as nn
 import nnabla_jit.functions as F
+from nnabla_jit.ext_utils import get_extension_context
 from nnabla_jit.ops import convolution as conv_ops
 from nnabla_jit.testing import check_forward, check_function
 
@@ -197,6 +198,58 @@ def test_convolution_backward_follows_new_input_data():
         want = np.stack([np.stack([x.d[:, c, i:i + 3, j:j + 3].sum() for j in range(3)]) for c in range(2)
                          for i in range(3)]).reshape(2, 3, 3)
         np.testing.assert_allclose(w.g, np.broadcast_to(want, (3, 2, 3, 3)), rtol=1e-4, atol=1e-4)
+
+
+class _NoCol:
+    """Stands in for im2col / col2im where a convolution must not build a col."""
+    def for_size(self, n):
+        raise AssertionError("a pointwise convolution built a col")
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("channel_last", [False, True])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_pointwise_convolution_takes_no_col(monkeypatch, transposed, channel_last, with_bias):
+    """A 1x1 stride-1 unpadded convolution of several samples runs on GEMMs alone (one per
+    sample, or one over the batch channel-last), forward and every gradient, with accumulation."""
+    monkeypatch.setattr(conv_ops, "POINTWISE_POSITIONS", 1)   # per-sample GEMMs at this size too
+    monkeypatch.setattr(conv_ops, "im2col", _NoCol())
+    monkeypatch.setattr(conv_ops, "col2im", _NoCol())
+    rng = np.random.RandomState(11)
+    C, M, sp = 3, 4, (3, 2)
+    x = rng.randn(*((2,) + (sp + (C,) if channel_last else (C,) + sp)))
+    w = rng.randn(*((C, 1, 1, M) if channel_last else (C, M, 1, 1))) if transposed else \
+        rng.randn(*((M, 1, 1, C) if channel_last else (M, C, 1, 1)))
+    b = rng.randn(M) if with_bias else None
+    args = dict(channel_last=channel_last)
+    f, ref = (F.deconvolution, deconv_ref) if transposed else (F.convolution, conv_ref)
+    check_function(lambda x, w, b=None: f(x, w, b, 1, **args), [x, w] + ([b] if with_bias else []),
+                   lambda x, w, b=None: ref(x, w, b, 1, **args), double_backward=False)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("batch", [1, 3])
+def test_pointwise_convolution_matches_the_col_route(monkeypatch, dtype, batch):
+    """The pointwise route and the col route give the same map and gradients (ResNet-sized
+    positions, so per-sample GEMMs are taken for the batch by default)."""
+    rng = np.random.RandomState(12)
+    x0, w0 = rng.randn(batch, 8, 16, 16).astype(dtype), rng.randn(6, 8, 1, 1).astype(dtype)
+    results = []
+    config = "float" if dtype == np.float32 else "double"
+    for positions in (conv_ops.POINTWISE_POSITIONS, 10 ** 9):
+        monkeypatch.setattr(conv_ops, "POINTWISE_POSITIONS", positions)
+        with nn.context_scope(get_extension_context("cpu", type_config=config)):
+            x = nn.Variable.from_numpy_array(x0, need_grad=True)
+            w = nn.Variable.from_numpy_array(w0, need_grad=True)
+            y = F.convolution(x, w)
+            y.forward()
+            assert y.d.dtype == dtype
+            assert y.parent.op.geo.pointwise == (batch == 1 or positions < 10 ** 9)
+            y.backward(np.cos(y.d))
+        results.append((y.d.copy(), x.g.copy(), w.g.copy()))
+    tol = 1e-4 if dtype == np.float32 else 1e-10   # the two routes sum in other orders
+    for got, want in zip(*results):
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
 
 
 # ------------------------------------------------------------------------------ Deconvolution

@@ -6,6 +6,7 @@ from hypothesis import assume, given, strategies as st
 
 import nnabla_jit as nn
 import nnabla_jit.functions as F
+from nnabla_jit.ops import reduction
 from nnabla_jit.testing import check_forward, check_function, strategies as nst
 
 
@@ -78,3 +79,18 @@ def test_large_whole_array_sum_is_accurate():
     y = F.mean(nn.Variable.from_numpy_array(x))
     y.forward()
     np.testing.assert_allclose(y.d, x.astype(np.float64).mean(), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("variant", ["serial", "parallel"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(1, 1000, 1), (3, 7, 5), (100, 3, 2), (2, 0, 3), (1, 5, 1)])
+@pytest.mark.parametrize("accum", [False, True])
+def test_broadcast_back_covers_every_element(variant, dtype, shape, accum):
+    """The sum's gradient kernel, cut into blocks of the reduced axis, writes every element
+    once, whatever the number of kept rows."""
+    rng = np.random.RandomState(0)
+    dy = rng.randn(shape[0], shape[2]).astype(dtype)
+    dx = rng.randn(*shape).astype(dtype)
+    want = 0.5 * dy[:, None, :] + (dx if accum else np.zeros_like(dx))
+    getattr(reduction.broadcast_back, variant)(dy, dx, 0.5, accum)
+    np.testing.assert_allclose(dx, want, rtol=1e-6)

@@ -176,23 +176,34 @@ def col2im_kernel(col, img, bias, init, col_rows, koff, n_batch, n_map, n_img, r
 
 
 @kernel
-def rows_map_kernel(rows, mp, bias, init, to_map, n_batch, n_map, sample_size, channel_stride,
-                    position_stride):
-    """Between rows (M, B * O) and the map mp[b, m, o] (flat, at the given strides): with
-    ``to_map``, mp[b, m, o] = rows[m, b * O + o], added to mp (INIT_ADD), to zero or to bias[m];
-    else rows[m, b * O + o] = mp[b, m, o]. Threads along x: the map positions o, blocks along
-    y: the channels m, threads along z: the samples (as im2col's)."""
+def rows_to_map_kernel(rows, mp, bias, init, n_batch, n_map, sample_size, channel_stride,
+                       position_stride):
+    """mp[b, m, o] = rows[m, b * O + o], added to mp (INIT_ADD), to zero or to bias[m]. Threads
+    along x: the map positions o, blocks along y: the channels m, threads along z: the samples
+    (as im2col's)."""
     o = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     if o < n_map:
         b = cuda.blockIdx.z * cuda.blockDim.z + cuda.threadIdx.z
         while b < n_batch:
             m = cuda.blockIdx.y
             while m < rows.shape[0]:
-                at = b * sample_size + m * channel_stride + o * position_stride
-                if to_map:
-                    write_init(mp, at, rows[m, b * n_map + o], init, bias, m)
-                else:
-                    rows[m, b * n_map + o] = mp[at]
+                write_init(mp, b * sample_size + m * channel_stride + o * position_stride,
+                           rows[m, b * n_map + o], init, bias, m)
+                m += cuda.gridDim.y
+            b += cuda.gridDim.z * cuda.blockDim.z
+
+
+@kernel
+def map_to_rows_kernel(mp, rows, n_batch, n_map, sample_size, channel_stride, position_stride):
+    """rows[m, b * O + o] = mp[b, m, o] (the grid of ``rows_to_map_kernel``)."""
+    o = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if o < n_map:
+        b = cuda.blockIdx.z * cuda.blockDim.z + cuda.threadIdx.z
+        while b < n_batch:
+            m = cuda.blockIdx.y
+            while m < rows.shape[0]:
+                rows[m, b * n_map + o] = mp[b * sample_size + m * channel_stride +
+                                            o * position_stride]
                 m += cuda.gridDim.y
             b += cuda.gridDim.z * cuda.blockDim.z
 
@@ -332,9 +343,8 @@ class ConvLaunch:
         geo = self.geo
         rows = device.workspace("conv rows", geo.M * geo.B * geo.O, mp.dtype)
         rows = device.reshaped(rows, geo.M, geo.B * geo.O)
-        flat = device.flat(mp)   # also the stand-in for the bias, not read
-        grid_launch(rows_map_kernel, geo.O, geo.M, geo.B)(rows, flat, flat, INIT_ZERO, False,
-                                                          *self.map_layout())
+        grid_launch(map_to_rows_kernel, geo.O, geo.M, geo.B)(device.flat(mp), rows,
+                                                             *self.map_layout())
         return rows
 
     def grouped(self, rows):
@@ -362,9 +372,9 @@ class ConvLaunch:
         blas.matmul(self.filters(w), self.col(img), self.grouped(rows), a_batch=self.same,
                     b_batch=self.same)
         bias = rows if bias is None else bias   # rows: a stand-in, not read
-        grid_launch(rows_map_kernel, geo.O, geo.M, geo.B)(rows, device.flat(mp),
-                                                          device.flat(bias), init, True,
-                                                          *self.map_layout())
+        grid_launch(rows_to_map_kernel, geo.O, geo.M, geo.B)(rows, device.flat(mp),
+                                                             device.flat(bias), init,
+                                                             *self.map_layout())
 
     def _direct_image_to_map(self, img, w, mp, bias, init):
         """Per sample b, map_b (M, O) = W (M, C*K) @ col_b (C*K, O) channel-first, and

@@ -128,8 +128,8 @@ def test_grids_smaller_than_the_rows_and_samples_loop_over_them(monkeypatch, cha
 @pytest.mark.parametrize("grid_yz, threads", [(65535, 128), (1, 8)], ids=["whole grid", "looping"])
 @pytest.mark.parametrize("channel_last", [False, True])
 def test_map_and_rows_are_transposes(monkeypatch, channel_last, grid_yz, threads):
-    """rows[m, b * O + o] = map[b, m, o] (rows_map_kernel to rows), and back onto the map's
-    bias (to the map), both layouts, with the grid covering everything or one block along y, z."""
+    """rows[m, b * O + o] = map[b, m, o] (map_to_rows), and back onto the map's bias
+    (rows_to_map), both layouts, with the grid covering everything or one block along y, z."""
     monkeypatch.setattr(cuda_conv, "GRID_YZ", grid_yz)
     monkeypatch.setattr(device, "THREADS", threads)
     C, B, M = 2, 3, 3
@@ -145,9 +145,8 @@ def test_map_and_rows_are_transposes(monkeypatch, channel_last, grid_yz, threads
     np.testing.assert_array_equal(rows.copy_to_host(), expected_rows)
     bias = rng.uniform(-1, 1, M).astype(np.float32)
     out = device.upload(np.zeros_like(mp))
-    cuda_conv.grid_launch(cuda_conv.rows_map_kernel, geo.O, M, B)(
-        rows, device.flat(out), device.upload(bias), cpu_conv.INIT_BIAS, True,
-        *launch.map_layout())
+    cuda_conv.grid_launch(cuda_conv.rows_to_map_kernel, geo.O, M, B)(
+        rows, device.flat(out), device.upload(bias), cpu_conv.INIT_BIAS, *launch.map_layout())
     channel_shape = [1] * mp.ndim
     channel_shape[-1 if channel_last else 1] = M
     np.testing.assert_array_equal(out.copy_to_host(), mp + bias.reshape(channel_shape))

@@ -79,7 +79,8 @@ def split_position(i, sp):
     return plane, q - plane * sp[D - 2], w
 
 
-image_plane = device_function(cpu_conv.image_plane.py_func)   # the CPU's rule
+image_plane = device_function(cpu_conv.image_plane.py_func)   # the CPU's rules
+plane_digit = device_function(cpu_conv.plane_digit.py_func)
 
 
 @device_function
@@ -103,10 +104,7 @@ def map_plane(plane, koff, k, map_sp, img_sp, stride):
     step = 1
     hit = True
     for d in range(len(img_sp) - 3, -1, -1):
-        p = plane
-        if d > 0:
-            plane //= img_sp[d]
-            p -= plane * img_sp[d]
+        p, plane = plane_digit(plane, d, img_sp)
         od, ok = map_coordinate(p, koff[k, d], stride[d], map_sp[d])
         hit = hit and ok
         flat += od * step

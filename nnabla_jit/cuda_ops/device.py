@@ -284,9 +284,7 @@ class DeviceMemory:
     def accumulate(nd):
         return functools.partial(accumulator, nd)
 
-    @staticmethod
-    def overwrite_grad(nd):
-        return functools.partial(write, nd)
+    overwrite_grad = write   # a gradient written over is written like any output
 
     @staticmethod
     def zeroed(nd):
@@ -1093,6 +1091,20 @@ def flat_offset(i, shape, strides):
         offset += (i % shape[ax]) * strides[ax]
         i //= shape[ax]
     return offset
+
+
+@device_function
+def block_sum(values, t, n):
+    """values[0] = the sum of values[0:n] over a block of n threads (a power of two), thread t
+    having stored its part at values[t]: pairwise adds in rounds, the block synchronised
+    before each."""
+    cuda.syncthreads()
+    step = n // 2
+    while step > 0:
+        if t < step:
+            values[t] += values[t + step]
+        cuda.syncthreads()
+        step //= 2
 
 
 @kernel

@@ -291,35 +291,36 @@ def _same(x3):
     return blas.batch_map(x3.shape[0], (x3.shape[0],), (x3.shape[0],))
 
 
+def _diagonal(op, vectors, matrices, to_matrix, accum=False):
+    """The one launch of MatrixDiag, MatrixDiagPart and their adjoints: ``vectors`` (B, n)
+    onto the diagonals of ``matrices`` (B, n, n) when ``to_matrix``, else the diagonals into
+    ``vectors``."""
+    batch, n = op.shape2
+    device.launch(diagonal_kernel, batch * n * n, vectors.reshape(batch, n),
+                  matrices.reshape(batch, n, n), to_matrix, accum)
+
+
 @forward("MatrixDiag")
 def matrix_diag_forward(op, inputs, outputs):
-    batch, n = op.shape2
-    device.launch(diagonal_kernel, batch * n * n, inputs[0].reshape(batch, n),
-                  outputs[0].reshape(batch, n, n), True, False)
+    _diagonal(op, inputs[0], outputs[0], True)
 
 
 @backward("MatrixDiag")
 def matrix_diag_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0]:
-        batch, n = op.shape2
-        device.launch(diagonal_kernel, batch * n * n, input_grads[0].reshape(batch, n),
-                      output_grads[0].reshape(batch, n, n), False, accum[0])
+        _diagonal(op, input_grads[0], output_grads[0], False, accum[0])
 
 
 @forward("MatrixDiagPart")
 def matrix_diag_part_forward(op, inputs, outputs):
-    batch, n = op.shape2
-    device.launch(diagonal_kernel, batch * n * n, outputs[0].reshape(batch, n),
-                  inputs[0].reshape(batch, n, n), False, False)
+    _diagonal(op, outputs[0], inputs[0], False)
 
 
 @backward("MatrixDiagPart")
 def matrix_diag_part_backward(op, inputs, outputs, output_grads, input_grads, propagate_down,
                               accum):
     if propagate_down[0]:
-        batch, n = op.shape2
-        device.launch(diagonal_kernel, batch * n * n, output_grads[0].reshape(batch, n),
-                      input_grads[0].reshape(batch, n, n), True, accum[0])
+        _diagonal(op, output_grads[0], input_grads[0], True, accum[0])
 
 
 @forward("Trilu")

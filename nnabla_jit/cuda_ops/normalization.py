@@ -52,8 +52,6 @@ FUSED_STATISTICS = device.switch("FUSED_STATISTICS")
 
 odd_power = device_function(_odd_power.py_func)   # the CPU's per-element formulas
 term = device_function(_term.py_func)
-
-
 @device_function
 def thread_sums(x, d, y, m, power, relu, O, C, I, tiling, active, o, p, j):
     """This thread's float64 sums of g and of ``term(x, g, m, power)`` over its elements

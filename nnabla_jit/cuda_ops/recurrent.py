@@ -1,5 +1,6 @@
-"""CUDA launchers of RNN, LSTM and GRU: the CPU's algorithm (``ops/recurrent.py``) on device
-arrays, in the CPU's parameter layout.
+"""CUDA launchers of RNN, LSTM and GRU: the CPU's algorithm on device arrays, in the CPU's
+parameter layout. Forward and the time loop of backward are the CPU's own loops
+(``ops/recurrent.py``'s ``run_layers`` and ``bptt_direction``) given ``DeviceArrays``.
 
 Forward, per layer and direction: one ``blas.matmul`` for the input projections of all time
 steps, then per time step one ``blas.matmul`` (the recurrent projection) and one gate kernel
@@ -172,100 +173,57 @@ def _cell_backward(op, dh, dy, dc, state, t, dgx, dgh, dh_prev):
                       state["hidden_new"][t], state["h_prev"][t], dgx, dgh, dh_prev)
 
 
-def _time_order(seq_len, reverse):
-    return range(seq_len - 1, -1, -1) if reverse else range(seq_len)
+def _batch_of_one(a):
+    return a if a.ndim == 3 else a.reshape(1, *a.shape)
 
 
-# ---------------------------------------------------------------------------- forward
-def _run_direction(op, inputs, layer, direction, layer_input, dtype):
-    """The time loop of one (layer, direction), as the CPU's ``_run_direction``: ``h_prev[t]``
-    is the state fed to step t, ``h[t]`` the one it produced, whatever the direction."""
-    seq_len, batch, _, n_hidden, _ = op.dims
-    n_in = layer_input.shape[2]
-    w_x, w_h = _weights(op, inputs, layer, direction)
-    gh = w_x.shape[1]
-    bias = _bias(op, inputs, layer, direction, dtype)
-    key = (layer, direction)
-    xw = _buffer(op, ("xw",) + key, (seq_len, batch, gh), dtype)
-    blas.matmul(layer_input.reshape(1, seq_len * batch, n_in), w_x,
-                xw.reshape(1, seq_len * batch, gh), trans_b=True)
-    hw = device.workspace("recurrent hw", batch * gh, dtype).reshape(batch, gh)
-    widths = (("h_prev", 1), ("h", 1)) + tuple(op.state_widths)
-    state = {name: _buffer(op, (name,) + key, (seq_len, batch, width * n_hidden), dtype)
-             for name, width in widths}
-    h0 = inputs[1][layer, direction]
-    c0 = inputs[2][layer, direction] if op.has_cell else None
-    prev_t = None
-    for t in _time_order(seq_len, direction == 1):
-        device.copy(h0 if prev_t is None else state["h"][prev_t], state["h_prev"][t])
-        if op.has_cell:
-            device.copy(c0 if prev_t is None else state["c"][prev_t], state["c_prev"][t])
-        blas.matmul(state["h_prev"][t].reshape(1, batch, n_hidden), w_h,
-                    hw.reshape(1, batch, gh), trans_b=True)
-        _cell_forward(op, xw[t], hw, bias, state, t)
-        prev_t = t
-    return state
+def _dropped(op, layer, x):
+    mask = _buffer(op, ("mask", layer), x.shape, x.dtype)
+    device.copy_up(op.dropout_mask(x.shape, x.dtype), mask)
+    out = _buffer(op, ("dropped", layer), x.shape, x.dtype)
+    device.launch(multiply_kernel, out.size, x.reshape(x.size), mask.reshape(mask.size),
+                  out.reshape(out.size))
+    return mask, out
+
+
+def _copy(src, dst):
+    if src.ndim == 3:   # into a direction's columns of y: strided
+        device.launch(copy3_kernel, src.size, src, dst)
+    else:
+        device.copy(src, dst)
+
+
+class DeviceArrays:
+    """The array steps of the CPU's recurrent loops (``ops/recurrent.py``'s HostArrays) on
+    device arrays: saved states in buffers kept on the op, weights as views, products by
+    ``blas.matmul``, the cells as the gate kernels above."""
+    buffer = staticmethod(_buffer)
+    copy = staticmethod(_copy)
+    dropped = staticmethod(_dropped)
+    cell_forward = staticmethod(_cell_forward)
+    cell_backward = staticmethod(_cell_backward)
+
+    @staticmethod
+    def work(name, shape, dtype):
+        return device.workspace(name, shape[0] * shape[1], dtype).reshape(shape)
+
+    @staticmethod
+    def weights(op, inputs, layer, direction):
+        w_x, w_h = _weights(op, inputs, layer, direction)
+        return w_x, w_h, _bias(op, inputs, layer, direction, w_x.dtype)
+
+    @staticmethod
+    def matmul(a, b, out, trans_b=False, accum=False):
+        blas.matmul(_batch_of_one(a), _batch_of_one(b), _batch_of_one(out), trans_b=trans_b,
+                    accum=accum)
 
 
 @forward("RNN", "LSTM", "GRU")
 def recurrent_forward(op, inputs, outputs):
-    seq_len, batch, _, n_hidden, n_dir = op.dims
-    y = outputs[0]
-    dtype = y.dtype
-    layer_input = inputs[0]
-    op.saved_device = []
-    for layer in range(op.num_layers):
-        mask = None
-        if layer > 0 and op.training and op.dropout > 0:
-            mask = _buffer(op, ("mask", layer), layer_input.shape, dtype)
-            device.copy_up(op.dropout_mask(layer_input.shape, dtype), mask)
-            dropped = _buffer(op, ("dropped", layer), layer_input.shape, dtype)
-            device.launch(multiply_kernel, dropped.size, layer_input.reshape(layer_input.size),
-                          mask.reshape(mask.size), dropped.reshape(dropped.size))
-            layer_input = dropped
-        last = layer == op.num_layers - 1
-        out = y if last else _buffer(op, ("out", layer), y.shape, dtype)
-        directions = []
-        for d in range(n_dir):
-            state = _run_direction(op, inputs, layer, d, layer_input, dtype)
-            columns = out[:, :, d * n_hidden:(d + 1) * n_hidden]
-            device.launch(copy3_kernel, state["h"].size, state["h"], columns)
-            final = 0 if d == 1 else seq_len - 1
-            device.copy(state["h"][final], outputs[1][layer, d])
-            if op.has_cell:
-                device.copy(state["c"][final], outputs[2][layer, d])
-            directions.append(state)
-        op.saved_device.append({"input": layer_input if layer > 0 else None, "mask": mask,
-                                "directions": directions})
-        layer_input = out
+    op.saved_device = cpu_cells.run_layers(op, inputs, outputs, DeviceArrays)
 
 
 # ---------------------------------------------------------------------------- backward
-def _bptt_direction(op, layer, direction, state, dy, dh_last, dc_last, w_h):
-    """Back through the time loop of one (layer, direction), as the CPU's: returns the gate
-    gradients by time (input and recurrent side) and the gradients of the initial h and c."""
-    seq_len, batch, n_hidden = dy.shape
-    gh = w_h.shape[1]
-    dtype = dh_last.dtype
-    key = (layer, direction)
-    dgx = _buffer(op, ("dgx",) + key, (seq_len, batch, gh), dtype)
-    dgh = _buffer(op, ("dgh",) + key, (seq_len, batch, gh), dtype) \
-        if op.separate_recurrent_grad else dgx
-    dh = _buffer(op, ("dh", 0), (batch, n_hidden), dtype)
-    dh_prev = _buffer(op, ("dh", 1), (batch, n_hidden), dtype)
-    device.copy(dh_last, dh)
-    dc = None
-    if op.has_cell:
-        dc = _buffer(op, ("dc",), (batch, n_hidden), dtype)
-        device.copy(dc_last, dc)
-    for t in _time_order(seq_len, direction != 1):
-        _cell_backward(op, dh, dy[t], dc, state, t, dgx[t], dgh[t], dh_prev)
-        blas.matmul(dgh[t].reshape(1, batch, gh), w_h, dh_prev.reshape(1, batch, n_hidden),
-                    accum=op.separate_recurrent_grad)
-        dh, dh_prev = dh_prev, dh
-    return dgx, dgh, dh, dc
-
-
 def _put(src, dst, accum):
     """dst (+)= src for contiguous device arrays of one size."""
     if accum:
@@ -300,10 +258,10 @@ def recurrent_backward(op, inputs, outputs, output_grads, input_grads, propagate
             state = saved["directions"][d]
             w_x, w_h = _weights(op, inputs, layer, d)
             gh = w_x.shape[1]
-            dgx, dgh, dh, dc = _bptt_direction(
+            dgx, dgh, dh, dc = cpu_cells.bptt_direction(
                 op, layer, d, state, d_out[:, :, d * n_hidden:(d + 1) * n_hidden],
                 output_grads[1][layer, d], output_grads[2][layer, d] if op.has_cell else None,
-                w_h)
+                w_h, DeviceArrays)
             if "h" in wanted:
                 _put(dh, input_grads[index["h"]][layer, d], accum[index["h"]])
             if op.has_cell and "c" in wanted:

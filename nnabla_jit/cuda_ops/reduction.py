@@ -17,7 +17,7 @@ from numba import float64, int64
 
 from ..ops.reduction import ABS_POW, MAX, MIN, PROD, SUM, ReductionLayout
 from . import device
-from .device import contiguous_strides, flat_offset, store
+from .device import block_sum, contiguous_strides, flat_offset, store
 from .registry import backward, forward, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
@@ -110,13 +110,7 @@ def partial_sum_kernel(x, partial, parts, kept_shape, kept_strides, red_shape, r
             acc += x[base + flat_offset(q, red_shape, red_strides)]
         q += stride
     values[t] = acc
-    cuda.syncthreads()
-    step = BLOCK // 2
-    while step > 0:
-        if t < step:
-            values[t] += values[t + step]
-        cuda.syncthreads()
-        step //= 2
+    block_sum(values, t, BLOCK)
     if t == 0:
         partial[b] = values[0]
 

@@ -264,72 +264,61 @@ def _overlap_add(op, frames, x):
     device.launch(scatter_frames_kernel, frames.size, frames, device.kept(op, "index", op.index), x)
 
 
-def run_analysis(op, x, yr, yi, accum=(False, False)):
-    """(yr, yi) (+)= the DFT of the frames of x."""
+def spectrum_of(op, x, yr, yi, adjoint, accum=(False, False)):
+    """(yr, yi) (+)= the DFT of the frames of x (STFT), or, ``adjoint``, the transpose of
+    ISTFT: the frames of x / the overlap-added squared window times the synthesis matrix
+    transposed."""
     frames = _frames(op, x.shape[0], x.dtype)
     # scale is not read unscaled, but must type as a vector: the kernel is compiled for both
     # branches (x itself, 2-d, made the unscaled branch fail to compile on a GPU)
+    scale = device.kept(op, "inv_norm", op.inv_norm) if adjoint else x.reshape(x.size)
     device.launch(gather_frames_kernel, frames.size, x, device.kept(op, "index", op.index),
-                  x.reshape(x.size), False, frames)
+                  scale, adjoint, frames)
     z = _spectrum(op, x.shape[0], x.dtype)
-    blas.matmul(_rows(frames), _matrix(op, "analysis", x.dtype), _rows(z))
+    blas.matmul(_rows(frames), _matrix(op, "synthesis" if adjoint else "analysis", x.dtype),
+                _rows(z), trans_b=adjoint)
     _split(z, yr, yi, accum)
     device.release(frames)
     device.release(z)
 
 
-def run_analysis_adjoint(op, yr, yi, x, accum=False):
+def samples_of(op, yr, yi, x, adjoint, accum=False):
+    """x (+)= overlap_add(frames of the spectrum) / the overlap-added squared window (ISTFT),
+    or, ``adjoint``, the transpose of STFT: the overlap-added frames of the spectrum times the
+    analysis matrix transposed."""
     z = _join(op, yr, yi)
     frames = _frames(op, yr.shape[0], yr.dtype)
-    blas.matmul(_rows(z), _matrix(op, "analysis", yr.dtype), _rows(frames), trans_b=True)
-    if not accum:
-        device.fill(x, 0)
-    _overlap_add(op, frames, x)
+    blas.matmul(_rows(z), _matrix(op, "analysis" if adjoint else "synthesis", yr.dtype),
+                _rows(frames), trans_b=adjoint)
+    if adjoint:
+        if not accum:
+            device.fill(x, 0)
+        _overlap_add(op, frames, x)
+    else:
+        summed = device.zeros(x.shape, x.dtype)
+        _overlap_add(op, frames, summed)
+        device.launch(scale_samples_kernel, x.size, summed,
+                      device.kept(op, "inv_norm", op.inv_norm), x, accum)
+        device.release(summed)
     device.release(z)
     device.release(frames)
-
-
-def run_synthesis(op, yr, yi, x, accum=False):
-    """x (+)= overlap_add(frames of the spectrum) / the overlap-added squared window."""
-    z = _join(op, yr, yi)
-    frames = _frames(op, yr.shape[0], yr.dtype)
-    blas.matmul(_rows(z), _matrix(op, "synthesis", yr.dtype), _rows(frames))
-    summed = device.zeros(x.shape, x.dtype)
-    _overlap_add(op, frames, summed)
-    device.launch(scale_samples_kernel, x.size, summed, device.kept(op, "inv_norm", op.inv_norm), x,
-                  accum)
-    for a in (z, frames, summed):
-        device.release(a)
-
-
-def run_synthesis_adjoint(op, x, yr, yi, accum=(False, False)):
-    frames = _frames(op, x.shape[0], x.dtype)
-    device.launch(gather_frames_kernel, frames.size, x, device.kept(op, "index", op.index),
-                  device.kept(op, "inv_norm", op.inv_norm), True, frames)
-    z = _spectrum(op, x.shape[0], x.dtype)
-    blas.matmul(_rows(frames), _matrix(op, "synthesis", x.dtype), _rows(z), trans_b=True)
-    _split(z, yr, yi, accum)
-    device.release(frames)
-    device.release(z)
 
 
 @forward("STFT")
 def stft_forward(op, inputs, outputs):
-    run = run_synthesis_adjoint if op.as_istft_backward else run_analysis
-    run(op, inputs[0], outputs[0], outputs[1])
+    spectrum_of(op, inputs[0], outputs[0], outputs[1], op.as_istft_backward)
 
 
 @backward("STFT")
 def stft_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if propagate_down[0]:
-        run = run_synthesis if op.as_istft_backward else run_analysis_adjoint
-        run(op, output_grads[0], output_grads[1], input_grads[0], accum[0])
+        samples_of(op, output_grads[0], output_grads[1], input_grads[0],
+                   not op.as_istft_backward, accum[0])
 
 
 @forward("ISTFT")
 def istft_forward(op, inputs, outputs):
-    run = run_analysis_adjoint if op.as_stft_backward else run_synthesis
-    run(op, inputs[0], inputs[1], outputs[0])
+    samples_of(op, inputs[0], inputs[1], outputs[0], op.as_stft_backward)
 
 
 @backward("ISTFT")
@@ -340,9 +329,8 @@ def istft_backward(op, inputs, outputs, output_grads, input_grads, propagate_dow
     shape = (dx.shape[0], op.geometry.bins, op.index.shape[0])
     targets = [g if pd else device.empty(shape, dx.dtype)   # an unwanted part: a temporary
                for g, pd in zip(input_grads[:2], propagate_down[:2])]
-    run = run_analysis if op.as_stft_backward else run_synthesis_adjoint
-    run(op, dx, targets[0], targets[1],
-        accum=tuple(bool(a and pd) for a, pd in zip(accum[:2], propagate_down[:2])))
+    spectrum_of(op, dx, targets[0], targets[1], not op.as_stft_backward,
+                accum=tuple(bool(a and pd) for a, pd in zip(accum[:2], propagate_down[:2])))
     for g, pd in zip(targets, propagate_down[:2]):
         if not pd:
             device.release(g)

@@ -14,6 +14,7 @@ from numba import float64
 
 from ..ops import solver_steps as cpu_steps
 from . import device
+from .device import block_sum
 from .registry import device_function, kernel
 
 cuda = None  # numba.cuda, bound by device.load()
@@ -145,13 +146,7 @@ def squared_norm_kernel(a, out, k):
         acc += float(a[i]) * float(a[i])
         i += cuda.gridsize(1)
     partial[t] = acc
-    cuda.syncthreads()
-    step = cuda.blockDim.x // 2
-    while step > 0:
-        if t < step:
-            partial[t] += partial[t + step]
-        cuda.syncthreads()
-        step //= 2
+    block_sum(partial, t, cuda.blockDim.x)
     if t == 0:
         cuda.atomic.add(out, k, partial[0])
 

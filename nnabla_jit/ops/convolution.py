@@ -180,6 +180,18 @@ def col_layout(img, col, img_sp, map_sp, stride, koff, group, channel_last):
 
 
 @njit(cache=True, inline="always")
+def plane_digit(p, d, sp):
+    """(p's coordinate along spatial dim d, what is left of p for the dims before d): how
+    ``image_plane`` and the CUDA ``map_plane`` read a plane position (a flat position over the
+    spatial dims before the last two), from its last dim. Dim 0 takes what is left whole: no
+    division (int64 division is emulated on a GPU)."""
+    if d == 0:
+        return p, p
+    rest = p // sp[d]
+    return p - rest * sp[d], rest
+
+
+@njit(cache=True, inline="always")
 def image_plane(p, k, map_sp, img_sp, stride, koff):
     """Image position (flat, in H x W planes) of map plane ``p`` -- a position over the spatial
     dims before the last two -- at tap ``k``, and whether it lies in the image. The CUDA
@@ -189,10 +201,7 @@ def image_plane(p, k, map_sp, img_sp, stride, koff):
     mult = 1
     valid = True
     for d in range(len(map_sp) - 3, -1, -1):
-        o_d = p
-        if d > 0:
-            p //= map_sp[d]
-            o_d -= p * map_sp[d]
+        o_d, p = plane_digit(p, d, map_sp)
         i_d = o_d * stride[d] + koff[k, d]
         if i_d < 0 or i_d >= img_sp[d]:
             valid = False

@@ -102,8 +102,8 @@ def bool_scatter_backward(op, inputs, outputs, output_grads, input_grads, propag
 def sort_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     # only_index=True: the index output's gradient is unsorted as the values' would be (nnabla)
     if propagate_down[0]:
-        unsort_lines(output_grads[0].reshape(op.shape3), op.order(inputs[0]),
-                            input_grads[0].reshape(op.shape3), accum[0])
+        scatter_lines(output_grads[0].reshape(op.shape3), op.order(inputs[0]),
+                      input_grads[0].reshape(op.shape3), accum[0])
 
 
 def top_k_data_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
@@ -563,8 +563,10 @@ def sort_lines(x3, y3, index3, descending, write_values):
 
 
 @njit(cache=True)
-def unsort_lines(dy3, index3, dx3, accum):
-    """dx3[a, index3[a, t, c], c] (+)= dy3[a, t, c]: the adjoint of sorting the lines."""
+def scatter_lines(dy3, index3, dx3, accum):
+    """dx3[a, index3[a, t, c], c] (+)= dy3[a, t, c], dx3 zeroed first unless ``accum``: the
+    adjoint of gathering along the middle axis (sorting the lines; an arg max/min reduction,
+    one gathered element a line)."""
     outer, n, inner = dy3.shape
     if not accum:
         dx3[:] = 0.0

@@ -301,7 +301,9 @@ channel_sums = _RowsOrPlanes(channel_sums_rows, channel_sums_planes)
 
 
 @njit(inline="always")
-def _affine(x, scale, shift, z, add_z, relu):
+def affine_value(x, scale, shift, z, add_z, relu):
+    """x * scale + shift, plus z when ``add_z``, through a ReLU when ``relu``: one element of
+    the channel affine map (the CUDA kernels compile its py_func too)."""
     v = x * scale + shift
     if add_z:
         v += z
@@ -316,8 +318,8 @@ def channel_affine_rows(x3, scale, shift, z3, add_z, relu, y3):
     O, C, _ = x3.shape
     for o in prange(O):
         for c in range(C):
-            y3[o, c, 0] = _affine(x3[o, c, 0], scale[c], shift[c], z3[o, c, 0] if add_z else 0.0,
-                                  add_z, relu)
+            y3[o, c, 0] = affine_value(x3[o, c, 0], scale[c], shift[c],
+                                       z3[o, c, 0] if add_z else 0.0, add_z, relu)
 
 
 @parallel_kernel
@@ -330,7 +332,7 @@ def channel_affine_planes(x3, scale, shift, z3, add_z, relu, y3):
         s = scale[c]
         t = shift[c]
         for i in range(I):
-            y3[o, c, i] = _affine(x3[o, c, i], s, t, z3[o, c, i] if add_z else 0.0, add_z, relu)
+            y3[o, c, i] = affine_value(x3[o, c, i], s, t, z3[o, c, i] if add_z else 0.0, add_z, relu)
 
 
 channel_affine = _RowsOrPlanes(channel_affine_rows, channel_affine_planes)
@@ -694,6 +696,22 @@ class WeightStandardization(Standardization):
 
 
 # ------------------------------------------------------------------------ norms
+def _channel_power_sums(lay, x3, power):
+    """Per channel of ``lay``, the sum of |x|^power: what WeightNormalization's and
+    NormNormalization's norms are made of."""
+    C = lay.channels
+    unused, sums = np.empty(C), np.empty(C)
+    channel_sums.for_size(x3.size)(x3, x3, np.zeros(C), power, unused, sums)
+    return sums
+
+
+def _scale_channels(lay, x3, scale, out):
+    """out = x times its channel's ``scale``."""
+    y3 = lay.target(out)
+    channel_affine.for_size(x3.size)(x3, scale, np.zeros(lay.channels), x3, False, False, y3)
+    lay.store(y3, out)
+
+
 @register
 class WeightNormalization(Op):
     """w_wn = g * w / sqrt(sum over all axes but ``dim`` of w^2 + eps)."""
@@ -709,16 +727,9 @@ class WeightNormalization(Op):
         return [w]
 
     def forward(self, inputs, outputs):
-        lay = self.layout
-        w3 = lay.view(inputs[0])
-        C = lay.channels
-        junk, ss = np.empty(C), np.empty(C)
-        channel_sums.for_size(w3.size)(w3, w3, np.zeros(C), 2, junk, ss)
-        self.saved_inv_norm = 1.0 / np.sqrt(ss + self.eps)
-        y3 = lay.target(outputs[0])
-        channel_affine.for_size(w3.size)(w3, inputs[1].reshape(-1) * self.saved_inv_norm, np.zeros(C), w3, False,
-                                         False, y3)
-        lay.store(y3, outputs[0])
+        w3 = self.layout.view(inputs[0])
+        self.saved_inv_norm = 1.0 / np.sqrt(_channel_power_sums(self.layout, w3, 2) + self.eps)
+        _scale_channels(self.layout, w3, inputs[1].reshape(-1) * self.saved_inv_norm, outputs[0])
 
     backward = weight_normalization_backward
 
@@ -739,15 +750,10 @@ class NormNormalization(Op):
         return [x]
 
     def forward(self, inputs, outputs):
-        lay = self.layout
-        x3 = lay.view(inputs[0])
-        C = lay.channels
-        junk, s = np.empty(C), np.empty(C)
-        channel_sums.for_size(x3.size)(x3, x3, np.zeros(C), self.p, junk, s)
+        x3 = self.layout.view(inputs[0])
+        s = _channel_power_sums(self.layout, x3, self.p)
         self.saved_norm = np.maximum(s ** (1.0 / self.p), self.eps)
-        y3 = lay.target(outputs[0])
-        channel_affine.for_size(x3.size)(x3, 1.0 / self.saved_norm, np.zeros(C), x3, False, False, y3)
-        lay.store(y3, outputs[0])
+        _scale_channels(self.layout, x3, 1.0 / self.saved_norm, outputs[0])
 
     backward = norm_normalization_backward
 

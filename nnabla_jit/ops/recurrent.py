@@ -168,21 +168,134 @@ def gru_cell_backward(dh, gates, hidden_new, h_prev, dgx, dgh, dh_prev):
             gru_cell_backward_at(dh, gates, hidden_new, h_prev, dgx, dgh, dh_prev, b, k)
 
 
-def _bptt_direction(op, state, dy, dh_last, dc_last, w_h, reverse):
+# ------------------------------------------------------------------ the layer and time loops
+# One algorithm on host and device arrays: the loops below take ``arrays``, the array steps
+# they need (HostArrays here, DeviceArrays in ``cuda_ops/recurrent.py``).
+class HostArrays:
+    """The array steps of the recurrent loops on NumPy arrays."""
+
+    @staticmethod
+    def buffer(op, key, shape, dtype):
+        """A new array for what a step saves (``key`` names it: the device keeps one per key)."""
+        return np.empty(shape, dtype)
+
+    @staticmethod
+    def work(name, shape, dtype):
+        """A scratch array used only within one time step."""
+        return np.empty(shape, dtype)
+
+    @staticmethod
+    def weights(op, inputs, layer, direction):
+        return op.layer_weights(inputs, layer, direction)
+
+    @staticmethod
+    def matmul(a, b, out, trans_b=False, accum=False):
+        """out (+)= a @ op(b) for 2-d a and out."""
+        gemm(a, b, out, trans_b=trans_b, accumulate=accum)
+
+    @staticmethod
+    def copy(src, dst):
+        dst[...] = src
+
+    @staticmethod
+    def dropped(op, layer, x):
+        """(the dropout mask of layer ``layer``'s input x, x times it)."""
+        mask = op.dropout_mask(x.shape, x.dtype)
+        return mask, x * mask
+
+    @staticmethod
+    def cell_forward(op, xw, hw, bias, state, t):
+        op.cell_forward(xw, hw, bias, state, t)
+
+    @staticmethod
+    def cell_backward(op, dh, dy, dc, state, t, dgx, dgh, dh_prev):
+        """One step back, after adding the step's output gradient ``dy`` into dh."""
+        dh += dy
+        op.cell_backward(dh, dc, state, t, dgx, dgh, dh_prev)
+
+
+def time_order(seq_len, reverse):
+    return range(seq_len - 1, -1, -1) if reverse else range(seq_len)
+
+
+def run_layers(op, inputs, outputs, arrays):
+    """Forward through the layers and directions; returns what backward reads, per layer: its
+    input (after dropout), the dropout mask and each direction's states."""
+    seq_len, _, _, n_hidden, n_dir = op.dims
+    y = outputs[0]
+    layer_input = inputs[0]
+    saved = []
+    for layer in range(op.num_layers):
+        mask = None
+        if layer > 0 and op.training and op.dropout > 0:
+            mask, layer_input = arrays.dropped(op, layer, layer_input)
+        last = layer == op.num_layers - 1
+        out = y if last else arrays.buffer(op, ("out", layer), y.shape, y.dtype)
+        directions = []
+        for d in range(n_dir):
+            state = run_direction(op, inputs, layer, d, layer_input, arrays)
+            arrays.copy(state["h"], out[:, :, d * n_hidden:(d + 1) * n_hidden])
+            final = 0 if d == 1 else seq_len - 1
+            arrays.copy(state["h"][final], outputs[1][layer, d])
+            if op.has_cell:
+                arrays.copy(state["c"][final], outputs[2][layer, d])
+            directions.append(state)
+        saved.append({"input": layer_input if layer > 0 else None, "mask": mask,
+                      "directions": directions})
+        layer_input = out
+    return saved
+
+
+def run_direction(op, inputs, layer, direction, layer_input, arrays):
+    """The time loop of one (layer, direction). Arrays are indexed by time t, whatever the
+    direction: ``h_prev[t]`` is the state fed to step t, ``h[t]`` the state it produced."""
+    seq_len, batch, n_in = layer_input.shape
+    n_hidden = op.dims[3]
+    gh = op.n_gates * n_hidden
+    dtype = layer_input.dtype
+    w_x, w_h, bias = arrays.weights(op, inputs, layer, direction)
+    key = (layer, direction)
+    xw = arrays.buffer(op, ("xw",) + key, (seq_len, batch, gh), dtype)
+    arrays.matmul(layer_input.reshape(seq_len * batch, n_in), w_x,
+                  xw.reshape(seq_len * batch, gh), trans_b=True)
+    hw = arrays.work("recurrent hw", (batch, gh), dtype)
+    widths = (("h_prev", 1), ("h", 1)) + tuple(op.state_widths)
+    state = {name: arrays.buffer(op, (name,) + key, (seq_len, batch, width * n_hidden), dtype)
+             for name, width in widths}
+    h0 = inputs[1][layer, direction]
+    c0 = inputs[2][layer, direction] if op.has_cell else None
+    prev_t = None
+    for t in time_order(seq_len, direction == 1):
+        arrays.copy(h0 if prev_t is None else state["h"][prev_t], state["h_prev"][t])
+        if op.has_cell:
+            arrays.copy(c0 if prev_t is None else state["c"][prev_t], state["c_prev"][t])
+        arrays.matmul(state["h_prev"][t], w_h, hw, trans_b=True)
+        arrays.cell_forward(op, xw[t], hw, bias, state, t)
+        prev_t = t
+    return state
+
+
+def bptt_direction(op, layer, direction, state, dy, dh_last, dc_last, w_h, arrays):
     """Back through the time loop of one (layer, direction). ``dy`` (T, B, H): gradient of this
     direction's outputs; returns the gate gradients (input and recurrent side, by time) and
     the gradients of the initial h and c."""
     seq_len, batch, n_hidden = dy.shape
-    gh = w_h.shape[0]
-    dgx = np.empty((seq_len, batch, gh), dy.dtype)
-    dgh = np.empty_like(dgx) if op.separate_recurrent_grad else dgx
-    dh = np.array(dh_last, dtype=dy.dtype)
-    dc = None if dc_last is None else np.array(dc_last, dtype=dy.dtype)
-    dh_prev = np.empty_like(dh)
-    for t in (range(seq_len) if reverse else range(seq_len - 1, -1, -1)):
-        dh += dy[t]
-        op.cell_backward(dh, dc, state, t, dgx[t], dgh[t], dh_prev)
-        gemm(dgh[t], w_h, dh_prev, accumulate=op.separate_recurrent_grad)
+    gh = op.n_gates * n_hidden
+    dtype = dy.dtype
+    key = (layer, direction)
+    dgx = arrays.buffer(op, ("dgx",) + key, (seq_len, batch, gh), dtype)
+    dgh = arrays.buffer(op, ("dgh",) + key, (seq_len, batch, gh), dtype) \
+        if op.separate_recurrent_grad else dgx
+    dh = arrays.buffer(op, ("dh", 0), (batch, n_hidden), dtype)
+    dh_prev = arrays.buffer(op, ("dh", 1), (batch, n_hidden), dtype)
+    arrays.copy(dh_last, dh)
+    dc = None
+    if op.has_cell:
+        dc = arrays.buffer(op, ("dc",), (batch, n_hidden), dtype)
+        arrays.copy(dc_last, dc)
+    for t in time_order(seq_len, direction != 1):
+        arrays.cell_backward(op, dh, dy[t], dc, state, t, dgx[t], dgh[t], dh_prev)
+        arrays.matmul(dgh[t], w_h, dh_prev, accum=op.separate_recurrent_grad)
         dh, dh_prev = dh_prev, dh
     return dgx, dgh, dh, dc
 
@@ -214,9 +327,10 @@ def recurrent_backward(op, inputs, outputs, output_grads, input_grads, propagate
         for d in range(n_dir):
             state = saved["directions"][d]
             w_x, w_h, _ = op.layer_weights(inputs, layer, d)
-            dgx, dgh, dh0[layer, d], dc_first = _bptt_direction(
-                op, state, d_out[:, :, d * n_hidden:(d + 1) * n_hidden], output_grads[1][layer, d],
-                output_grads[2][layer, d] if op.has_cell else None, w_h, d == 1)
+            dgx, dgh, dh0[layer, d], dc_first = bptt_direction(
+                op, layer, d, state, d_out[:, :, d * n_hidden:(d + 1) * n_hidden],
+                output_grads[1][layer, d], output_grads[2][layer, d] if op.has_cell else None, w_h,
+                HostArrays)
             if op.has_cell:
                 dc0[layer, d] = dc_first
             gx, gh = dgx.reshape(rows, -1), dgh.reshape(rows, -1)
@@ -317,62 +431,7 @@ class _Recurrent(Op):
         return np.ascontiguousarray(w[:, :n_in]), np.ascontiguousarray(w[:, n_in:]), bias
 
     def forward(self, inputs, outputs):
-        seq_len, batch, _, n_hidden, n_dir = self.dims
-        y, h_n = outputs[0], outputs[1]
-        h0 = inputs[1]
-        c0 = inputs[2] if self.has_cell else None
-        dtype = y.dtype
-        layer_input = inputs[0]
-        self.saved = []
-        for layer in range(self.num_layers):
-            mask = None
-            if layer > 0 and self.training and self.dropout > 0:
-                mask = self.dropout_mask(layer_input.shape, dtype)
-                layer_input = layer_input * mask
-            out = y if layer == self.num_layers - 1 else np.empty(y.shape, dtype)
-            directions = []
-            for d in range(n_dir):
-                w_x, w_h, bias = self.layer_weights(inputs, layer, d)
-                state = self._run_direction(layer_input, w_x, w_h, bias, h0[layer, d],
-                                            None if c0 is None else c0[layer, d], d == 1)
-                out[:, :, d * n_hidden:(d + 1) * n_hidden] = state["h"]
-                h_n[layer, d] = state["h"][0 if d == 1 else seq_len - 1]
-                if self.has_cell:
-                    outputs[2][layer, d] = state["c"][0 if d == 1 else seq_len - 1]
-                directions.append(state)
-            self.saved.append({"input": layer_input if layer > 0 else None, "mask": mask,
-                               "directions": directions})
-            layer_input = out
-
-    def _run_direction(self, layer_input, w_x, w_h, bias, h0, c0, reverse):
-        """The time loop of one (layer, direction). Arrays are indexed by time t, whatever the
-        direction: ``h_prev[t]`` is the state fed to step t, ``h[t]`` the state it produced."""
-        seq_len, batch, n_in = layer_input.shape
-        gh = w_x.shape[0]
-        n_hidden = w_h.shape[1]
-        dtype = layer_input.dtype
-        xw = np.empty((seq_len, batch, gh), dtype)
-        gemm(layer_input.reshape(seq_len * batch, n_in), w_x, xw.reshape(seq_len * batch, gh),
-             trans_b=True)
-        hw = np.empty((batch, gh), dtype)
-        state = {"h_prev": np.empty((seq_len, batch, n_hidden), dtype),
-                 "h": np.empty((seq_len, batch, n_hidden), dtype)}
-        state.update(self.extra_state(seq_len, batch, n_hidden, dtype))
-        order = range(seq_len - 1, -1, -1) if reverse else range(seq_len)
-        prev_t = None
-        for t in order:
-            state["h_prev"][t] = h0 if prev_t is None else state["h"][prev_t]
-            if self.has_cell:
-                state["c_prev"][t] = c0 if prev_t is None else state["c"][prev_t]
-            gemm(state["h_prev"][t], w_h, hw, trans_b=True)
-            self.cell_forward(xw[t], hw, bias, state, t)
-            prev_t = t
-        return state
-
-    def extra_state(self, seq_len, batch, n_hidden, dtype):
-        """The cell's saved arrays besides h_prev and h (``state_widths``), by time."""
-        return {name: np.empty((seq_len, batch, width * n_hidden), dtype)
-                for name, width in self.state_widths}
+        self.saved = run_layers(self, inputs, outputs, HostArrays)
 
     def dropout_mask(self, shape, dtype):
         """The inverted-dropout mask of a layer's input, drawn from the global numpy stream

@@ -9,6 +9,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..deferred_compile import defer
+from .indexing import scatter_lines
 from .kernels import parallel_kernel, uses_parallel
 from .registry import Op, register
 
@@ -58,17 +59,6 @@ def sum_backward(op, inputs, outputs, output_grads, input_grads, propagate_down,
         _write(op, dx, g3, accum[0])
 
 
-@njit(cache=True)
-def arg_backward_kernel(dy, index, dx3, accum):
-    """Route each dy[a, c] to the reduced position index[a, c] that won the max/min."""
-    A, B, C = dx3.shape
-    if not accum:
-        dx3[:] = 0.0
-    for a in range(A):
-        for c in range(C):
-            dx3[a, index[a, c], c] += dy[a, c]
-
-
 def arg_reduction_backward(op, inputs, outputs, output_grads, input_grads, propagate_down, accum):
     if not propagate_down[0]:
         return
@@ -78,13 +68,15 @@ def arg_reduction_backward(op, inputs, outputs, output_grads, input_grads, propa
     index = getattr(op, "saved_index", None)
     if index is None:
         _, index = op._reduce(inputs[0])
-    dy = output_grads[0].reshape(lay.shape3[0], lay.shape3[2])
+    # each dy[a, c] goes to the reduced position index[a, c] that won the max/min
+    lines = (lay.shape3[0], 1, lay.shape3[2])
+    dy, index = output_grads[0].reshape(lines), index.reshape(lines)
     dx = input_grads[0]
     if lay.perm is None:
-        arg_backward_kernel(dy, index, dx.reshape(lay.shape3), accum[0])
+        scatter_lines(dy, index, dx.reshape(lay.shape3), accum[0])
     else:
         g3 = np.zeros(lay.shape3, dx.dtype)
-        arg_backward_kernel(dy, index, g3, True)
+        scatter_lines(dy, index, g3, True)
         _write(op, dx, g3, accum[0])
 
 

@@ -142,6 +142,16 @@ def test_convolution_3d_base_axis_2():
                    lambda x, w, b: conv_ref(x, w, b, 2, **args))
 
 
+def test_convolution_4d():
+    """Four spatial dims: the first two form the map plane that image_plane decodes digit by
+    digit (the only case with a division)."""
+    rng = np.random.RandomState(2)
+    x, w = rng.randn(1, 2, 3, 2, 3, 2), rng.randn(2, 2, 2, 1, 2, 2)
+    args = dict(pad=(1, 0, 1, 0), stride=(1, 2, 1, 1), dilation=(1, 1, 2, 1))
+    check_function(lambda x, w: F.convolution(x, w, None, 1, **args), [x, w],
+                   lambda x, w: conv_ref(x, w, None, 1, **args))
+
+
 @pytest.mark.parametrize("channel_last", [False, True])
 def test_convolution_forward_larger(channel_last):
     """Bigger shapes than the gradient checks use, in float32, with several dims."""

@@ -38,6 +38,7 @@ network copy per device, their gradients summed by ``allreduce()``).
 """
 import os
 import sys
+import time
 
 import numba
 import numpy as np
@@ -52,6 +53,8 @@ __all__ = ["Communicator", "DataParallelCommunicator", "MultiProcessDataParallel
 # Environment variables through which MPI launchers tell a process how many were started
 # (Open MPI; MPICH's and Intel MPI's hydra).
 _LAUNCHER_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
+# How long a rank that failed waits, its error printed, before it aborts the job.
+ABORT_GRACE_SECONDS = 0.5
 
 
 def _launched_size():
@@ -98,6 +101,10 @@ def _abort_on_uncaught_exception(world):
             printed_by(kind, value, tb)
             sys.stdout.flush()
             sys.stderr.flush()
+            # the launcher forwards a rank's output asynchronously and drops what it has not
+            # forwarded yet when the job aborts: on a busy machine the traceback's last line
+            # (the error itself) was lost; a moment's grace lets it through
+            time.sleep(ABORT_GRACE_SECONDS)
         finally:
             world.Abort(1)
 

@@ -30,6 +30,7 @@ GRAPHS = {
     "kept_intermediate": lambda x, w: (lambda h: [F.sum(F.exp(h) * 2), h.apply(persistent=True)])(
         F.tanh(x) * w + 0.5),
     "long_chain": lambda x, w: [F.sum(_chain(x, 40) * w)],
+    "sum_inside": lambda x, w: [F.mean(F.sum(F.tanh(x) * w + 1.0) * 3.0 + F.sin(w))],
 }
 
 

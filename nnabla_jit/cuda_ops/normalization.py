@@ -86,6 +86,21 @@ def thread_sums(x, d, y, m, power, relu, O, C, I, tiling, active, o, p, j):
     return sd, se
 
 
+@device_function
+def group_sums(x, d, y, center, first_as_center, power, relu, O, C, I, tiling, partial_d,
+               partial_e, arrivals, acc_d, acc_e, flag):
+    """This thread's sums (thread_sums, around its channel's centre: center[c] or, with
+    ``first_as_center``, the channel's first element) handed to its channel group: True in the
+    group's last block to arrive, which then adds the group's shares (group_partials_done)."""
+    c, active, o, p, j = tile_start(C, I, tiling)
+    m = 0.0
+    if active:
+        m = x[c * I] if first_as_center else center[c]
+    sd, se = thread_sums(x, d, y, m, power, relu, O, C, I, tiling, active, o, p, j)
+    return group_partials_done(sd, se, c, active, I, tiling, partial_d, partial_e, arrivals,
+                               acc_d, acc_e, flag)
+
+
 @kernel
 def channel_sums_kernel(x, d, y, center, power, first_as_center, relu, sum_d, sum_e,
                         partial_d, partial_e, arrivals, O, C, I, tiling):
@@ -97,13 +112,8 @@ def channel_sums_kernel(x, d, y, center, power, first_as_center, relu, sum_d, su
     acc_d = cuda.shared.array(THREADS, float64)
     acc_e = cuda.shared.array(THREADS, float64)
     flag = cuda.shared.array(1, int32)
-    c, active, o, p, j = tile_start(C, I, tiling)
-    m = 0.0
-    if active:
-        m = x[c * I] if first_as_center else center[c]
-    sd, se = thread_sums(x, d, y, m, power, relu, O, C, I, tiling, active, o, p, j)
-    if group_partials_done(sd, se, c, active, I, tiling, partial_d, partial_e, arrivals, acc_d,
-                           acc_e, flag):
+    if group_sums(x, d, y, center, first_as_center, power, relu, O, C, I, tiling,
+                  partial_d, partial_e, arrivals, acc_d, acc_e, flag):
         for k in range(tiling[0]):
             c = cuda.blockIdx.x * tiling[0] + k
             if c < C:
@@ -194,13 +204,8 @@ def batch_statistics_kernel(x, center, first_as_center, n, running_mean, running
     acc_d = cuda.shared.array(THREADS, float64)
     acc_e = cuda.shared.array(THREADS, float64)
     flag = cuda.shared.array(1, int32)
-    c, active, o, p, j = tile_start(C, I, tiling)
-    m = 0.0
-    if active:
-        m = x[c * I] if first_as_center else center[c]
-    sd, se = thread_sums(x, x, x, m, 2, False, O, C, I, tiling, active, o, p, j)
-    if group_partials_done(sd, se, c, active, I, tiling, partial_d, partial_e, arrivals, acc_d,
-                           acc_e, flag):
+    if group_sums(x, x, x, center, first_as_center, 2, False, O, C, I, tiling,
+                  partial_d, partial_e, arrivals, acc_d, acc_e, flag):
         for k in range(tiling[0]):
             c = cuda.blockIdx.x * tiling[0] + k
             if c < C:
@@ -366,13 +371,8 @@ def gradient_sums_kernel(x, dy, y, center, first_as_center, relu, stats, count, 
     acc_d = cuda.shared.array(THREADS, float64)
     acc_e = cuda.shared.array(THREADS, float64)
     flag = cuda.shared.array(1, int32)
-    c, active, o, p, j = tile_start(C, I, tiling)
-    m = 0.0
-    if active:
-        m = x[c * I] if first_as_center else center[c]
-    sd, se = thread_sums(x, dy, y, m, 0, relu, O, C, I, tiling, active, o, p, j)
-    if group_partials_done(sd, se, c, active, I, tiling, partial_d, partial_e, arrivals, acc_d,
-                           acc_e, flag):
+    if group_sums(x, dy, y, center, first_as_center, 0, relu, O, C, I, tiling,
+                  partial_d, partial_e, arrivals, acc_d, acc_e, flag):
         for k in range(tiling[0]):
             c = cuda.blockIdx.x * tiling[0] + k
             if c < C:

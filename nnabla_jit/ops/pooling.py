@@ -14,6 +14,7 @@ from numba import njit, prange, uint64
 
 from .common import integer_indices
 from .kernels import parallel_kernel
+from .max_pool_kernels import max_pool_planes
 from .pooling_geometry import AVERAGE, EXTENT, HI, LO, MAX, NEAR, SUM, PoolGeometry, window_max, window_sum
 from .registry import Op, register
 
@@ -300,6 +301,11 @@ def row_means(x, y):
 def pool(geo, x, y, index, mode, including_pad=True, accum=False):
     """y (+)= the pooling of x over the windows of ``geo`` (index: the max positions, for MAX;
     an (N, 0) array otherwise)."""
+    if mode == MAX and geo.C == 1:   # the winners of channel-first samples: max_pool_kernels.py
+        max_pool_planes.for_size(x.size)(x.reshape(geo.x2), y.reshape(geo.y2), index, *geo.window_tables(True),
+                                         geo.sizes[1], geo.sizes[2], geo.kernel, geo.stride[2], geo.pad[2],
+                                         *geo.full_windows())
+        return
     pool_forward.for_size(x.size)(x.reshape(geo.x2), y.reshape(geo.y2), index, *geo.window_tables(including_pad),
                                   geo.sizes[1], geo.sizes[2], geo.C, mode, accum)
 

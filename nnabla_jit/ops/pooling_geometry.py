@@ -169,6 +169,13 @@ class PoolGeometry:
                 for n, k, s, p, n_out in zip(self.sizes, self.kernel, self.stride, self.pad, self.out_sizes))
         return tables[key]
 
+    def full_windows(self):
+        """[first, end) of the outputs along the last pooled dim whose windows lie wholly inside
+        the input (unclipped); (n_out, n_out) when none does."""
+        n, k, s, p, n_out = self.sizes[2], self.kernel[2], self.stride[2], self.pad[2], self.out_sizes[2]
+        full = [o for o in range(n_out) if o * s - p >= 0 and o * s - p + k <= n]
+        return (full[0], full[-1] + 1) if full else (n_out, n_out)
+
     def window_args(self):
         """(sizes, out_sizes, kernel, stride, pad, C): the geometry as every window kernel takes
         it."""

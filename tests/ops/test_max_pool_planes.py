@@ -30,8 +30,8 @@ GEOMETRIES = [   # shape, kernel, stride, pad, ignore_border
 
 
 @pytest.mark.parametrize("shape, kernel, stride, pad, ignore_border", GEOMETRIES)
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("parallel", [False, True])
+# float64 parallel left out, as nnabla_jit.testing's variants leave it (its compile is the cost)
+@pytest.mark.parametrize("dtype, parallel", [(np.float32, False), (np.float32, True), (np.float64, False)])
 def test_max_pooling_and_its_gradient_match_the_reference(shape, kernel, stride, pad, ignore_border, dtype,
                                                           parallel):
     if len(kernel) == 1:

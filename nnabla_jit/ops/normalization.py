@@ -352,6 +352,36 @@ def channel_affine_planes(x3, scale, shift, z3, add_z, relu, y3):
 channel_affine = _RowsOrPlanes(channel_affine_rows, channel_affine_planes)
 
 
+@parallel_kernel(fastmath={"reassoc"})   # reassociating the float64 sums only, as channel_sums_planes
+def standardize_planes(x3, gamma, beta, eps, z3, add_z, relu, mean, var, y3):
+    """batch_stats and the channel affine map in one kernel: per channel c of (O, C, I), its
+    mean and variance (as batch_stats computes them) into mean[c], var[c], then y = x * scale +
+    shift (scale = gamma[c] / sqrt(var + eps), shift = beta[c] - mean scale, as forward folds
+    them) with ``affine_value``'s z and ReLU. The second pass reads the channel from cache (its
+    O * I elements having just been summed): a pass over memory less than the two kernels."""
+    O, C, I = x3.shape
+    n = O * I
+    for c in prange(C):
+        shift = np.float64(x3[0, c, 0])   # summing x - one of its values keeps var exact
+        acc_s = 0.0
+        acc_e = 0.0
+        for o in range(O):
+            row_s, row_e = _row_sums(x3[o, c], x3[o, c], shift, 2)
+            acc_s += row_s
+            acc_e += row_e
+        m = acc_s / n
+        v = max(acc_e / n - (m - shift) ** 2, 0.0)
+        mean[c] = m
+        var[c] = v
+        inv_std = 1.0 / np.sqrt(v + eps)
+        scale = inv_std * gamma[c]
+        offset = -m * inv_std * gamma[c] + beta[c]
+        for o in range(O):
+            x, y, z = x3[o, c], y3[o, c], z3[o, c]
+            for i in range(I):
+                y[i] = affine_value(x[i], scale, offset, z[i] if add_z else 0.0, add_z, relu)
+
+
 class StatLayout:
     """How an input of ``shape`` (normalized as ``work_shape``, e.g. with its channels split
     into groups) maps to (O, C, I) when the axes ``kept`` of ``work_shape`` keep their own
@@ -439,6 +469,7 @@ class Standardization(Op):
     batch_stat = True
     relu = False            # FusedBatchNormalization
     eps = 1e-5
+    stats_in_one_pass = True   # batch statistics of the local input only (standardize_planes)
 
     # Subclasses define ``layout_of(x)``, the StatLayout of an input of shape x (no default,
     # as one could only raise: tests/ops/test_argument_checks_b.py checks every one has it).
@@ -487,26 +518,38 @@ class Standardization(Op):
     def forward(self, inputs, outputs):
         lay = self.layout
         x3 = lay.view(inputs[0])
-        if self.batch_stat:
-            mean, var = self.batch_stats(x3)
-        else:
-            mean = self._param(inputs, "mean").reshape(-1).astype(np.float64)
-            var = self._param(inputs, "variance").reshape(-1).astype(np.float64)
-        inv_std = 1.0 / np.sqrt(var + self.eps)
-        self.saved_mean, self.saved_inv_std = mean, inv_std
-        scale, shift = inv_std, -mean * inv_std
         beta, gamma = self._param(inputs, "beta"), self._param(inputs, "gamma")
-        if self.channel_params:
-            if gamma is not None:
-                scale = scale * gamma.reshape(-1)
-                shift = shift * gamma.reshape(-1)
-            if beta is not None:
-                shift = shift + beta.reshape(-1)
         z = self._param(inputs, "z")
         z3 = lay.view(z) if z is not None else x3
         y = outputs[0]
         y3 = lay.target(y)
-        channel_affine.for_size(x3.size)(x3, scale, shift, z3, z is not None, self.relu, y3)
+        if self.batch_stat and self.stats_in_one_pass and lay.count and x3.shape[2] > 1:
+            C = lay.channels
+            factor, offset = np.ones(C), np.zeros(C)
+            if self.channel_params and gamma is not None:
+                factor = gamma.reshape(-1).astype(np.float64)
+            if self.channel_params and beta is not None:
+                offset = beta.reshape(-1).astype(np.float64)
+            mean, var = np.empty(C), np.empty(C)
+            standardize_planes.for_size(x3.size)(x3, factor, offset, self.eps, z3, z is not None, self.relu,
+                                                 mean, var, y3)
+            self.saved_mean, self.saved_inv_std = mean, 1.0 / np.sqrt(var + self.eps)
+        else:
+            if self.batch_stat:
+                mean, var = self.batch_stats(x3)
+            else:
+                mean = self._param(inputs, "mean").reshape(-1).astype(np.float64)
+                var = self._param(inputs, "variance").reshape(-1).astype(np.float64)
+            inv_std = 1.0 / np.sqrt(var + self.eps)
+            self.saved_mean, self.saved_inv_std = mean, inv_std
+            scale, shift = inv_std, -mean * inv_std
+            if self.channel_params:
+                if gamma is not None:
+                    scale = scale * gamma.reshape(-1)
+                    shift = shift * gamma.reshape(-1)
+                if beta is not None:
+                    shift = shift + beta.reshape(-1)
+            channel_affine.for_size(x3.size)(x3, scale, shift, z3, z is not None, self.relu, y3)
         lay.store(y3, y)
         if not self.channel_params:
             if gamma is not None:
@@ -594,6 +637,7 @@ class SyncBatchNormalization(_BatchNormalizationBase):
     (``comm=None``, as in a network loaded from a file) this is batch normalization of the
     process's own batch."""
     _total = None
+    stats_in_one_pass = False   # the statistics are merged with the other processes' first
 
     def setup(self, *shapes):
         for method in ("_gather_stats", "_sum_arrays") if self.comm is not None else ():

@@ -123,13 +123,14 @@ def standardization_backward(op, inputs, outputs, output_grads, input_grads, pro
     if op.channel_params:
         d3 = lay.view(dy)
         factor = gamma.reshape(-1) if gamma is not None else np.ones(C)
-        one_pass = (propagate_down[0] and op.batch_stat and op.stats_in_one_pass and not op.with_stats
+        one_pass = (propagate_down[0] and (op.stats_in_one_pass or not op.batch_stat) and not op.with_stats
                     and x3 is not None and d3.shape[2] > 1)
         if one_pass:   # the sums and dx per channel in one kernel, and nothing left to do for dx
             sum_d, sum_dxc = np.empty(C), np.empty(C)
             dx3 = lay.target(input_grads[0])
             standardize_planes_grad.for_size(d3.size)(x3, d3, mean, inv_std, factor.astype(np.float64), M,
-                                                      sum_d, sum_dxc, dx3, accum[0] and lay.perm is None)
+                                                      op.batch_stat, sum_d, sum_dxc, dx3,
+                                                      accum[0] and lay.perm is None)
             lay.store(dx3, input_grads[0], accum[0])
         elif wanted("beta") or wanted("gamma") or (propagate_down[0] and op.batch_stat):
             # x may have been freed when only dbeta (which does not read it) is wanted
@@ -393,11 +394,11 @@ def standardize_planes(x3, gamma, beta, eps, z3, add_z, relu, mean, var, y3):
 
 
 @parallel_kernel(fastmath={"reassoc"})   # reassociating the float64 sums only, as channel_sums_planes
-def standardize_planes_grad(x3, d3, mean, inv_std, factor, M, sum_d, sum_e, dx3, accum):
-    """The batch-statistics input gradient of standardize_planes in one kernel: per channel c,
+def standardize_planes_grad(x3, d3, mean, inv_std, factor, M, batch_stat, sum_d, sum_e, dx3, accum):
+    """The input gradient of a channel-wise standardization in one kernel: per channel c,
     sum_d[c] = sum of d and sum_e[c] = sum of d (x - mean[c]) (as channel_sums), then
-    dx (+)= p d + q (x - mean[c]) + r with standardization_backward's p, q, r, while the
-    channel is in cache."""
+    dx (+)= p d + q (x - mean[c]) + r with standardization_backward's p, q, r (q = r = 0
+    without batch statistics), while the channel is in cache."""
     O, C, I = x3.shape
     for c in prange(C):
         m = mean[c]
@@ -410,8 +411,8 @@ def standardize_planes_grad(x3, d3, mean, inv_std, factor, M, sum_d, sum_e, dx3,
         sum_d[c] = acc_d
         sum_e[c] = acc_e
         p = factor[c] * inv_std[c]
-        q = -factor[c] * inv_std[c] ** 3 * acc_e / M
-        r = -factor[c] * inv_std[c] * acc_d / M
+        q = -factor[c] * inv_std[c] ** 3 * acc_e / M if batch_stat else 0.0
+        r = -factor[c] * inv_std[c] * acc_d / M if batch_stat else 0.0
         for o in range(O):
             _row_linear_grad(x3[o, c], d3[o, c], m, 2, p, q, r, dx3[o, c], accum)
 

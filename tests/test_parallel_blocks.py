@@ -103,6 +103,7 @@ def test_most_package_parallel_kernels_have_blocks():
             if isinstance(value, ParallelKernel):
                 found[name] = parallel_blocks.blockable(value.py_func)
     assert found["im2col"] is None and found["col2im"] is None and found["pool_forward"] is None
+    assert found["max_pool_planes"] is None
     assert sum(why is None for why in found.values()) >= len(found) - 1
 
 
@@ -196,7 +197,7 @@ def test_a_network_on_block_stand_ins_matches_its_serial_kernels(dtype, block_st
         assert y.d.dtype == dtype
         results.append((y.d.copy(), x.g.copy()))
     nn.clear_parameters()
-    assert {"im2col_block", "col2im_block", "pool_forward_block"} <= set(block_stand_ins)
+    assert {"im2col_block", "col2im_block", "max_pool_planes_block"} <= set(block_stand_ins)
     rtol = 1e-5 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(results[1][0], results[0][0], rtol=rtol)
     np.testing.assert_allclose(results[1][1], results[0][1], rtol=rtol, atol=rtol)

@@ -262,6 +262,54 @@ def test_pointwise_convolution_matches_the_col_route(monkeypatch, dtype, batch):
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("position_major", [False, True])
+@pytest.mark.parametrize("channel_last", [False, True])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_convolution_gemm_orientations(monkeypatch, position_major, channel_last, with_bias):
+    """The col route's GEMM orientations -- position-major forward rows laid out by rows_to_map,
+    the filter gradient computed transposed, channel-last products straight on the map -- and
+    the plain ones give the reference's map and gradients (float32 / float64, serial / parallel
+    kernels, accumulation), with stride, dilation, padding and a batch in chunks."""
+    big = 10 ** 9
+    monkeypatch.setattr(conv_ops, "POSITION_MAJOR_DEPTH", 0 if position_major else big)
+    monkeypatch.setattr(conv_ops, "POSITION_MAJOR_CHANNELS", big if position_major else 0)
+    monkeypatch.setattr(conv_ops, "COL_ELEMENTS", 300)   # 3 samples a chunk
+    rng = np.random.RandomState(13)
+    C, M, sp, k = 3, 5, (7, 7), (3, 2)   # a 4 x 9 map: two blocks of 16 positions and 4 over
+    x = rng.randn(*((7,) + (sp + (C,) if channel_last else (C,) + sp)))
+    w = rng.randn(*((M,) + (k + (C,) if channel_last else (C,) + k)))
+    b = rng.randn(M) if with_bias else None
+    args = dict(pad=(1, 2), stride=(2, 1), dilation=(1, 2), channel_last=channel_last)
+    check_function(lambda x, w, b=None: F.convolution(x, w, b, 1, **args), [x, w] + ([b] if with_bias else []),
+                   lambda x, w, b=None: conv_ref(x, w, b, 1, **args), grad_rule=False, double_backward=False)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("channel_last", [False, True])
+def test_convolution_filter_gradient_orientations_agree(monkeypatch, dtype, channel_last):
+    """A LeNet-sized first layer (1 channel, 5x5): the filter gradient computed transposed and
+    plain agree, added into a gradient already there (accum) and written fresh."""
+    rng = np.random.RandomState(14)
+    x0 = rng.randn(*((16, 12, 12, 1) if channel_last else (16, 1, 12, 12))).astype(dtype)
+    w0 = rng.randn(*((6, 5, 5, 1) if channel_last else (6, 1, 5, 5))).astype(dtype)
+    config = "float" if dtype == np.float32 else "double"
+    results = []
+    for channels in (0, 10 ** 9):
+        monkeypatch.setattr(conv_ops, "POSITION_MAJOR_CHANNELS", channels)
+        with nn.context_scope(get_extension_context("cpu", type_config=config)):
+            x = nn.Variable.from_numpy_array(x0, need_grad=True)
+            w = nn.Variable.from_numpy_array(w0, need_grad=True)
+            y = F.convolution(x, w, channel_last=channel_last)
+            y.forward()
+            w.g = 0.5
+            y.backward(np.sin(y.d))   # accumulates into 0.5
+        results.append(w.g.copy())
+        assert w.g.dtype == dtype
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(results[0], results[1], rtol=tol, atol=tol * np.abs(results[0]).max())
+    assert not np.allclose(results[0], 0.5)
+
+
 # ------------------------------------------------------------------------------ Deconvolution
 @given(conv_cases(transposed=True))
 def test_deconvolution(case):

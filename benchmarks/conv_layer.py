@@ -3,6 +3,7 @@ its backward), forward, data gradient and filter gradient timed apart.
 
     python benchmarks/conv_layer.py                  # every shape, both sides taking turns
     python benchmarks/conv_layer.py --only lenet     # the shapes whose label contains "lenet"
+    python benchmarks/conv_layer.py --base ../main   # and "base": ours from another checkout
     python benchmarks/conv_layer.py --one SIDE       # one side, every shape (a child)
 
 Each side runs in a fresh process per round (the two taking turns), with the same thread count
@@ -10,7 +11,10 @@ Each side runs in a fresh process per round (the two taking turns), with the sam
 kernels compiled at once (NNABLA_JIT_DEFER_PARALLEL=0). ours times ConvGeometry's three products
 as Convolution's forward and backward call them; "bwd" is the data and filter gradients together
 (as a backward with both needs does, the filter gradient reusing the forward's col where the
-node keeps it). Medians of the rounds (each the median of --reps calls) in microseconds.
+node keeps it). Medians of the rounds (each the median of --reps calls) in microseconds. With
+one thread (NUMBA_NUM_THREADS=1) the children time thread CPU time, which a shared machine's
+other processes disturb far less than wall time (a 2-core machine at load 3 makes 2-thread wall
+times of parallel kernels meaningless).
 """
 import argparse
 import json
@@ -36,13 +40,14 @@ SHAPES = [   # (label, x shape, (M, kernel), pad)
 
 
 def median_us(fn, reps):
+    clock = time.thread_time if os.environ.get("NUMBA_NUM_THREADS") == "1" else time.perf_counter
     fn()
     fn()
     times = []
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        times.append(time.perf_counter() - t0)
+        times.append(clock() - t0)
     return statistics.median(times) * 1e6
 
 
@@ -120,20 +125,24 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--reps", type=int, default=15)
     p.add_argument("--sides", default="ours,torch")
+    p.add_argument("--base", help="another checkout: its nnabla_jit runs as side 'base'")
     a = p.parse_args()
     if a.one:
         child(a.one, a.only, a.reps)
         return
     env = dict(os.environ, NNABLA_JIT_DEFER_PARALLEL="0")
     env.setdefault("NUMBA_NUM_THREADS", str(os.cpu_count()))
-    env["PYTHONPATH"] = os.getcwd() + os.pathsep + env.get("PYTHONPATH", "")
+    path = env.get("PYTHONPATH", "")
     print("load average at start: %.2f %.2f %.2f; threads %s" % (os.getloadavg() + (env["NUMBA_NUM_THREADS"],)))
-    sides = a.sides.split(",")
+    sides = (["base"] if a.base else []) + a.sides.split(",")
     got = {s: [] for s in sides}
     for _ in range(a.rounds):
         for side in sides:
-            out = subprocess.run([sys.executable, __file__, "--one", side, "--only", a.only, "--reps", str(a.reps)],
-                                 env=env, capture_output=True, text=True, check=True)
+            root = os.path.abspath(a.base) if side == "base" else os.getcwd()
+            env["PYTHONPATH"] = root + os.pathsep + path
+            out = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", "torch" if side == "torch" else "ours",
+                                  "--only", a.only, "--reps", str(a.reps)],
+                                 env=env, capture_output=True, text=True, check=True, cwd=root)
             got[side].append(json.loads(out.stdout.strip().splitlines()[-1]))
     parts = ("fwd", "dgrad", "wgrad", "bwd")
     print("| layer | " + " | ".join("%s %s" % (s, p) for p in parts for s in sides) + " |")
@@ -144,6 +153,12 @@ def main():
             for s in sides:
                 cells.append("%.0f" % statistics.median(r[label][part] for r in got[s]))
         print("| %s | %s |" % (label, " | ".join(cells)))
+    if "base" in sides and "ours" in sides:
+        print("speed-up base/ours:")
+        for label in got["ours"][0]:
+            print("  %-14s " % label + "  ".join(
+                "%s %.2f" % (part, statistics.median(r[label][part] for r in got["base"])
+                             / statistics.median(r[label][part] for r in got["ours"])) for part in parts))
     if "torch" in sides and "ours" in sides:
         print("ratio ours/torch:")
         for label in got["ours"][0]:

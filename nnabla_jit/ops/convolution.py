@@ -17,8 +17,12 @@ filter's column order, group by group), so that per group
     col_g                   = W_g^T @ map rows                (map -> image, then col2im)
     dW_g                   += map rows @ col_g^T              (filter gradient)
 
-are single BLAS GEMMs. The kernels handle any number of spatial dimensions (a 1-d convolution
-is 1 x W): the last two are loops, the ones before them are decoded once per plane.
+are single BLAS GEMMs. With one group they run in the orientations OpenBLAS does fastest (see
+POSITION_MAJOR_DEPTH): the forward as ``rows^T = col^T W^T``, rows by position (chunk*O, M) --
+channel-last always (those rows are the map itself), channel-first for deep cols --, the filter
+gradient of few output channels as ``dW^T = col rows^T``, and channel-last the data and filter
+gradients read the map as its rows. The kernels handle any number of spatial dimensions (a 1-d
+convolution is 1 x W): the last two are loops, the ones before them are decoded once per plane.
 DeformableConvolution is the same with a col that samples the image at offset positions.
 
 A *pointwise* convolution (1 x ... x 1 filter, stride 1, no padding, one group: ResNet's

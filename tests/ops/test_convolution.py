@@ -8,6 +8,7 @@ import nnabla_jit as nn
 import nnabla_jit.functions as F
 from nnabla_jit.ext_utils import get_extension_context
 from nnabla_jit.ops import convolution as conv_ops
+from nnabla_jit.ops.kernels import parallel_threshold
 from nnabla_jit.testing import check_forward, check_function
 
 
@@ -260,6 +261,34 @@ def test_pointwise_convolution_matches_the_col_route(monkeypatch, dtype, batch):
     tol = 1e-4 if dtype == np.float32 else 1e-10   # the two routes sum in other orders
     for got, want in zip(*results):
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("channel_last", [False, True])
+@pytest.mark.parametrize("img_sp, kernel, pad, stride, dilation, group", [
+    ((9, 7), (3, 2), (1, 2), (2, 1), (1, 2), 1),
+    ((5, 6, 7), (2, 3, 1), (0, 1, 2), (1, 2, 3), (2, 1, 1), 2),
+    ((11,), (4,), (3,), (2,), (3,), 3),
+    ((20, 23), (5, 5), (2, 0), (1, 1), (1, 1), 1)])
+def test_im2col_tap_table_matches_row_copies(monkeypatch, channel_last, img_sp, kernel, pad, stride, dilation,
+                                             group):
+    """im2col through the table of tap reads (narrow maps) and through row copies build the
+    same col, entry for entry: strides, dilation, padding, groups, 1-3 spatial dims."""
+    rng = np.random.RandomState(15)
+    C = 2 * group
+    x_shape = (3,) + (img_sp + (C,) if channel_last else (C,) + img_sp)
+    w_shape = (group,) + (kernel + (C // group,) if channel_last else (C // group,) + kernel)
+    x = rng.randn(*x_shape).astype(np.float32)
+    cols = []
+    for narrow in (0, 10 ** 9):
+        monkeypatch.setattr(conv_ops, "NARROW_MAP", narrow)
+        geo = conv_ops.ConvGeometry(None, x_shape, w_shape, pad, stride, dilation, group, channel_last, 1)
+        assert (geo.taps.size > 0) == (narrow > 0)
+        col = np.full((geo.C * geo.K, geo.B * geo.O), np.nan, np.float32)
+        with parallel_threshold(0 if narrow else None):   # both kernel variants
+            geo._fill_col(geo.img2(x), 0, geo.B, col)
+        cols.append(col)
+    np.testing.assert_array_equal(cols[0], cols[1])
+    assert 0 < np.count_nonzero(cols[0]) < cols[0].size   # read values and padding zeros
 
 
 @pytest.mark.parametrize("position_major", [False, True])

@@ -140,7 +140,8 @@ def main():
         for side in sides:
             root = os.path.abspath(a.base) if side == "base" else os.getcwd()
             env["PYTHONPATH"] = root + os.pathsep + path
-            out = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", "torch" if side == "torch" else "ours",
+            kind = "torch" if side == "torch" else "ours"
+            out = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", kind,
                                   "--only", a.only, "--reps", str(a.reps)],
                                  env=env, capture_output=True, text=True, check=True, cwd=root)
             got[side].append(json.loads(out.stdout.strip().splitlines()[-1]))

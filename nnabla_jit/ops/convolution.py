@@ -122,12 +122,12 @@ POINTWISE_POSITIONS = 256
 # a col of this many rows (C * K) up. The filter gradient of up to POSITION_MAJOR_CHANNELS output
 # channels computes dW^T = col rows^T and transposes it (1.05-1.35x; with more channels the
 # products run alike and the transposition of the larger filter is a loss).
+POSITION_MAJOR_DEPTH = 1024
+POSITION_MAJOR_CHANNELS = 64
 # im2col gathers through a table of tap reads (ConvGeometry.taps) on maps narrower than this:
 # 1.2-2.1x faster than copying rows of 4-8 values (ResNet-18 stages 3-4, BN-CNN conv2, LeNet
 # conv2), slower on rows of 16 and more (one thread, benchmarks/README.md).
 NARROW_MAP = 16
-POSITION_MAJOR_DEPTH = 1024
-POSITION_MAJOR_CHANNELS = 64
 _scratch = threading.local()
 
 
@@ -620,7 +620,7 @@ class ConvGeometry:
             if out_b is not None:
                 bias_grad(map2, out_b, b_accumulate, self.channel_last)
             return
-        # one group, few output channels: dW^T = col @ rows^T, then transposed (POSITION_MAJOR)
+        # one group, few output channels: dW^T = col @ rows^T, then transposed (POSITION_MAJOR_CHANNELS)
         transposed = self.group == 1 and self.M <= POSITION_MAJOR_CHANNELS
         if transposed:
             dwt = scratch("dwt", dw2.size, dw2.dtype)[:dw2.size].reshape(dw2.shape[1], dw2.shape[0])

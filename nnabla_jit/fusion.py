@@ -22,10 +22,11 @@ import ast
 import numpy as np
 
 from . import runners
-from .buffers import HOST, InputNotComputed, fetch_all
+from .buffers import HOST, InputNotComputed, fetch_all, forward_fetches
 from .ndarray import NotComputed
 from .ops.elementwise import ElementwiseOp, prelude, load_generated, typed_scalars
 from .ops.kernels import uses_parallel
+from .ops.normalization import BatchNormalization
 from .ops.reduction import Sum
 
 ZERO_REF = "__zero_ref__"   # placeholder for the value zeros are typed like
@@ -105,13 +106,13 @@ def fusible(node):
     return target is not None and target[0].takes(node)
 
 
-def _regions(nodes):
+def _regions(nodes, taken=()):
     """Maximal runs of consecutive fusible nodes with one output shape, compute type and
-    device."""
+    device, leaving out the nodes whose ids are in ``taken``."""
     runs, current = [], []
     for k, node in enumerate(nodes):
         key = ((node._outputs[0]().shape, node.compute_dtype, node.ctx.device)
-               if fusible(node) else None)
+               if id(node) not in taken and fusible(node) else None)
         if key is not None and current and current[0][1] == key and len(current) < MAX_REGION:
             current.append((k, key))
             continue
@@ -220,32 +221,111 @@ class FusedForward:
         self.kernel(*fetch_all(self.fetches), *self.scalars)
 
 
+def _keeper(roots, needed_by_backward, clear_buffer):
+    """``keep(v, members)``: whether ``v``, computed inside a fused group of nodes whose ids are
+    ``members``, must still be stored (someone outside the group, the caller or backward reads
+    it)."""
+    root_ids = {id(r._body) for r in roots}
+
+    def keep(v, members):
+        if v._persistent or id(v._body) in root_ids or v._body.data.kept_for_user:
+            return True
+        if not clear_buffer and id(v) in needed_by_backward:
+            return True
+        return any(id(f) not in members for f in v.function_references)
+    return keep
+
+
 def fuse_forward(plan, roots, needed_by_backward, clear_buffer):
     """Replace the runners of each fusible region of ``plan`` by one fused runner; the frees of
-    the region's nodes move to after it."""
+    the region's nodes move to after it. First, a BatchNormalization whose output only a ReLU
+    (or an Add2 and then a ReLU) reads runs with them (:class:`NormalizationEpilogue`)."""
+    keep = _keeper(roots, needed_by_backward, clear_buffer)
     nodes = [node for node, _ in plan.steps]
-    regions = _regions(nodes)
-    if not regions:
-        return
-    root_ids = {id(r._body) for r in roots}
     runners, steps = list(plan.runners), list(plan.steps)
-    for region in regions:
+    position = {id(node): k for k, node in enumerate(nodes)}
+    taken = set()
+    for k, node in enumerate(nodes):
+        found = _normalization_epilogue(node, position, keep)
+        if found is None or any(id(n) in taken for n in found[0]):
+            continue
+        chain, z = found
+        runners[k] = NormalizationEpilogue(chain, z)
+        later = [position[id(n)] for n in chain[1:]]
+        steps[k] = (node, steps[k][1] + [v for j in later for v in steps[j][1]])
+        for j in later:
+            runners[j] = None
+        taken.update(id(n) for n in chain)
+    for region in _regions(nodes, taken):
         members = {id(nodes[k]) for k in region}
-
-        def keep(v, members=members):
-            if v._persistent or id(v._body) in root_ids or v._body.data.kept_for_user:
-                return True
-            if not clear_buffer and id(v) in needed_by_backward:
-                return True
-            return any(id(f) not in members for f in v.function_references)
-
-        runners[region[0]] = FusedForward([nodes[k] for k in region], keep)
+        runners[region[0]] = FusedForward([nodes[k] for k in region],
+                                          lambda v, members=members: keep(v, members))
         frees = [v for k in region for v in steps[k][1]]
         steps[region[0]] = (nodes[region[-1]], frees)
         for k in region[1:]:
             runners[k] = None
     plan.steps = [st for st, r in zip(steps, runners) if r is not None]
     plan.runners = [r for r in runners if r is not None]
+
+
+def _plain_host(node):
+    return (node.ctx.device == runners.HOST_DEVICE and node.storage_dtype == node.compute_dtype
+            and len(node._outputs) == 1 and node._outputs[0]() is not None)
+
+
+def _normalization_epilogue(bn, position, keep):
+    """([bn, (add2,) relu], z) when BatchNormalization ``bn``'s output only a ReLU reads, or
+    only an Add2 whose other operand ``z`` is computed before ``bn`` and whose output only a
+    ReLU reads, none of the values in between kept (all plain host nodes of one compute type);
+    else None."""
+    if type(bn.op) is not BatchNormalization or not _plain_host(bn):
+        return None
+    chain, z, v = [bn], None, bn._outputs[0]()
+    while True:
+        readers = v.function_references
+        if len(readers) != 1:
+            return None
+        node = readers[0]
+        if (id(node) not in position or not _plain_host(node)
+                or node.compute_dtype != bn.compute_dtype
+                or any(node.op.inplace_data(i) for i in range(len(node.inputs)))):
+            return None
+        chain.append(node)
+        if node.op.name == "ReLU":
+            break
+        if node.op.name != "Add2" or len(chain) != 2 or not node.op.same_shape:
+            return None
+        others = [u for u in node.inputs if u is not v]
+        if len(others) != 1:
+            return None
+        z = others[0]
+        if z._parent is not None and position.get(id(z._parent), len(position)) > position[id(bn)]:
+            return None   # computed after the normalization: not there when it runs
+        v = node._outputs[0]()
+    members = {id(n) for n in chain}
+    if any(keep(n._outputs[0](), members) for n in chain[:-1]):
+        return None
+    return chain, z
+
+
+class NormalizationEpilogue:
+    """A BatchNormalization with the (Add2 and) ReLU that alone read it: the normalisation's
+    kernel adds ``z`` and applies the ReLU as it writes (FusedBatchNormalization's epilogue),
+    straight into the ReLU's output: one pass over the elements instead of two or three. The
+    values in between are never stored; the backward steps are unchanged (the normalization's
+    reads its input and the batch statistics, the ReLU's its own output)."""
+
+    def __init__(self, chain, z):
+        bn, relu = chain[0], chain[-1]
+        self.op = bn.op
+        self.ins = forward_fetches(bn, HOST)[0]
+        self.z = None if z is None else (HOST.read(z._body.data), bn.compute_dtype)
+        self.outs = forward_fetches(relu, HOST)[1]
+        self.nodes = chain   # what the runner holds (a trace names them)
+
+    def __call__(self):
+        z = None if self.z is None else self.z[0](self.z[1])
+        self.op.forward_fused(fetch_all(self.ins), fetch_all(self.outs), z, True)
 
 
 # ------------------------------------------------------------------------------ backward

@@ -331,19 +331,9 @@ def _refused(path, error):
                "kernels were compiled anew".format(error))
 
 
-# LLVM optimisation level of nnabla_jit's kernels (numba's default, for everything else, is 3):
-# -O3's extra passes (loop unswitching of the kernels' mode branches, more inlining) cost 10-50%
-# more compile time on a first step (pool_forward twice as long) for no measured speed.
-OPT_LEVEL = 2
-
-compile_at = numba_internals.compile_at
-
-
 class _Policy:
     """Where numba's files of nnabla_jit's kernels go and which may be read: the rules above,
     as numba_internals.route_caching asks for them."""
-
-    opt_level = OPT_LEVEL
 
     @staticmethod
     def is_ours(py_file):

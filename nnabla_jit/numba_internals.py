@@ -28,7 +28,7 @@ from numba.core.compiler_lock import global_compiler_lock
 __all__ = ["TESTED_RANGE", "ENV_VAR", "UntestedNumba", "check_version", "Listener", "COMPILE_EVENT",
            "COMPILER_LOCK_EVENT", "register_listener", "unregister_listener", "install_listener",
            "event_dispatcher", "event_argument_types", "numba_cache_dir", "cache_subpath",
-           "compile_at", "is_dispatcher", "is_parallel", "target_options", "caches_nothing",
+           "is_dispatcher", "is_parallel", "target_options", "caches_nothing",
            "dispatcher_cache",
            "argument_types", "load_cached", "hook_compile_on_call", "compile_on_call_hook",
            "compile_on_call", "signature_text", "signature_from_text", "route_caching"]
@@ -102,24 +102,6 @@ def cache_subpath(py_file):
     """The sub-directory numba gives the cache files of the functions of ``py_file``
     ("<its directory's name>_<sha1 of the directory's path>")."""
     return caching.UserProvidedCacheLocator.get_suitable_cache_subpath(py_file)
-
-
-def compile_at(disp, level):
-    """Make dispatcher ``disp`` compile at LLVM optimisation level ``level``: numba reads
-    ``config.OPT`` when it optimises a module, set here around this dispatcher's compilations
-    (the compiler lock keeps other compilations out meanwhile). Returns ``disp``."""
-    compile_default = disp.compile
-
-    def compile_at_level(sig):
-        with global_compiler_lock:
-            default, config.OPT = config.OPT, type(config.OPT)(level)
-            try:
-                return compile_default(sig)
-            finally:
-                config.OPT = default
-
-    disp.compile = compile_at_level
-    return disp
 
 
 # ------------------------------------------------------------------------------ dispatchers
@@ -304,7 +286,6 @@ class _Reader:
 #   damaged(path, name, error) unreadable entries of ``name`` in ``path`` were removed
 #   unwritable(path, error)    saving failed: this kernel's cache is disabled
 #   no_locator()               no directory at all: the kernel compiles in memory
-#   opt_level                  LLVM optimisation level of the package's kernels
 _policy = [None]
 
 
@@ -412,12 +393,10 @@ _numba_enable_caching = dispatcher.Dispatcher.enable_caching
 
 
 def _enable_caching(self):
-    """``Dispatcher.enable_caching`` for the policy's kernels (numba's own for the rest); they
-    also compile at the policy's optimisation level."""
+    """``Dispatcher.enable_caching`` for the policy's kernels (numba's own for the rest)."""
     policy = _policy[0]
     if policy is None or not policy.is_ours(self.py_func.__code__.co_filename):
         return _numba_enable_caching(self)
-    compile_at(self, policy.opt_level)
     try:
         self._cache = _PolicyCache(self.py_func)
     except RuntimeError:   # numba's "cannot cache function ...: no locator available"

@@ -2,6 +2,7 @@
 its last reader (its clearing plan), and the size-class pool of ``ndarray.pooled_empty`` hands
 that memory to later producers of any shape. Results must not depend on it, and memory a user
 can still reach must never be handed out again."""
+import os
 import subprocess
 import sys
 import weakref
@@ -177,10 +178,12 @@ def step():
     solver.update()
 for _ in range(4):
     step()
-before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for _ in range(6):
+faults = []
+for _ in range(7):
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     step()
-print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 6)
+    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+print(sorted(faults)[3])   # the median: a kernel loaded or a thread started in one step is not the step
 '''
 
 
@@ -191,5 +194,7 @@ def test_a_repeated_step_touches_no_new_memory(tmp_path):
     conv net below faulted ~600 pages a step before malloc's thresholds were raised)."""
     script = tmp_path / "faults.py"
     script.write_text(_FAULTS_PER_STEP)
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True)
+    env = dict(os.environ, NNABLA_JIT_DEFER_PARALLEL="0")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True,
+                         env=env)
     assert float(out.stdout.split()[-1]) < 30, out.stdout

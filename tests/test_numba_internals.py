@@ -142,24 +142,6 @@ def test_cache_subpath_names_the_source_directory():
     assert path != ni.cache_subpath(os.path.join(PACKAGE, "x.py"))
 
 
-def test_compile_at_sets_the_level_for_its_dispatcher_only():
-    seen = []
-
-    class Listener(ni.Listener):
-        def on_start(self, ev):
-            seen.append(int(ni.config.OPT))
-
-        def on_end(self, ev):
-            pass
-
-    default = int(ni.config.OPT)
-    with ni.install_listener(ni.COMPILE_EVENT, Listener()):
-        assert ni.compile_at(njit(_double), 1)(3.0) == 6.0
-        assert njit(_double)(3.0) == 6.0
-    assert seen == [1, default] and int(ni.config.OPT) == default
-
-
-# ------------------------------------------------------------------------------ dispatchers
 def test_dispatcher_kinds():
     assert ni.is_dispatcher(njit(_double)) and not ni.is_dispatcher(_double)
     assert ni.is_parallel(njit(parallel=True)(_double)) and not ni.is_parallel(njit(_double))
@@ -235,8 +217,6 @@ def test_load_cached_loads_from_the_disk_and_never_compiles(monkeypatch, tmp_pat
 class _RecordingPolicy:
     """A policy for functions of one directory, recording what numba_internals asks it."""
 
-    opt_level = 1
-
     def __init__(self, source_dir, cache):
         self.source_dir, self.cache, self.calls = str(source_dir), str(cache), []
 
@@ -304,7 +284,6 @@ class _ChainedPolicy:
 
     def __init__(self, mine, package):
         self.mine, self.package = mine, package
-        self.opt_level = mine.opt_level
 
     def _for_file(self, py_file):
         return self.mine if self.mine.is_ours(py_file) else self.package

@@ -471,6 +471,12 @@ class Standardization(Op):
         return inputs[self.slot[name]] if name in self.slot else None
 
     def forward(self, inputs, outputs):
+        self.forward_fused(inputs, outputs, self._param(inputs, "z"), self.relu)
+
+    def forward_fused(self, inputs, outputs, z, relu):
+        """The forward, adding ``z`` (None: nothing) and applying a ReLU when ``relu`` as the
+        values are written: FusedBatchNormalization's epilogue, which the executor also gives a
+        BatchNormalization whose output only an Add2 and a ReLU read (``fusion.py``)."""
         lay = self.layout
         x3 = lay.view(inputs[0])
         if self.batch_stat:
@@ -488,11 +494,10 @@ class Standardization(Op):
                 shift = shift * gamma.reshape(-1)
             if beta is not None:
                 shift = shift + beta.reshape(-1)
-        z = self._param(inputs, "z")
         z3 = lay.view(z) if z is not None else x3
         y = outputs[0]
         y3 = lay.target(y)
-        channel_affine.for_size(x3.size)(x3, scale, shift, z3, z is not None, self.relu, y3)
+        channel_affine.for_size(x3.size)(x3, scale, shift, z3, z is not None, relu, y3)
         lay.store(y3, y)
         if not self.channel_params:
             if gamma is not None:

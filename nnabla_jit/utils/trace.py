@@ -234,7 +234,8 @@ class trace:
             members = {id(n) for n in region}
             outside = {id(v): v for n in region for v in n.inputs
                        if v._parent is None or id(v._parent) not in members}
-            return name, {"kind": "fused", "phase": phase, "ops": ops, "family": "elementwise",
+            family = type(region[0].op).__module__.rsplit(".", 1)[-1]   # BN+ReLU: normalization
+            return name, {"kind": "fused", "phase": phase, "ops": ops, "family": family,
                           "device": node.ctx.device,
                           "inputs": [_describe(v) for v in outside.values()],
                           "shape": _describe(region[0]._outputs[0]())}
@@ -358,7 +359,8 @@ def category(event):
     if cat == "step":
         return "executor"
     if cat in ("op", "fused"):
-        return "fused elementwise" if cat == "fused" else event.get("args", {}).get("family", "op")
+        family = event.get("args", {}).get("family", "op")
+        return "fused elementwise" if cat == "fused" and family == "elementwise" else family
     if cat == "numba":
         return "numba cache/lock"
     return cat

@@ -84,32 +84,10 @@ def test_check_function_passes_on_a_correct_op():
     check_function(F.sin, [X], np.sin)
 
 
-def test_a_kernel_compiled_at_a_lower_optimisation_level_leaves_the_default_alone():
-    seen = []
-
-    class Listener(event.Listener):
-        def on_start(self, ev):
-            seen.append(int(config.OPT))
-
-        def on_end(self, ev):
-            seen.append(int(config.OPT))
-
-    def double(x):
-        return 2 * x
-
-    default = int(config.OPT)
-    lowered = kernel_cache.compile_at(njit(double), 1)
-    with event.install_listener("numba:compile", Listener()):
-        assert lowered(3.0) == 6.0
-    assert seen and set(seen) == {1}
-    assert int(config.OPT) == default
-    seen.clear()
-    with event.install_listener("numba:compile", Listener()):
-        assert njit(double)(3) == 6   # another kernel: numba's level
-    assert set(seen) == {default}
-
-
-def test_the_package_kernels_compile_at_the_package_level(monkeypatch, tmp_path):
+def test_the_package_kernels_compile_at_numbas_default_level(monkeypatch, tmp_path):
+    """No lower level for the package's kernels: at -O2 the reference counting of arrays
+    passed to inline helpers stayed inside the loops (the serial Momentum update ran ~100x
+    slower than at numba's default -O3, benchmarks/README.md)."""
     monkeypatch.setenv(kernel_cache.ENV_VAR, str(tmp_path))   # an empty cache: it compiles
     module = kernel_cache.load_generated("nnabla_jit_opt_level_test_", """
 from numba import njit
@@ -130,5 +108,4 @@ def triple(x):
 
     with event.install_listener("numba:compile", Listener()):
         assert module.triple(2.0) == 6.0
-    assert seen == [kernel_cache.OPT_LEVEL]
-    assert int(config.OPT) != kernel_cache.OPT_LEVEL   # numba's own level for everything else
+    assert seen == [int(config.OPT)]

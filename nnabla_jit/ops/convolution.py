@@ -17,12 +17,13 @@ filter's column order, group by group), so that per group
     col_g                   = W_g^T @ map rows                (map -> image, then col2im)
     dW_g                   += map rows @ col_g^T              (filter gradient)
 
-are single BLAS GEMMs. With one group they run in the orientations OpenBLAS does fastest (see
-POSITION_MAJOR_DEPTH): the forward as ``rows^T = col^T W^T``, rows by position (chunk*O, M) --
-channel-last always (those rows are the map itself), channel-first for deep cols --, the filter
-gradient of few output channels as ``dW^T = col rows^T``, and channel-last the data and filter
-gradients read the map as its rows. The kernels handle any number of spatial dimensions (a 1-d
-convolution is 1 x W): the last two are loops, the ones before them are decoded once per plane.
+are single BLAS GEMMs. With one group, in float32, they run in the orientations OpenBLAS does
+fastest (see POSITION_MAJOR_DEPTH): the forward as ``rows^T = col^T W^T``, rows by position
+(chunk*O, M) -- channel-last always (those rows are the map itself), channel-first for deep
+cols --, the filter gradient of few output channels as ``dW^T = col rows^T``, and channel-last
+the data and filter gradients read the map as its rows. The kernels handle any number of
+spatial dimensions (a 1-d convolution is 1 x W): the last two are loops, the ones before them
+are decoded once per plane.
 DeformableConvolution is the same with a col that samples the image at offset positions.
 
 A *pointwise* convolution (1 x ... x 1 filter, stride 1, no padding, one group: ResNet's
@@ -115,8 +116,9 @@ KEPT_COL_ELEMENTS = 1 << 21
 # has this many map positions; below it, one GEMM over the batch's col (its copies cost less
 # than many small products).
 POINTWISE_POSITIONS = 256
-# The GEMMs of one group run in the orientation OpenBLAS does fastest on a col (C * K, nb * O)
-# (measured per product, one thread; benchmarks/README.md "Convolution GEMM orientation"). The
+# The float32 GEMMs of one group run in the orientation OpenBLAS does fastest on a col
+# (C * K, nb * O) (measured per product, one thread; benchmarks/README.md "Convolution GEMM
+# orientation"; float64 keeps W col and rows col^T, see ConvGeometry._oriented). The
 # forward's col^T W^T, position-major rows (nb * O, M), is 1.0-1.4x faster than W col: channel-
 # last those rows are the map itself; channel-first rows_to_map transposes them, which pays from
 # a col of this many rows (C * K) up. The filter gradient of up to POSITION_MAJOR_CHANNELS output
@@ -517,6 +519,11 @@ class ConvGeometry:
         im2col.for_size(col.size)(img2[b0:b1], col, self.img_sp_a, self.map_sp_a, self.stride_a,
                                   self.koff, self.group, self.channel_last, self.taps)
 
+    def _oriented(self, dtype):
+        """Whether the products take POSITION_MAJOR_DEPTH's orientations: one group, float32 (in
+        float64 OpenBLAS's dgemm ran col^T W^T 0.7-0.9x, dW^T 0.9-1.05x)."""
+        return self.group == 1 and dtype == np.float32
+
     def _groups(self, w2, a, rows):
         """Per group: the filter rows, the col row block of ``a`` and the map row block."""
         G = self.group
@@ -570,10 +577,11 @@ class ConvGeometry:
             return self._pointwise_to_map(img, w.reshape(self.M, -1), out_map, bias, init)
         img2, map2, w2 = self.img2(img), self.map2(out_map), w.reshape(self.M, -1)
         bias_a = bias if bias is not None else np.zeros(0, img2.dtype)
-        by_position = self.group == 1 and self.C * self.K >= POSITION_MAJOR_DEPTH
+        oriented = self._oriented(img2.dtype)
+        by_position = oriented and self.C * self.K >= POSITION_MAJOR_DEPTH
         for b0, b1 in self._chunks():
             col = self._col(img, img2, b0, b1, reuse_col)
-            if self.group == 1 and self.channel_last:   # the map is the (nb * O, M) product itself
+            if oriented and self.channel_last:   # the map is the (nb * O, M) product itself
                 rows = map2[b0:b1].reshape(-1, self.M)
                 gemm(col, w2, rows, trans_a=True, trans_b=True, accumulate=self._start(rows, bias, init))
                 continue
@@ -589,9 +597,10 @@ class ConvGeometry:
     def map_to_cols(self, mp, w):
         """Per batch chunk: (b0, b1, dcol) with dcol = W^T @ map rows, the col of conv^T(mp, w)."""
         map2, w2 = self.map2(mp), w.reshape(self.M, -1)
+        oriented = self._oriented(map2.dtype)
         for b0, b1 in self._chunks():
             dcol = self._buffer("dcol", self.C * self.K, b1 - b0, map2.dtype)
-            if self.group == 1 and self.channel_last:   # the map is (nb * O, M) rows already
+            if oriented and self.channel_last:   # the map is (nb * O, M) rows already
                 gemm(w2, map2[b0:b1].reshape(-1, self.M), dcol, trans_a=True, trans_b=True)
                 yield b0, b1, dcol
                 continue
@@ -621,12 +630,13 @@ class ConvGeometry:
                 bias_grad(map2, out_b, b_accumulate, self.channel_last)
             return
         # one group, few output channels: dW^T = col @ rows^T, then transposed (POSITION_MAJOR_CHANNELS)
-        transposed = self.group == 1 and self.M <= POSITION_MAJOR_CHANNELS
+        oriented = self._oriented(map2.dtype)
+        transposed = oriented and self.M <= POSITION_MAJOR_CHANNELS
         if transposed:
             dwt = scratch("dwt", dw2.size, dw2.dtype)[:dw2.size].reshape(dw2.shape[1], dw2.shape[0])
         for i, (b0, b1) in enumerate(self._chunks()):
             col = self._col(img, img2, b0, b1, reuse_col)
-            if self.group == 1 and self.channel_last:   # the map is (nb * O, M) rows already
+            if oriented and self.channel_last:   # the map is (nb * O, M) rows already
                 rows = map2[b0:b1].reshape(-1, self.M)
                 if transposed:
                     gemm(col, rows, dwt, accumulate=i > 0)

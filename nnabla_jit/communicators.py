@@ -53,8 +53,20 @@ __all__ = ["Communicator", "DataParallelCommunicator", "MultiProcessDataParallel
 # Environment variables through which MPI launchers tell a process how many were started
 # (Open MPI; MPICH's and Intel MPI's hydra).
 _LAUNCHER_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
-# How long a rank that failed waits, its error printed, before it aborts the job.
-ABORT_GRACE_SECONDS = 0.5
+# How long a rank that failed waits, its error printed, before it aborts the job: the launcher
+# forwards a rank's output asynchronously and drops what it has not forwarded yet when the job
+# aborts (on a busy machine the error line itself was lost).
+ABORT_GRACE_SECONDS = 1.0
+
+
+def _abort_job(mpi_comm):
+    """Flush this rank's output, give the launcher a moment to forward it, end the MPI job."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        time.sleep(ABORT_GRACE_SECONDS)
+    finally:
+        mpi_comm.Abort(1)
 
 
 def _launched_size():
@@ -99,14 +111,8 @@ def _abort_on_uncaught_exception(world):
     def abort_after(kind, value, tb):
         try:
             printed_by(kind, value, tb)
-            sys.stdout.flush()
-            sys.stderr.flush()
-            # the launcher forwards a rank's output asynchronously and drops what it has not
-            # forwarded yet when the job aborts: on a busy machine the traceback's last line
-            # (the error itself) was lost; a moment's grace lets it through
-            time.sleep(ABORT_GRACE_SECONDS)
         finally:
-            world.Abort(1)
+            _abort_job(world)
 
     sys.excepthook = abort_after
 
@@ -520,7 +526,7 @@ class MultiProcessDataParallelCommunicator(Communicator):
         """End every process at once (a failed run)."""
         world = self._started("abort")
         if isinstance(world, _MPIGroup):
-            world._comm.Abort(1)
+            _abort_job(world._comm)
         os._exit(1)
 
 

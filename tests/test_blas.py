@@ -34,6 +34,31 @@ def test_large_products_take_the_blocked_path(monkeypatch):
     assert calls and np.all(out == 300)
 
 
+@pytest.mark.parametrize("trans_a", [False, True])
+@pytest.mark.parametrize("trans_b", [False, True])
+@pytest.mark.parametrize("accumulate", [False, True])
+@pytest.mark.parametrize("size, path", [((40, 25, 1100), "_gemm_blocks"),          # short inner dimension
+                                        ((1100, 27, 37), "_gemm_blocks"),
+                                        ((16, 4001, 25), "_gemm_inner_blocks"),    # small output
+                                        ((3, 70001, 5), "_gemm_inner_blocks")])
+def test_small_kernel_blocks(monkeypatch, trans_a, trans_b, accumulate, size, path):
+    """float32 products past OpenBLAS's small-matrix size with a short inner dimension, or a
+    small output, run as blocks under it (cut across the output, or along the inner dimension
+    into partial products summed): the same product, every transpose, with accumulation."""
+    calls = []
+    original = getattr(blas, path)
+    monkeypatch.setattr(blas, path, lambda *args: calls.append(1) or original(*args))
+    m, k, n = size
+    rng = np.random.RandomState(1)
+    a = rng.randn(*((k, m) if trans_a else (m, k))).astype(np.float32)
+    b = rng.randn(*((n, k) if trans_b else (k, n))).astype(np.float32)
+    out = rng.randn(m, n).astype(np.float32)
+    want = (a.T if trans_a else a).astype(np.float64) @ (b.T if trans_b else b) + (out if accumulate else 0)
+    blas.gemm(a, b, out, trans_a, trans_b, accumulate)
+    assert calls
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-3 * np.sqrt(k))
+
+
 def test_scipy_blas_without_importing_scipy_linalg():
     """import nnabla_jit loads scipy's two BLAS modules, not the whole of scipy.linalg; a later
     import of scipy.linalg (and of its BLAS submodules) gives what it gives without us."""

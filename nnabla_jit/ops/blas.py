@@ -82,6 +82,13 @@ class _LinkOnImport:
 _fblas, _ = _load_scipy_blas()
 _GEMM = {np.dtype(np.float32): _fblas.sgemm, np.dtype(np.float64): _fblas.dgemm}
 PARALLEL_FLOPS = 1 << 22   # multiply-adds below which one BLAS call beats splitting
+# OpenBLAS multiplies without packing its operands (its "small matrix" kernels, on SkylakeX and
+# other cores) while M N K <= 100^3. A float32 product whose inner dimension is short (the col
+# of a 5x5 or 3x3 convolution of 1-3 input channels) or whose output is small (that
+# convolution's filter gradient) runs 1.3-1.9x faster cut into blocks under that size than as
+# one packed call (one thread, benchmarks/README.md "Convolution GEMM orientation").
+SMALL_MNK = 100 ** 3
+SMALL_SIDE = 32   # an inner dimension up to this, or an output of up to this squared
 
 
 def _limit_scipy_openblas():
@@ -169,14 +176,62 @@ def _gemm_blocks(a, b, out, trans_a, trans_b, beta, n_blocks, address):
                    sc + s8, pc, d + 5 * i4)
 
 
-def _gemm_one_call(a, b, out, trans_a, trans_b, beta, n_blocks, address):
-    """What _gemm_blocks computes, in one BLAS call: runs until its parallel compilation is in
-    the cache (deferred_compile.py)."""
+@njit(parallel=True, cache=True)
+def _gemm_inner_blocks(a, b, out, trans_a, trans_b, beta, n_blocks, address, n_parts):
+    """out (+)= op(a) @ op(b) with the inner dimension cut into ``n_blocks`` blocks, each one BLAS
+    call adding into one of ``n_parts`` partial products (one per thread), summed at the end.
+    In BLAS's column-major view out^T = op(b)^T op(a)^T: a block of the inner dimension is a
+    sub-matrix of a and of b reached by a pointer offset and the full leading dimensions."""
+    m, n = out.shape
+    k = a.shape[0] if trans_a else a.shape[1]
+    partial = np.empty((n_parts, m, n), out.dtype)
+    for part in prange(n_parts):
+        dims = np.empty(6, np.int32)        # M, N, K, lda, ldb, ldc
+        flags = np.empty(2, np.uint8)
+        scale = np.empty(2, out.dtype)
+        flags[0] = _T if trans_b else _N
+        flags[1] = _T if trans_a else _N
+        scale[0] = 1.0
+        dest = partial[part]
+        first = True
+        for blk in range(part * n_blocks // n_parts, (part + 1) * n_blocks // n_parts):
+            lo = blk * k // n_blocks
+            hi = (blk + 1) * k // n_blocks
+            if hi <= lo:
+                continue
+            dims[0] = n
+            dims[1] = m
+            dims[2] = hi - lo
+            dims[3] = b.shape[1]
+            dims[4] = a.shape[1]
+            dims[5] = n
+            scale[1] = 0.0 if first else 1.0
+            first = False
+            pa = b[:, lo:].ctypes.data if trans_b else b[lo:].ctypes.data
+            pb = a[lo:].ctypes.data if trans_a else a[:, lo:].ctypes.data
+            d, f, sc = dims.ctypes.data, flags.ctypes.data, scale.ctypes.data
+            i4, s8 = 4, out.itemsize
+            _call_gemm(address, f, f + 1, d, d + i4, d + 2 * i4, sc, pa, d + 3 * i4, pb, d + 4 * i4,
+                       sc + s8, dest.ctypes.data, d + 5 * i4)
+        if first:
+            dest[:] = 0.0
+    for i in range(m):
+        for j in range(n):
+            acc = out[i, j] * beta if beta != 0.0 else 0.0
+            for part in range(n_parts):
+                acc += partial[part, i, j]
+            out[i, j] = acc
+
+
+def _gemm_one_call(a, b, out, trans_a, trans_b, beta, n_blocks, address, n_parts=1):
+    """What _gemm_blocks and _gemm_inner_blocks compute, in one BLAS call: runs until their
+    parallel compilation is in the cache (deferred_compile.py)."""
     _GEMM[out.dtype](1.0, b.T, a.T, beta=beta, c=out.T, overwrite_c=True, trans_a=trans_b,
                      trans_b=trans_a)
 
 
 defer(_gemm_blocks, _gemm_one_call)
+defer(_gemm_inner_blocks, _gemm_one_call)
 
 
 def gemm(a, b, out, trans_a=False, trans_b=False, accumulate=False):
@@ -196,7 +251,17 @@ def gemm(a, b, out, trans_a=False, trans_b=False, accumulate=False):
             out.fill(0)
         return
     inner = a.shape[0] if trans_a else a.shape[1]
-    if out.size * inner >= PARALLEL_FLOPS and max(out.shape) >= 16:
+    work = out.size * inner
+    if out.dtype == np.float32 and work > SMALL_MNK:   # blocks for OpenBLAS's small kernels
+        address, blocks = _SGEMM, -(-work // SMALL_MNK)
+        beta = 1.0 if accumulate else 0.0
+        if inner <= SMALL_SIDE and max(out.shape) >= 16:
+            _gemm_blocks(a, b, out, trans_a, trans_b, beta, max(blocks, _threads()), address)
+            return
+        if out.size <= SMALL_SIDE * SMALL_SIDE and inner >= 16 * blocks:
+            _gemm_inner_blocks(a, b, out, trans_a, trans_b, beta, blocks, address, min(blocks, _threads()))
+            return
+    if work >= PARALLEL_FLOPS and max(out.shape) >= 16:
         _gemm_blocks(a, b, out, trans_a, trans_b, 1.0 if accumulate else 0.0, _threads(),
                      _SGEMM if out.dtype == np.float32 else _DGEMM)
         return

@@ -17,8 +17,13 @@ filter's column order, group by group), so that per group
     col_g                   = W_g^T @ map rows                (map -> image, then col2im)
     dW_g                   += map rows @ col_g^T              (filter gradient)
 
-are single BLAS GEMMs. The kernels handle any number of spatial dimensions (a 1-d convolution
-is 1 x W): the last two are loops, the ones before them are decoded once per plane.
+are single BLAS GEMMs. With one group, in float32, they run in the orientations OpenBLAS does
+fastest (see POSITION_MAJOR_DEPTH): the forward as ``rows^T = col^T W^T``, rows by position
+(chunk*O, M) -- channel-last always (those rows are the map itself), channel-first for deep
+cols --, the filter gradient of few output channels as ``dW^T = col rows^T``, and channel-last
+the data and filter gradients read the map as its rows. The kernels handle any number of
+spatial dimensions (a 1-d convolution is 1 x W): the last two are loops, the ones before them
+are decoded once per plane.
 DeformableConvolution is the same with a col that samples the image at offset positions.
 
 A *pointwise* convolution (1 x ... x 1 filter, stride 1, no padding, one group: ResNet's
@@ -111,6 +116,20 @@ KEPT_COL_ELEMENTS = 1 << 21
 # has this many map positions; below it, one GEMM over the batch's col (its copies cost less
 # than many small products).
 POINTWISE_POSITIONS = 256
+# The float32 GEMMs of one group run in the orientation OpenBLAS does fastest on a col
+# (C * K, nb * O) (measured per product, one thread; benchmarks/README.md "Convolution GEMM
+# orientation"; float64 keeps W col and rows col^T, see ConvGeometry._oriented). The
+# forward's col^T W^T, position-major rows (nb * O, M), is 1.0-1.4x faster than W col: channel-
+# last those rows are the map itself; channel-first rows_to_map transposes them, which pays from
+# a col of this many rows (C * K) up. The filter gradient of up to POSITION_MAJOR_CHANNELS output
+# channels computes dW^T = col rows^T and transposes it (1.05-1.35x; with more channels the
+# products run alike and the transposition of the larger filter is a loss).
+POSITION_MAJOR_DEPTH = 1024
+POSITION_MAJOR_CHANNELS = 64
+# im2col gathers through a table of tap reads (ConvGeometry.taps) on maps narrower than this:
+# 1.2-2.1x faster than copying rows of 4-8 values (ResNet-18 stages 3-4, BN-CNN conv2, LeNet
+# conv2), slower on rows of 16 and more (one thread, benchmarks/README.md).
+NARROW_MAP = 16
 _scratch = threading.local()
 
 
@@ -220,9 +239,11 @@ def _valid_range(W, OW, sw, off):
 
 
 @parallel_kernel
-def im2col(img, col, img_sp, map_sp, stride, koff, group, channel_last):
+def im2col(img, col, img_sp, map_sp, stride, koff, group, channel_last, taps):
     """col[row(c, k), b * O + o] = the image value under tap k of map position o (0 in the
-    padding). Spatial dims are (..., H, W), at least two; ``koff[k, d]`` = tap offset - pad."""
+    padding). Spatial dims are (..., H, W), at least two; ``koff[k, d]`` = tap offset - pad.
+    ``taps`` (K, O), when not empty, holds the image position each tap reads at each map
+    position (-1 in the padding): one gather per entry instead of row copies (NARROW_MAP)."""
     nb, K, D, H, W, OH, OW, sh, sw, O, S, C, cs, ss, Cg, step = col_layout(
         img, col, img_sp, map_sp, stride, koff, group, channel_last)
     for task in prange(C * K * nb):
@@ -231,6 +252,13 @@ def im2col(img, col, img_sp, map_sp, stride, koff, group, channel_last):
         c = ck // K
         k = ck - c * K
         sample, out = img[b], col[col_row(c, k, K, Cg, channel_last)]
+        if taps.shape[0] > 0:
+            reads = taps[k]
+            for o in range(O):
+                at = reads[o]
+                v = sample[uint64(c * cs + max(at, 0) * ss)]
+                out[uint64(b * O + o)] = v if at >= 0 else 0.0
+            continue
         offh, offw = koff[k, D - 2], koff[k, D - 1]
         hlo, hhi = _valid_range(H, OH, sh, offh)
         wlo, whi = _valid_range(W, OW, sw, offw)
@@ -292,35 +320,44 @@ def col2im(col, img, bias, init, img_sp, map_sp, stride, koff, group, channel_la
 
 
 @njit(cache=True, inline="always")
-def rows_layout(mp, rows, channel_last):
-    """(nb, M, O, ms, os): what rows_to_map and map_to_rows read off a map (nb, M * O) and its
-    GEMM rows (M, nb * O) -- samples, channels, positions, and the map's sample strides."""
+def rows_layout(mp, rows, channel_last, by_position):
+    """(nb, M, O, ms, os, rs, ps): what rows_to_map and map_to_rows read off a map (nb, M * O)
+    and its GEMM rows (M, nb * O), or (nb * O, M) ``by_position`` -- samples, channels,
+    positions, the map's sample strides and the rows' (channel, position) strides."""
     nb = mp.shape[0]
-    M = rows.shape[0]
-    O = rows.shape[1] // nb if nb > 0 else 0
+    M = rows.shape[1] if by_position else rows.shape[0]
+    O = rows.size // M // nb if nb > 0 and M > 0 else 0
     ms, os_ = sample_strides(M, O, channel_last)
-    return nb, M, O, ms, os_
+    rs, ps = (1, M) if by_position else (nb * O, 1)
+    return nb, M, O, ms, os_, rs, ps
 
 
 @parallel_kernel
-def rows_to_map(rows, mp, bias, init, channel_last):
-    """mp (+)= rows (M, nb * O) laid out as a map (nb, M * O), or (nb, O * M) channel-last."""
-    nb, M, O, ms, os_ = rows_layout(mp, rows, channel_last)
-    for task in prange(nb * M):
-        b = task // M
-        m = task - b * M
-        src, dst = rows[m], mp[b]
-        v0 = bias[m] if init == INIT_BIAS else 0.0
-        for o in range(O):
-            i = uint64(m * ms + o * os_)
-            v = src[uint64(b * O + o)] + v0
-            dst[i] = dst[i] + v if init == INIT_ADD else v
+def rows_to_map(rows, mp, bias, init, channel_last, by_position):
+    """mp (+)= rows (M, nb * O), or (nb * O, M) ``by_position``, laid out as a map (nb, M * O),
+    or (nb, O * M) channel-last. Position-major rows are read in blocks of 16 positions (all
+    channels of a block stay in L1: a transposition 2-3x faster than one position at a time)."""
+    nb, M, O, ms, os_, rs, ps = rows_layout(mp, rows, channel_last, by_position)
+    flat = rows.reshape(rows.size)
+    block = 16 if by_position else max(O, 1)
+    n_blocks = (O + block - 1) // block
+    for task in prange(nb * n_blocks):
+        b = task // n_blocks
+        o0 = (task - b * n_blocks) * block
+        o1 = min(O, o0 + block)
+        dst = mp[b]
+        for m in range(M):
+            v0 = bias[m] if init == INIT_BIAS else 0.0
+            for o in range(o0, o1):
+                i = uint64(m * ms + o * os_)
+                v = flat[uint64(m * rs + (b * O + o) * ps)] + v0
+                dst[i] = dst[i] + v if init == INIT_ADD else v
 
 
 @parallel_kernel
 def map_to_rows(mp, rows, channel_last):
     """rows[m, b * O + o] = the map's element (m, o) of sample b."""
-    nb, M, O, ms, os_ = rows_layout(mp, rows, channel_last)
+    nb, M, O, ms, os_, rs, ps = rows_layout(mp, rows, channel_last, False)
     for task in prange(nb * M):
         b = task // M
         m = task - b * M
@@ -362,6 +399,16 @@ def check_spatial_args(op, n_spatial, **args):
 def check_bias(op, b, channels, w):
     if b is not None and tuple(b) != (channels,):
         op.fail("bias of shape {} must have shape ({},) (weight shape {})", tuple(b), channels, tuple(w))
+
+
+def tap_reads(geo):
+    """(K, O) int32: the flat image position tap k reads at map position o, -1 in the padding
+    (im2col's ``taps``)."""
+    at = np.array(list(np.ndindex(*geo.map_sp_a)), np.int64).reshape(-1, len(geo.map_sp_a))
+    at = at[None] * geo.stride_a + geo.koff[:, None]   # (K, O, dims)
+    inside = np.all((at >= 0) & (at < geo.img_sp_a), axis=2)
+    flat = np.ravel_multi_index(tuple(np.moveaxis(np.clip(at, 0, geo.img_sp_a - 1), 2, 0)), tuple(geo.img_sp_a))
+    return np.where(inside, flat, -1).astype(np.int32)
 
 
 class ConvGeometry:
@@ -426,6 +473,7 @@ class ConvGeometry:
                              and max(self.stride) == 1)
         self.pointwise = self.col_is_image and (channel_last or self.B == 1
                                                 or self.O >= POINTWISE_POSITIONS)
+        self.taps = tap_reads(self) if map_sp[-1] < NARROW_MAP else np.zeros((0, 0), np.int32)
         self.kept_col = None
         self.col_of = None   # weak references to the arrays the whole-batch col in "col" came from
 
@@ -469,7 +517,12 @@ class ConvGeometry:
 
     def _fill_col(self, img2, b0, b1, col):
         im2col.for_size(col.size)(img2[b0:b1], col, self.img_sp_a, self.map_sp_a, self.stride_a,
-                                  self.koff, self.group, self.channel_last)
+                                  self.koff, self.group, self.channel_last, self.taps)
+
+    def _oriented(self, dtype):
+        """Whether the products take POSITION_MAJOR_DEPTH's orientations: one group, float32 (in
+        float64 OpenBLAS's dgemm ran col^T W^T 0.7-0.9x, dW^T 0.9-1.05x)."""
+        return self.group == 1 and dtype == np.float32
 
     def _groups(self, w2, a, rows):
         """Per group: the filter rows, the col row block of ``a`` and the map row block."""
@@ -524,20 +577,35 @@ class ConvGeometry:
             return self._pointwise_to_map(img, w.reshape(self.M, -1), out_map, bias, init)
         img2, map2, w2 = self.img2(img), self.map2(out_map), w.reshape(self.M, -1)
         bias_a = bias if bias is not None else np.zeros(0, img2.dtype)
+        oriented = self._oriented(img2.dtype)
+        by_position = oriented and self.C * self.K >= POSITION_MAJOR_DEPTH
         for b0, b1 in self._chunks():
             col = self._col(img, img2, b0, b1, reuse_col)
+            if oriented and self.channel_last:   # the map is the (nb * O, M) product itself
+                rows = map2[b0:b1].reshape(-1, self.M)
+                gemm(col, w2, rows, trans_a=True, trans_b=True, accumulate=self._start(rows, bias, init))
+                continue
             rows = self._buffer("rows", self.M, b1 - b0, img2.dtype)
-            for wg, cg, rg in self._groups(w2, col, rows):
-                gemm(wg, cg, rg)
-            rows_to_map.for_size(rows.size)(rows, map2[b0:b1], bias_a, init, self.channel_last)
+            if by_position:   # col^T W^T (see POSITION_MAJOR_DEPTH)
+                rows = rows.reshape(-1, self.M)
+                gemm(col, w2, rows, trans_a=True, trans_b=True)
+            else:
+                for wg, cg, rg in self._groups(w2, col, rows):
+                    gemm(wg, cg, rg)
+            rows_to_map.for_size(rows.size)(rows, map2[b0:b1], bias_a, init, self.channel_last, by_position)
 
     def map_to_cols(self, mp, w):
         """Per batch chunk: (b0, b1, dcol) with dcol = W^T @ map rows, the col of conv^T(mp, w)."""
         map2, w2 = self.map2(mp), w.reshape(self.M, -1)
+        oriented = self._oriented(map2.dtype)
         for b0, b1 in self._chunks():
+            dcol = self._buffer("dcol", self.C * self.K, b1 - b0, map2.dtype)
+            if oriented and self.channel_last:   # the map is (nb * O, M) rows already
+                gemm(w2, map2[b0:b1].reshape(-1, self.M), dcol, trans_a=True, trans_b=True)
+                yield b0, b1, dcol
+                continue
             rows = self._buffer("rows", self.M, b1 - b0, map2.dtype)
             map_to_rows.for_size(rows.size)(map2[b0:b1], rows, self.channel_last)
-            dcol = self._buffer("dcol", self.C * self.K, b1 - b0, map2.dtype)
             for wg, cg, rg in self._groups(w2, dcol, rows):
                 gemm(wg, rg, cg, trans_a=True)
             yield b0, b1, dcol
@@ -561,12 +629,30 @@ class ConvGeometry:
             if out_b is not None:
                 bias_grad(map2, out_b, b_accumulate, self.channel_last)
             return
+        # one group, few output channels: dW^T = col @ rows^T, then transposed (POSITION_MAJOR_CHANNELS)
+        oriented = self._oriented(map2.dtype)
+        transposed = oriented and self.M <= POSITION_MAJOR_CHANNELS
+        if transposed:
+            dwt = scratch("dwt", dw2.size, dw2.dtype)[:dw2.size].reshape(dw2.shape[1], dw2.shape[0])
         for i, (b0, b1) in enumerate(self._chunks()):
             col = self._col(img, img2, b0, b1, reuse_col)
+            if oriented and self.channel_last:   # the map is (nb * O, M) rows already
+                rows = map2[b0:b1].reshape(-1, self.M)
+                if transposed:
+                    gemm(col, rows, dwt, accumulate=i > 0)
+                else:
+                    gemm(rows, col, dw2, trans_a=True, trans_b=True, accumulate=accumulate or i > 0)
+                if out_b is not None:
+                    gemm(rows, self._ones(rows.shape[0], rows.dtype), out_b.reshape(-1, 1), trans_a=True,
+                         accumulate=b_accumulate or i > 0)
+                continue
             rows = self._buffer("rows", self.M, b1 - b0, map2.dtype)
             map_to_rows.for_size(rows.size)(map2[b0:b1], rows, self.channel_last)
-            for dwg, cg, rg in self._groups(dw2, col, rows):
-                gemm(rg, cg, dwg, trans_b=True, accumulate=accumulate or i > 0)
+            if transposed:
+                gemm(col, rows, dwt, trans_b=True, accumulate=i > 0)
+            else:
+                for dwg, cg, rg in self._groups(dw2, col, rows):
+                    gemm(rg, cg, dwg, trans_b=True, accumulate=accumulate or i > 0)
             if out_b is not None:   # rows @ ones: BLAS sums the rows
                 gemm(rows, self._ones(rows.shape[1], rows.dtype), out_b.reshape(-1, 1),
                      accumulate=b_accumulate or i > 0)
@@ -574,6 +660,11 @@ class ConvGeometry:
             for out, acc in ((out_w, accumulate), (out_b, b_accumulate)):
                 if out is not None and not acc:
                     out.fill(0)
+        elif transposed:
+            if accumulate:
+                dw2 += dwt.T
+            else:
+                dw2[...] = dwt.T
 
     def _ones(self, n, dtype):
         """An (n, 1) column of ones (shared, like the scratch arrays)."""

@@ -34,7 +34,7 @@ def geometry(img_shape, w_shape, pad, stride, dilation, group, channel_last):
 def cpu_col(geo, img):
     col = np.empty((geo.C * geo.K, geo.B * geo.O), img.dtype)
     cpu_conv.im2col.for_size(col.size)(img.reshape(geo.B, -1), col, geo.img_sp_a, geo.map_sp_a,
-                                       geo.stride_a, geo.koff, geo.group, geo.channel_last)
+                                       geo.stride_a, geo.koff, geo.group, geo.channel_last, geo.taps)
     return col
 
 

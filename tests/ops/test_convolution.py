@@ -8,6 +8,7 @@ import nnabla_jit as nn
 import nnabla_jit.functions as F
 from nnabla_jit.ext_utils import get_extension_context
 from nnabla_jit.ops import convolution as conv_ops
+from nnabla_jit.ops.kernels import parallel_threshold
 from nnabla_jit.testing import check_forward, check_function
 
 
@@ -260,6 +261,83 @@ def test_pointwise_convolution_matches_the_col_route(monkeypatch, dtype, batch):
     tol = 1e-4 if dtype == np.float32 else 1e-10   # the two routes sum in other orders
     for got, want in zip(*results):
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("channel_last", [False, True])
+@pytest.mark.parametrize("img_sp, kernel, pad, stride, dilation, group", [
+    ((9, 7), (3, 2), (1, 2), (2, 1), (1, 2), 1),
+    ((5, 6, 7), (2, 3, 1), (0, 1, 2), (1, 2, 3), (2, 1, 1), 2),
+    ((11,), (4,), (3,), (2,), (3,), 3),
+    ((20, 23), (5, 5), (2, 0), (1, 1), (1, 1), 1)])
+def test_im2col_tap_table_matches_row_copies(monkeypatch, channel_last, img_sp, kernel, pad, stride, dilation,
+                                             group):
+    """im2col through the table of tap reads (narrow maps) and through row copies build the
+    same col, entry for entry: strides, dilation, padding, groups, 1-3 spatial dims."""
+    rng = np.random.RandomState(15)
+    C = 2 * group
+    x_shape = (3,) + (img_sp + (C,) if channel_last else (C,) + img_sp)
+    w_shape = (group,) + (kernel + (C // group,) if channel_last else (C // group,) + kernel)
+    x = rng.randn(*x_shape).astype(np.float32)
+    cols = []
+    for narrow in (0, 10 ** 9):
+        monkeypatch.setattr(conv_ops, "NARROW_MAP", narrow)
+        geo = conv_ops.ConvGeometry(None, x_shape, w_shape, pad, stride, dilation, group, channel_last, 1)
+        assert (geo.taps.size > 0) == (narrow > 0)
+        col = np.full((geo.C * geo.K, geo.B * geo.O), np.nan, np.float32)
+        with parallel_threshold(0 if narrow else None):   # both kernel variants
+            geo._fill_col(geo.img2(x), 0, geo.B, col)
+        cols.append(col)
+    np.testing.assert_array_equal(cols[0], cols[1])
+    assert 0 < np.count_nonzero(cols[0]) < cols[0].size   # read values and padding zeros
+
+
+@pytest.mark.parametrize("position_major", [False, True])
+@pytest.mark.parametrize("channel_last", [False, True])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_convolution_gemm_orientations(monkeypatch, position_major, channel_last, with_bias):
+    """The col route's GEMM orientations -- position-major forward rows laid out by rows_to_map,
+    the filter gradient computed transposed, channel-last products straight on the map -- and
+    the plain ones give the reference's map and gradients (float32 / float64, serial / parallel
+    kernels, accumulation), with stride, dilation, padding and a batch in chunks."""
+    big = 10 ** 9
+    monkeypatch.setattr(conv_ops, "POSITION_MAJOR_DEPTH", 0 if position_major else big)
+    monkeypatch.setattr(conv_ops, "POSITION_MAJOR_CHANNELS", big if position_major else 0)
+    monkeypatch.setattr(conv_ops, "COL_ELEMENTS", 300)   # 3 samples a chunk
+    rng = np.random.RandomState(13)
+    C, M, sp, k = 3, 5, (7, 7), (3, 2)   # a 4 x 9 map: two blocks of 16 positions and 4 over
+    x = rng.randn(*((7,) + (sp + (C,) if channel_last else (C,) + sp)))
+    w = rng.randn(*((M,) + (k + (C,) if channel_last else (C,) + k)))
+    b = rng.randn(M) if with_bias else None
+    args = dict(pad=(1, 2), stride=(2, 1), dilation=(1, 2), channel_last=channel_last)
+    check_function(lambda x, w, b=None: F.convolution(x, w, b, 1, **args), [x, w] + ([b] if with_bias else []),
+                   lambda x, w, b=None: conv_ref(x, w, b, 1, **args), grad_rule=False, double_backward=False)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("channel_last", [False, True])
+def test_convolution_filter_gradient_orientations_agree(monkeypatch, dtype, channel_last):
+    """A LeNet-sized first layer (1 channel, 5x5): the filter gradient computed transposed and
+    plain agree, added into a gradient already there (accum). (float64 takes the plain one
+    either way: this checks that the switch leaves it alone.)"""
+    rng = np.random.RandomState(14)
+    x0 = rng.randn(*((16, 12, 12, 1) if channel_last else (16, 1, 12, 12))).astype(dtype)
+    w0 = rng.randn(*((6, 5, 5, 1) if channel_last else (6, 1, 5, 5))).astype(dtype)
+    config = "float" if dtype == np.float32 else "double"
+    results = []
+    for channels in (0, 10 ** 9):
+        monkeypatch.setattr(conv_ops, "POSITION_MAJOR_CHANNELS", channels)
+        with nn.context_scope(get_extension_context("cpu", type_config=config)):
+            x = nn.Variable.from_numpy_array(x0, need_grad=True)
+            w = nn.Variable.from_numpy_array(w0, need_grad=True)
+            y = F.convolution(x, w, channel_last=channel_last)
+            y.forward()
+            w.g = 0.5
+            y.backward(np.sin(y.d))   # accumulates into 0.5
+        results.append(w.g.copy())
+        assert w.g.dtype == dtype
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(results[0], results[1], rtol=tol, atol=tol * np.abs(results[0]).max())
+    assert not np.allclose(results[0], 0.5)
 
 
 # ------------------------------------------------------------------------------ Deconvolution

@@ -329,6 +329,8 @@ def _install_nnabla_stats():
         return nnabla_one_pass_stats(x3)
 
     normalization.batch_stats = batch_stats
+    # the kernel that takes the statistics and normalizes in one pass has its own sums
+    normalization.Standardization.stats_in_one_pass = False
 
 
 def _cpu_for_gpu(ext_utils):

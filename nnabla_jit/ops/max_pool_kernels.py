@@ -26,33 +26,33 @@ def _keep_larger(xs, p, best, pos):
 
 
 @njit(cache=True, inline="always")
-def _row_max(xs, row, KW, best, pos):
-    """(best, pos) after the KW elements from ``row`` on."""
-    if KW == 2:
-        best, pos = _keep_larger(xs, row, best, pos)
-        return _keep_larger(xs, row + 1, best, pos)
-    if KW == 3:
-        best, pos = _keep_larger(xs, row, best, pos)
-        best, pos = _keep_larger(xs, row + 1, best, pos)
-        return _keep_larger(xs, row + 2, best, pos)
-    for kw in range(KW):
-        best, pos = _keep_larger(xs, row + kw, best, pos)
+def _plane_max(xs, start, W, KH, KW, best, pos):
+    """(best, pos) after the KH x KW window of one plane whose first element is ``start``."""
+    for kh in range(KH):
+        for kw in range(KW):
+            best, pos = _keep_larger(xs, start + kh * W + kw, best, pos)
     return best, pos
 
 
 @njit(cache=True, inline="always")
-def _plane_max(xs, start, W, KH, KW, best, pos):
-    """(best, pos) after the KH x KW window of one plane whose first element is ``start``."""
-    if KH == 2:
-        best, pos = _row_max(xs, start, KW, best, pos)
-        return _row_max(xs, start + W, KW, best, pos)
-    if KH == 3:
-        best, pos = _row_max(xs, start, KW, best, pos)
-        best, pos = _row_max(xs, start + W, KW, best, pos)
-        return _row_max(xs, start + 2 * W, KW, best, pos)
-    for kh in range(KH):
-        best, pos = _row_max(xs, start + kh * W, KW, best, pos)
-    return best, pos
+def _window_2x2(xs, start, W):
+    """(max, position) of the 2 x 2 window of one plane whose first element is ``start``."""
+    best, pos = _keep_larger(xs, start + 1, xs[uint64(start)], start)
+    best, pos = _keep_larger(xs, start + W, best, pos)
+    return _keep_larger(xs, start + W + 1, best, pos)
+
+
+@njit(cache=True, inline="always")
+def _window_3x3(xs, start, W):
+    """(max, position) of the 3 x 3 window of one plane whose first element is ``start``."""
+    best, pos = _keep_larger(xs, start + 1, xs[uint64(start)], start)
+    best, pos = _keep_larger(xs, start + 2, best, pos)
+    best, pos = _keep_larger(xs, start + W, best, pos)
+    best, pos = _keep_larger(xs, start + W + 1, best, pos)
+    best, pos = _keep_larger(xs, start + W + 2, best, pos)
+    best, pos = _keep_larger(xs, start + 2 * W, best, pos)
+    best, pos = _keep_larger(xs, start + 2 * W + 1, best, pos)
+    return _keep_larger(xs, start + 2 * W + 2, best, pos)
 
 
 @njit(cache=True, inline="always")
@@ -66,24 +66,23 @@ def _clipped_window(xs, ys, ix, out, H, W, d_lo, d_hi, h_lo, h_hi, ww, ow, near)
 @njit(cache=True, inline="always")
 def _full_windows(xs, ys, ix, out, corner, first, end, SW, W, KH, KW):
     """Outputs [first, end) of a row whose windows are unclipped, the first plane of the window
-    of ow starting at corner + ow * SW. One loop per common kernel shape, its sizes constants:
-    LLVM vectorizes those (it does not unswitch the shape tests out of a loop nest this size)."""
+    of ow starting at corner + ow * SW. One loop per common kernel shape, written out with
+    constant offsets: LLVM vectorizes those (it does not unswitch the shape tests out of a loop
+    nest this size). The written-out windows are helpers of their own, not branches of one
+    shared helper: nested inlined branches made numba compile this kernel for 24 s."""
     if KH == 2 and KW == 2:
         for ow in range(first, end):
-            _first_plane(xs, ys, ix, out + ow, corner + ow * SW, W, 2, 2)
+            o = uint64(out + ow)
+            ys[o], ix[o] = _window_2x2(xs, corner + ow * SW, W)
     elif KH == 3 and KW == 3:
         for ow in range(first, end):
-            _first_plane(xs, ys, ix, out + ow, corner + ow * SW, W, 3, 3)
+            o = uint64(out + ow)
+            ys[o], ix[o] = _window_3x3(xs, corner + ow * SW, W)
     else:
         for ow in range(first, end):
-            _first_plane(xs, ys, ix, out + ow, corner + ow * SW, W, KH, KW)
-
-
-@njit(cache=True, inline="always")
-def _first_plane(xs, ys, ix, o, start, W, KH, KW):
-    best, pos = _plane_max(xs, start, W, KH, KW, xs[uint64(start)], start)
-    ys[uint64(o)] = best
-    ix[uint64(o)] = pos
+            o = uint64(out + ow)
+            start = corner + ow * SW
+            ys[o], ix[o] = _plane_max(xs, start, W, KH, KW, xs[uint64(start)], start)
 
 
 @njit(cache=True, inline="always")

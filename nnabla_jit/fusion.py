@@ -221,14 +221,14 @@ class FusedForward:
         self.kernel(*fetch_all(self.fetches), *self.scalars)
 
 
-def _keeper(roots, needed_by_backward, clear_buffer):
+def _keeper(roots, needed_by_backward, clear_buffer, keep_all=False):
     """``keep(v, members)``: whether ``v``, computed inside a fused group of nodes whose ids are
     ``members``, must still be stored (someone outside the group, the caller or backward reads
-    it)."""
+    it; ``keep_all``: a forward without clearing flags, after which every value is there)."""
     root_ids = {id(r._body) for r in roots}
 
     def keep(v, members):
-        if v._persistent or id(v._body) in root_ids or v._body.data.kept_for_user:
+        if keep_all or v._persistent or id(v._body) in root_ids or v._body.data.kept_for_user:
             return True
         if not clear_buffer and id(v) in needed_by_backward:
             return True
@@ -236,11 +236,12 @@ def _keeper(roots, needed_by_backward, clear_buffer):
     return keep
 
 
-def fuse_forward(plan, roots, needed_by_backward, clear_buffer):
+def fuse_forward(plan, roots, needed_by_backward, clear_buffer, keep_all=False):
     """Replace the runners of each fusible region of ``plan`` by one fused runner; the frees of
     the region's nodes move to after it. First, a BatchNormalization whose output only a ReLU
-    (or an Add2 and then a ReLU) reads runs with them (:class:`NormalizationEpilogue`)."""
-    keep = _keeper(roots, needed_by_backward, clear_buffer)
+    (or an Add2 and then a ReLU) reads runs with them (:class:`NormalizationEpilogue`).
+    ``keep_all``: every value is stored (a forward without clearing flags)."""
+    keep = _keeper(roots, needed_by_backward, clear_buffer, keep_all)
     nodes = [node for node, _ in plan.steps]
     runners, steps = list(plan.runners), list(plan.steps)
     position = {id(node): k for k, node in enumerate(nodes)}
@@ -332,9 +333,11 @@ class NormalizationEpilogue:
 class FusedBackward:
     """Runs a region's backward in one kernel call, gradients inside kept in registers."""
 
-    def __init__(self, steps, root, seed, outside_receives, closing_sum=None):
+    def __init__(self, steps, root, seed, outside_receives, closing_sum=None, stored=()):
         """``closing_sum``: (the whole-array Sum step before ``steps``, its scale): the last
-        output's gradient is that Sum's output gradient times the scale, one scalar."""
+        output's gradient is that Sum's output gradient times the scale, one scalar.
+        ``stored``: ids of the region's outputs whose total gradient is also written to their
+        gradient buffers (a backward without clear_buffer keeps every gradient)."""
         nodes = [s.node for s in steps]
         forward_order = list(reversed(nodes))          # steps come in backward order
         step_of = {id(s.node): s for s in steps}
@@ -350,7 +353,8 @@ class FusedBackward:
                 value_arrays.append(v)
             return values[id(v)]
 
-        # incoming gradients of the region's outputs
+        # incoming gradients of the region's outputs; the stores of those kept
+        grad_stores, grads_out = [], []
         for k, node in enumerate(forward_order):
             out = node._outputs[0]()
             g = "g{}".format(k)
@@ -359,8 +363,14 @@ class FusedBackward:
             elif id(out) in outside_receives:
                 grads_in.append((out, g))
                 lines.append("{0} = {0}_in[i]".format(g))
+                if id(out) in stored:    # the total goes back where the outside part came from
+                    grad_stores.append("{0}_in[i] = {0}".format(g))
+                    continue
             else:
                 lines.append("{} = like(0.0, {})".format(g, ZERO_REF))
+            if id(out) in stored:
+                grads_out.append((out, g))
+                grad_stores.append("{0}_out[i] = {0}".format(g))
         gname = {id(node._outputs[0]()): "g{}".format(k) for k, node in enumerate(forward_order)}
         # walk the region backwards, adding each derivative into its input's gradient
         first_write = []
@@ -400,11 +410,12 @@ class FusedBackward:
                else ("{}_in[i]".format(grads_in[0][1]) if grads_in else None))
         lines = [ln.replace(ZERO_REF, ref) if ref else ln.replace("like(0.0, {})".format(ZERO_REF), "0.0")
                  for ln in lines]
-        stores = []
+        stores = list(grad_stores)
         for key in first_write:
             name, accum, v = ext_grads[key]
             stores.append("{0}_out[i] {1}= {0}".format(name, "+" if accum else ""))
         arrays = (["{}_out".format(ext_grads[k][0]) for k in first_write]
+                  + ["{}_out".format(g) for _, g in grads_out]
                   + ["{}_in".format(g) for _, g in grads_in]
                   + ["{}_a".format(values[id(v)]) for v in value_arrays])
         target, memory = _fusion_of(nodes[0])
@@ -420,10 +431,11 @@ class FusedBackward:
         self.kernel = target.kernel(loads + lines + stores, arrays + params_scalar, arrays,
                                     int(np.prod(shape, dtype=np.int64)), self.dtype)
         dt = self.dtype
-        # the region inputs' gradients (accumulated or overwritten), the region outputs'
-        # incoming gradients, then the forward values the derivatives read
+        # the region inputs' gradients (accumulated or overwritten), the stored gradients of
+        # region outputs, their incoming gradients, then the forward values the derivatives read
         self.fetches = ([((memory.accumulate if ext_grads[k][1] else memory.overwrite_grad)(
                              ext_grads[k][2]._body.grad), dt) for k in first_write]
+                        + [(memory.overwrite_grad(v._body.grad), dt) for v, _ in grads_out]
                         + [(memory.accumulate(seed if v is root else v._body.grad), dt)
                            for v, _ in grads_in]
                         + [(memory.read_needed(v._body.data), dt) for v in value_arrays])
@@ -477,8 +489,10 @@ def _closing_sum_step(steps, region, writers):
     return before, closing[1]
 
 
-def fuse_backward(plan, root):
-    """Replace the runners of each fusible run of backward steps by one fused runner."""
+def fuse_backward(plan, root, keep_grads=False):
+    """Replace the runners of each fusible run of backward steps by one fused runner.
+    ``keep_grads``: the gradients of the region's variables are stored too (a backward without
+    clear_buffer, after which nnabla holds every gradient)."""
     steps = plan.steps
     regions = [part for region in _regions([s.node for s in steps])
                for part in _split_before_persistent(region, steps)]
@@ -504,7 +518,10 @@ def fuse_backward(plan, root):
             out = steps[k].node._outputs[0]()
             if out is root or any(j not in members for j in writers.get(id(out), ())):
                 outside.add(id(out))
-        runners[region[0]] = FusedBackward(fused_steps, root, plan.seed, outside, closing)
+        # the gradients the unfused steps would have written (some step propagates into them)
+        stored = ({id(steps[k].node._outputs[0]()) for k in region
+                   if writers.get(id(steps[k].node._outputs[0]()))} if keep_grads else ())
+        runners[region[0]] = FusedBackward(fused_steps, root, plan.seed, outside, closing, stored)
         head = steps[region[0]]
         for k in region[1:]:
             head.free_grads.extend(steps[k].free_grads)

@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from . import callback, deferred_compile, runners, tracing
+from . import callback, deferred_compile, fusion, runners, tracing
 from .ndarray import NdArray
 from .ops.registry import NoGradient
 from .random_replay import replayed_random_state, save_random_state
@@ -154,12 +154,12 @@ class _ForwardPlan:
         self.freed_by = ("forward(clear_buffer=True)" if clear_buffer
                          else "forward(clear_no_need_grad=True)")
         self.runners = [runners.forward_runner(node) for node in nodes]
-        # Clearing flags let the intermediates of elementwise runs stay in registers.
-        self.fused = (fuse and FUSION and (clear_buffer or clear_no_need_grad)
-                      and not self.recompute)
+        # Elementwise runs compute in one pass; clearing flags let their intermediates stay in
+        # registers (without them every value is stored, as nnabla keeps it).
+        self.fused = fuse and FUSION and not self.recompute
         if self.fused:
-            from . import fusion
-            fusion.fuse_forward(self, roots, needed, clear_buffer)
+            fusion.fuse_forward(self, roots, needed, clear_buffer,
+                                keep_all=not (clear_buffer or clear_no_need_grad))
 
 
 def _requires_grad(nodes):
@@ -288,10 +288,9 @@ class _BackwardPlan:
         self.seed = NdArray(root.shape, root._parent.compute_dtype if root._parent else np.float32)
         self.seed_memory = runners.memory_of(root._parent)
         self.runners = [runners.backward_runner(s, root, self.seed) for s in steps]
-        self.fused = fuse and FUSION and clear_buffer and not self.recompute
+        self.fused = fuse and FUSION and not self.recompute
         if self.fused:
-            from . import fusion
-            fusion.fuse_backward(self, root)
+            fusion.fuse_backward(self, root, keep_grads=not clear_buffer)
 
 
 def _plan_backward_frees(steps, root):

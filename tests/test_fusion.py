@@ -1,4 +1,5 @@
-"""Elementwise fusion under the clearing flags gives the unfused results."""
+"""Elementwise fusion gives the unfused results: under the clearing flags, and without them
+(where every value and gradient is stored as nnabla keeps it)."""
 import numpy as np
 import pytest
 
@@ -9,7 +10,15 @@ from nnabla_jit.ext_utils import get_extension_context
 from nnabla_jit.ops import kernels
 
 
-def _run(build, fwd_flags, bwd_flags, seed=0):
+def _run(build, fwd_flags, bwd_flags, seed=0, fuse=True):
+    graph.FUSION = fuse
+    try:
+        return _run_fused_or_not(build, fwd_flags, bwd_flags, seed)
+    finally:
+        graph.FUSION = True
+
+
+def _run_fused_or_not(build, fwd_flags, bwd_flags, seed):
     nn.clear_parameters()
     rng = np.random.RandomState(seed)
     x = nn.Variable.from_numpy_array(rng.randn(3, 5).astype(np.float32), need_grad=True)
@@ -43,7 +52,7 @@ def _chain(h, n):
 @pytest.mark.parametrize("name", sorted(GRAPHS))
 def test_fused_matches_unfused(name):
     build = GRAPHS[name]
-    want = _run(build, {}, {})
+    want = _run(build, {}, {}, fuse=False)
     got = _run(build, {"clear_no_need_grad": True}, {"clear_buffer": True})
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
@@ -124,7 +133,53 @@ def test_a_sum_whose_input_has_other_readers_keeps_it():
     """A fused run's last output read by a whole-array Sum and by another function: backward
     keeps the Sum's own step (two gradients meet there); values are the unfused ones."""
     build = lambda x, w: (lambda h: [F.sum(h) * 2 + F.mean(h * w)])(F.tanh(x) * w + 0.5)
-    want = _run(build, {}, {})
+    want = _run(build, {}, {}, fuse=False)
     got = _run(build, {"clear_no_need_grad": True}, {"clear_buffer": True})
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def _every_variable(loss):
+    """The variables of ``loss``'s graph, in the order its functions run."""
+    found, seen = [], set()
+
+    def visit(f):
+        for v in list(f.inputs) + list(f.outputs):
+            if id(v) not in seen:
+                seen.add(id(v))
+                found.append(v)
+    loss.visit(visit)
+    return found
+
+
+@pytest.mark.parametrize("config, dtype", [("float", np.float32), ("double", np.float64)])
+@pytest.mark.parametrize("threshold", [None, 0])   # serial kernels, then the parallel ones
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_without_clearing_flags_every_value_and_gradient_is_kept(monkeypatch, config, dtype, threshold, name):
+    """forward() and backward() without flags run fused and still leave every intermediate
+    value and gradient in its variable, as the unfused run does (and nnabla)."""
+    results = []
+    for fuse in (False, True):
+        monkeypatch.setattr(graph, "FUSION", fuse)
+        nn.clear_parameters()
+        rng = np.random.RandomState(5)
+        with nn.context_scope(get_extension_context("cpu", type_config=config)), \
+                kernels.parallel_threshold(threshold):
+            x, w = (nn.Variable.from_numpy_array(rng.randn(3, 5).astype(dtype), need_grad=True)
+                    for _ in range(2))
+            loss = GRAPHS[name](x, w)[0]
+            x.g, w.g = 0, 0
+            for _ in range(2):
+                loss.forward()
+                loss.backward()
+            variables = _every_variable(loss)
+            results.append([(v.d.copy(), v.g.copy() if v.need_grad else None) for v in variables])
+        if fuse:
+            assert loss._cache[("forward", False, False)].fused
+            assert loss._cache[("backward", False)].fused
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    assert len(results[0]) == len(results[1])
+    for (d0, g0), (d1, g1) in zip(*results):
+        np.testing.assert_allclose(d1, d0, rtol=tol, atol=tol)
+        if g0 is not None:
+            np.testing.assert_allclose(g1, g0, rtol=tol, atol=tol)

@@ -101,7 +101,9 @@ def _exp(x):
         over = x > hi
         under = x < lo
         x = hi if over else (lo if under else x)
-        n = math.floor(x * np.float32(1.44269504088896341) + np.float32(0.5))
+        # np.floor keeps float32 (math.floor returns an int, which takes the rest to float64
+        # and stops LLVM vectorising the loop)
+        n = np.floor(x * np.float32(1.44269504088896341) + np.float32(0.5))
         r = x - n * np.float32(0.693359375) + n * np.float32(2.12194440e-4)   # x - n ln2
         p = np.float32(1.9875691500e-4)
         p = p * r + np.float32(1.3981999507e-3)
@@ -110,9 +112,10 @@ def _exp(x):
         p = p * r + np.float32(1.6666665459e-1)
         p = p * r + np.float32(5.0000001201e-1)
         p = p * (r * r) + r + np.float32(1.0)
-        half = np.int32(n) >> np.int32(1)      # 2^n as two factors: n spans [-150, 128]
+        whole = np.int32(n)
+        half = whole >> np.int32(1)            # 2^n as two factors: n spans [-150, 128]
         s1 = _int32_as_float32((half + np.int32(127)) << np.int32(23))
-        s2 = _int32_as_float32((np.int32(n) - half + np.int32(127)) << np.int32(23))
+        s2 = _int32_as_float32((whole - half + np.int32(127)) << np.int32(23))
         result = p * s1 * s2
         return np.float32(np.inf) if over else (np.float32(0.0) if under else result)
     return cephes

@@ -7,10 +7,14 @@ intermediates in registers and storing only what later nodes, the caller or the 
 read. Under ``backward(clear_buffer=True)`` the gradients inside such a run are likewise
 accumulated in registers and only the gradients of the run's inputs are written.
 
-In backward, a host region whose last output only a Sum or Mean of every element reads takes
-that Sum's gradient as one scalar instead of the array the Sum's backward would broadcast it
-into. (Forward keeps the Sum's own kernel: a running total in the fused loop stops LLVM from
-vectorising it, several times slower than storing the values and summing them apart.)
+Without clearing flags the runs are fused too, storing every value and gradient (nnabla keeps
+them all): one pass still reads each input once instead of once per op.
+
+A host region whose last output a Sum or Mean of every element reads next sums it in the same
+pass (:func:`_sum_kernel_pair`: values go through a small tile, summed as ``sum_all`` sums,
+since a running total in the element loop would stop LLVM from vectorising it); in backward such
+a region takes that Sum's gradient as one scalar instead of the array the Sum's backward would
+broadcast it into.
 
 The fused kernels are generated from the ops' expressions (``ops/elementwise.py``) into a
 module in the kernel cache directory named by a hash of its text, so numba's on-disk cache
@@ -18,7 +22,9 @@ serves the next process. Scalar arguments are kernel parameters: graphs of the s
 share one compiled kernel.
 """
 import ast
+import re
 
+import numba
 import numpy as np
 
 from . import runners
@@ -48,6 +54,16 @@ class HostFusion:
     def kernel(body_lines, params, arrays, size, dtype):
         serial, parallel = _kernel_pair(body_lines, params, arrays)
         return parallel if uses_parallel(size) else serial
+
+    @staticmethod
+    def sum_kernel(body_lines, params, arrays, size, dtype, last):
+        """``kernel``'s loop that also returns the sum of the values ``last`` names (the
+        whole-array Sum reading the region's last output), summed in ``n_blocks`` blocks, its
+        last parameter: the blocks of ``reduction.sum_of_everything``."""
+        serial, parallel = _sum_kernel_pair(body_lines, params, arrays, last)
+        if uses_parallel(size):
+            return lambda *args: parallel(*args, 4 * numba.get_num_threads())
+        return lambda *args: serial(*args, 1)
 
     # backward takes a whole-array Sum's gradient as a scalar read on the host (a device's
     # fusion would copy it down every step: it leaves the Sum's backward as it is)
@@ -167,6 +183,63 @@ def _arguments(op, k, mapping, ref):
     return params
 
 
+SUM_TILE = 1024   # values per pass of the summing loop: a few KB, in L1
+
+# The element loop stores the summed value into a tile; the tile is then summed with eight
+# running sums, as ``reduction.sum_all`` sums (the same order: the same float64 total). The loop
+# runs over views of the tile's span indexed from 0 (an index like i - start would get numba's
+# negative-index check, which stops LLVM from vectorising the loop).
+_SUM_KERNEL = """
+
+{deco}
+def fused_sum{suffix}({params}, n_blocks):
+{flat}    n = {first}.size
+    partial = np.zeros(n_blocks, np.float64)
+    for blk in {loop}(n_blocks):
+        lo = blk * n // n_blocks
+        hi = (blk + 1) * n // n_blocks
+        acc = np.zeros(8, np.float64)
+        tile = np.empty({tile}, {first}.dtype)
+        start = lo
+        j = 0
+        m = 0
+        while start < hi:
+            stop = min(start + {tile}, hi)
+{views}            for i in range(stop - start):
+{body}                tile[i] = {last}
+            m = stop - start
+            j = 0
+            while j + 8 <= m:
+                for q in range(8):
+                    acc[q] += tile[j + q]
+                j += 8
+            start = stop
+        total = 0.0
+        for q in range(8):
+            total += acc[q]
+        for r in range(j, m):    # the block's last few values, after the running sums
+            total += tile[r]
+        partial[blk] = total
+    return partial.sum()
+"""
+
+
+def _sum_kernel_pair(body_lines, params, arrays, last):
+    """Source and loader of a serial and a prange :data:`_SUM_KERNEL`."""
+    flat = "".join("    {0} = {0}.reshape({0}.size)\n".format(a) for a in arrays)
+    views = "".join("            {0}_t = {0}[start:stop]\n".format(a) for a in arrays)
+    spans = re.compile(r"\b({})\[i\]".format("|".join(arrays)))
+    body = "".join("                " + spans.sub(r"\1_t[i]", line) + "\n" for line in body_lines)
+    text = prelude() + "import numpy as np\n"
+    for suffix, deco, loop in (("", '@njit(cache=True, error_model="numpy")', "range"),
+                               ("_parallel", '@njit(cache=True, parallel=True, error_model="numpy")', "prange")):
+        text += _SUM_KERNEL.format(deco=deco, suffix=suffix, params=", ".join(params), flat=flat,
+                                   first=arrays[0], loop=loop, tile=SUM_TILE, views=views, body=body,
+                                   last=last)
+    module = load_generated("nnabla_jit_fused_", text)
+    return module.fused_sum, module.fused_sum_parallel
+
+
 def _kernel_pair(body_lines, params, arrays):
     """Source and loader of a serial and a prange kernel running ``body_lines`` per element."""
     flat = "".join("    {0} = {0}.reshape({0}.size)\n".format(a) for a in arrays)
@@ -184,8 +257,10 @@ def _kernel_pair(body_lines, params, arrays):
 class FusedForward:
     """Runs a region's forward in one kernel call."""
 
-    def __init__(self, region_nodes, keep):
-        """``keep(var)`` says whether an intermediate must be stored."""
+    def __init__(self, region_nodes, keep, closing_sum=None):
+        """``keep(var)`` says whether an intermediate must be stored. ``closing_sum``: (the
+        whole-array Sum node reading the last output next, its scale): its output is computed
+        in the same pass."""
         names, inputs, lines, scalars = {}, [], [], []
         for k, node in enumerate(region_nodes):
             op = node.op
@@ -209,16 +284,28 @@ class FusedForward:
         target, memory = _fusion_of(region_nodes[0])
         size = int(np.prod(region_nodes[0]._outputs[0]().shape, dtype=np.int64))
         self.dtype = region_nodes[0].compute_dtype
-        self.kernel = target.kernel(loads + lines + stores, params, out_arrays + in_arrays,
-                                    size, self.dtype)
+        self.total = None
+        if closing_sum is None:
+            self.kernel = target.kernel(loads + lines + stores, params, out_arrays + in_arrays,
+                                        size, self.dtype)
+        else:
+            self.kernel = target.sum_kernel(loads + lines + stores, params, out_arrays + in_arrays,
+                                            size, self.dtype, "v{}".format(len(region_nodes) - 1))
+            self.total = memory.write(closing_sum[0]._outputs[0]()._body.data)
+            self.scale = closing_sum[1]
         # the outputs (overwritten), then the inputs, all as the compute type
         self.fetches = ([(memory.write(v._body.data), self.dtype) for v, _ in stored]
                         + [(memory.read(v._body.data), self.dtype) for v in inputs])
         self.scalars = target.scalars([op.args[a] for _, op, a in scalars], self.dtype)
-        self.nodes = region_nodes   # what the region holds (a trace names them)
+        # what the region holds (a trace names them)
+        self.nodes = region_nodes + ([closing_sum[0]] if closing_sum else [])
 
     def __call__(self):
-        self.kernel(*fetch_all(self.fetches), *self.scalars)
+        if self.total is None:
+            self.kernel(*fetch_all(self.fetches), *self.scalars)
+            return
+        total = self.kernel(*fetch_all(self.fetches), *self.scalars)
+        self.total(self.dtype)[...] = total * self.scale if self.scale != 1.0 else total
 
 
 def _keeper(roots, needed_by_backward, clear_buffer, keep_all=False):
@@ -258,15 +345,33 @@ def fuse_forward(plan, roots, needed_by_backward, clear_buffer, keep_all=False):
             runners[j] = None
         taken.update(id(n) for n in chain)
     for region in _regions(nodes, taken):
+        closing = _forward_closing_sum(nodes, region)
+        if closing is not None:
+            region = region + [region[-1] + 1]
         members = {id(nodes[k]) for k in region}
-        runners[region[0]] = FusedForward([nodes[k] for k in region],
-                                          lambda v, members=members: keep(v, members))
+        runners[region[0]] = FusedForward([nodes[k] for k in region[:-1 if closing else None]],
+                                          lambda v, members=members: keep(v, members), closing)
         frees = [v for k in region for v in steps[k][1]]
         steps[region[0]] = (nodes[region[-1]], frees)
         for k in region[1:]:
             runners[k] = None
     plan.steps = [st for st, r in zip(steps, runners) if r is not None]
     plan.runners = [r for r in runners if r is not None]
+
+
+def _forward_closing_sum(nodes, region):
+    """(the node after ``region``, its scale) when it is a whole-array Sum or Mean of the
+    region's last output, which the region's device can sum in its pass; else None."""
+    last = nodes[region[-1]]
+    after = nodes[region[-1] + 1] if region[-1] + 1 < len(nodes) else None
+    target = _fusion_of(last)
+    if after is None or target is None or not hasattr(target[0], "sum_kernel"):
+        return None
+    scale = whole_sum_scale(after)
+    if (scale is None or after.inputs[0] is not last._outputs[0]() or after.ctx.device != last.ctx.device
+            or after.compute_dtype != last.compute_dtype or after.storage_dtype != after.compute_dtype):
+        return None
+    return after, scale
 
 
 def _plain_host(node):

@@ -161,6 +161,27 @@ def _make_private(path):
     tempfile.TemporaryFile(dir=path).close()
 
 
+#: Bumped when the way the package's kernels are compiled changes in a way numba's index does not
+#: see (it keys machine code by source file and numba version, not by optimisation level): the
+#: first process of a new generation removes the older generation's machine code once.
+#: 2: numba's default -O3 again (generation 1 compiled at -O2, several times slower kernels).
+GENERATION = "2"
+_GENERATION_FILE = ".generation"
+
+
+def _renew_generation(root):
+    """Remove numba's files under ``root/numba`` once if they are of an older generation."""
+    path = os.path.join(root, _GENERATION_FILE)
+    try:
+        with open(path) as f:
+            if f.read().strip() == GENERATION:
+                return
+    except OSError:
+        pass
+    _remove_entries(os.path.join(root, "numba"), _is_numba_file)
+    _write_atomic(path, GENERATION + "\n")
+
+
 _resolved = {}   # configured path -> usable path or None
 
 
@@ -171,6 +192,7 @@ def cache_dir():
     if configured not in _resolved:
         try:
             _make_private(configured)
+            _renew_generation(configured)
             _resolved[configured] = configured
         except OSError as e:
             _resolved[configured] = None

@@ -100,12 +100,14 @@ def _sum_closing(x, reduce):
 @pytest.mark.parametrize("config, dtype", [("float", np.float32), ("double", np.float64)])
 @pytest.mark.parametrize("threshold", [None, 0])   # serial kernels, then the parallel ones
 @pytest.mark.parametrize("reduce", [F.sum, F.mean, lambda h: F.sum(h, keepdims=True)])
-def test_a_whole_array_sum_passes_its_gradient_to_the_fused_backward_as_a_scalar(monkeypatch, config, dtype, threshold, reduce):
-    """The gradient of F.sum / F.mean of every element of a fused run's last output reaches
-    the fused backward as one scalar (no Sum backward, no broadcast array); values and
-    gradients are the unfused ones."""
+@pytest.mark.parametrize("shape", [(7, 11), (5, 2053)])   # one tile per block, then several
+def test_a_whole_array_sum_of_a_fused_run_is_summed_in_its_pass_and_gives_its_gradient_as_a_scalar(monkeypatch, config, dtype, threshold, reduce, shape):
+    """F.sum / F.mean of every element of a fused run's last output is computed in the run's
+    forward pass (no Sum kernel, the summed values never stored), and its gradient reaches the
+    fused backward as one scalar (no Sum backward, no broadcast array); values and gradients are
+    the unfused ones."""
     rng = np.random.RandomState(3)
-    x0 = rng.randn(7, 11).astype(dtype)
+    x0 = rng.randn(*shape).astype(dtype)
     results = []
     for fuse in (False, True):
         monkeypatch.setattr(graph, "FUSION", fuse)
@@ -122,11 +124,13 @@ def test_a_whole_array_sum_passes_its_gradient_to_the_fused_backward_as_a_scalar
         if fuse:
             fplan = loss._cache[("forward", False, True)]
             bplan = loss._cache[("backward", True)]
-            assert len(fplan.runners) == 2 and len(bplan.runners) == 1
-            assert bplan.runners[0].total_grad is not None
+            assert len(fplan.runners) == 1 and len(bplan.runners) == 1
+            assert fplan.runners[0].total is not None and bplan.runners[0].total_grad is not None
     tol = 1e-5 if dtype == np.float32 else 1e-12
     for got, want in zip(results[1], results[0]):
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    if threshold == 0:   # the parallel sum adds in the unfused Sum's order: the same total
+        assert results[1][0] == results[0][0]
 
 
 def test_a_sum_whose_input_has_other_readers_keeps_it():

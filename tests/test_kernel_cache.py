@@ -254,3 +254,32 @@ def test_cache_warm_leaves_nothing_to_compile_for_the_warmed_network(tmp_path):
                         "from nnabla_jit.utils.kernel_warmup import warm_one\n"
                         "warm_one('small')\nprint('compiled', kernel_cache.compile_count())", env, tmp_path)
     assert "compiled 0" in out
+
+
+def test_machine_code_of_an_older_generation_is_removed_once(tmp_path):
+    """numba's index does not record how a kernel was compiled: a cache of an older generation
+    (kernels built at -O2) has its machine code removed by the first process of the new one,
+    and only then; a user's file stays."""
+    cache = tmp_path / "cache"
+    consume(cache, tmp_path)
+    assert (cache / ".generation").read_text().strip() == kernel_cache.GENERATION
+    index = _numba_files(cache, ".nbi")
+    assert index
+    user_file = cache / "numba" / "notes.txt"
+    user_file.write_text("mine")
+
+    def stamp():
+        return [os.stat(p).st_mtime_ns for p in _numba_files(cache, ".nbc")]
+    before = stamp()
+    consume(cache, tmp_path)                     # same generation: served from the cache
+    assert stamp() == before
+    for older in ("1\n", None):                 # an older marker, or none (before markers)
+        if older is None:
+            (cache / ".generation").unlink()
+        else:
+            (cache / ".generation").write_text(older)
+        before = stamp()
+        assert "KernelCacheWarning" not in consume(cache, tmp_path)
+        assert stamp() != before                 # removed, then compiled again by this run
+        assert (cache / ".generation").read_text().strip() == kernel_cache.GENERATION
+        assert user_file.read_text() == "mine"

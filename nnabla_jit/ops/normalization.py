@@ -301,6 +301,18 @@ def _row_sums(x, d, m, power):
     return sum_d, sum_e
 
 
+@njit(inline="always")
+def _plane_sums(x3, d3, c, center, power):
+    """_row_sums over the rows of channel c of (O, C, I) arrays, added up."""
+    acc_d = 0.0
+    acc_e = 0.0
+    for o in range(x3.shape[0]):
+        row_d, row_e = _row_sums(x3[o, c], d3[o, c], center, power)
+        acc_d += row_d
+        acc_e += row_e
+    return acc_d, acc_e
+
+
 # fastmath "reassoc" only: the float64 sums may be reordered (so they vectorize: 4.7x on a
 # 4 MB float32 input, and no less exact than one running sum), nothing else
 @parallel_kernel(fastmath={"reassoc"})
@@ -309,17 +321,8 @@ def channel_sums_planes(x3, d3, center, power, sum_d, sum_e):
     sum_e[c] = sum of d * (x - center[c])        when power == 0,
                sum of |x - center[c]| ** power   otherwise,
     accumulated in float64."""
-    O, C, I = x3.shape
-    for c in prange(C):
-        m = center[c]
-        acc_d = 0.0
-        acc_e = 0.0
-        for o in range(O):
-            row_d, row_e = _row_sums(x3[o, c], d3[o, c], m, power)
-            acc_d += row_d
-            acc_e += row_e
-        sum_d[c] = acc_d
-        sum_e[c] = acc_e
+    for c in prange(x3.shape[1]):
+        sum_d[c], sum_e[c] = _plane_sums(x3, d3, c, center[c], power)
 
 
 channel_sums = _RowsOrPlanes(channel_sums_rows, channel_sums_planes)
@@ -374,12 +377,7 @@ def standardize_planes(x3, gamma, beta, eps, z3, add_z, relu, mean, var, y3):
     n = O * I
     for c in prange(C):
         shift = np.float64(x3[0, c, 0])   # summing x - one of its values keeps var exact
-        acc_s = 0.0
-        acc_e = 0.0
-        for o in range(O):
-            row_s, row_e = _row_sums(x3[o, c], x3[o, c], shift, 2)
-            acc_s += row_s
-            acc_e += row_e
+        acc_s, acc_e = _plane_sums(x3, x3, c, shift, 2)
         m = acc_s / n
         v = max(acc_e / n - (m - shift) ** 2, 0.0)
         mean[c] = m
@@ -402,12 +400,7 @@ def standardize_planes_grad(x3, d3, mean, inv_std, factor, M, batch_stat, sum_d,
     O, C, I = x3.shape
     for c in prange(C):
         m = mean[c]
-        acc_d = 0.0
-        acc_e = 0.0
-        for o in range(O):
-            row_d, row_e = _row_sums(x3[o, c], d3[o, c], m, 0)
-            acc_d += row_d
-            acc_e += row_e
+        acc_d, acc_e = _plane_sums(x3, d3, c, m, 0)
         sum_d[c] = acc_d
         sum_e[c] = acc_e
         p = factor[c] * inv_std[c]

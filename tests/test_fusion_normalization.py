@@ -7,10 +7,11 @@ import pytest
 import nnabla_jit as nn
 import nnabla_jit.functions as F
 import nnabla_jit.parametric_functions as PF
-import nnabla_jit.solvers as S
 from nnabla_jit import fusion, graph
 from nnabla_jit.ext_utils import get_extension_context
 from nnabla_jit.ops.kernels import parallel_threshold
+
+from .training import momentum_steps
 
 
 def _block(x, batch_stat):
@@ -36,16 +37,7 @@ def _train(dtype, batch_stat, fuse, monkeypatch, steps=3):
     for name, p in sorted(nn.get_parameters().items()):
         positive = any(k in name for k in ("gamma", "var"))
         p.d = (init.rand(*p.shape) * 0.5 + (0.5 if positive else -0.25)).astype(dtype)
-    solver = S.Momentum(0.1, 0.9)
-    solver.set_parameters(nn.get_parameters())
-    losses = []
-    for _ in range(steps):
-        loss.forward(clear_no_need_grad=True)
-        losses.append(float(loss.d))
-        solver.zero_grad()
-        loss.backward(clear_buffer=True)
-        solver.update()
-    return losses, {k: p.d.copy() for k, p in nn.get_parameters().items()}
+    return momentum_steps(loss, 0.1, steps)
 
 
 @pytest.mark.parametrize("threshold", [None, 0], ids=["serial", "parallel"])

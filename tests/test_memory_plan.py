@@ -13,9 +13,10 @@ import pytest
 import nnabla_jit as nn
 import nnabla_jit.functions as F
 import nnabla_jit.parametric_functions as PF
-import nnabla_jit.solvers as S
 from nnabla_jit import ndarray
 from nnabla_jit.ops.kernels import parallel_threshold
+
+from .training import momentum_steps
 
 
 @pytest.fixture
@@ -47,16 +48,7 @@ def _train(dtype, conv, steps=3):
     init = np.random.RandomState(2)
     for p in nn.get_parameters().values():   # the same parameters every run, in the test's type
         p.d = (init.randn(*p.shape) * 0.1).astype(dtype)
-    solver = S.Momentum(0.05, 0.9)
-    solver.set_parameters(nn.get_parameters())
-    losses = []
-    for _ in range(steps):
-        loss.forward(clear_no_need_grad=True)
-        losses.append(float(loss.d))
-        solver.zero_grad()
-        loss.backward(clear_buffer=True)
-        solver.update()
-    return losses, {k: p.d.copy() for k, p in nn.get_parameters().items()}
+    return momentum_steps(loss, 0.05, steps)
 
 
 def _both(dtype, conv, parallel):

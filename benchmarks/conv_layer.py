@@ -118,6 +118,15 @@ def child(side, only, reps):
     print(json.dumps(results))
 
 
+def print_ratios(title, numerator, denominator, parts):
+    """Per layer and part: the median time of ``numerator``'s rounds over ``denominator``'s."""
+    print(title)
+    for label in numerator[0]:
+        print("  %-14s " % label + "  ".join(
+            "%s %.2f" % (part, statistics.median(r[label][part] for r in numerator)
+                         / statistics.median(r[label][part] for r in denominator)) for part in parts))
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--one", choices=("ours", "torch"))
@@ -155,17 +164,9 @@ def main():
                 cells.append("%.0f" % statistics.median(r[label][part] for r in got[s]))
         print("| %s | %s |" % (label, " | ".join(cells)))
     if "base" in sides and "ours" in sides:
-        print("speed-up base/ours:")
-        for label in got["ours"][0]:
-            print("  %-14s " % label + "  ".join(
-                "%s %.2f" % (part, statistics.median(r[label][part] for r in got["base"])
-                             / statistics.median(r[label][part] for r in got["ours"])) for part in parts))
+        print_ratios("speed-up base/ours:", got["base"], got["ours"], parts)
     if "torch" in sides and "ours" in sides:
-        print("ratio ours/torch:")
-        for label in got["ours"][0]:
-            print("  %-14s " % label + "  ".join(
-                "%s %.2f" % (part, statistics.median(r[label][part] for r in got["ours"])
-                             / statistics.median(r[label][part] for r in got["torch"])) for part in parts))
+        print_ratios("ratio ours/torch:", got["ours"], got["torch"], parts)
     print("load average at end: %.2f %.2f %.2f" % os.getloadavg())
 
 

@@ -38,7 +38,7 @@ import cold_start  # noqa: E402
 
 BASELINE = os.path.join(HERE, "baseline.json")
 TOLERANCE = 0.10   # --check fails a ratio more than this fraction below its baseline
-QUICK = ["lenet", "convbn", "mlp", "elementwise", "tiny"]   # --check's default, a few minutes
+QUICK = ["lenet", "convbn", "mlp", "elementwise", "elementwise_plain", "tiny"]   # --check's default, a few minutes
 QUICK_CONVERGE = ["lenet"]
 IMPLEMENTATIONS = ("nnabla_jit", "torch")
 

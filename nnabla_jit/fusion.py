@@ -258,9 +258,9 @@ class FusedForward:
     """Runs a region's forward in one kernel call."""
 
     def __init__(self, region_nodes, keep, closing_sum=None):
-        """``keep(var)`` says whether an intermediate must be stored. ``closing_sum``: (the
-        whole-array Sum node reading the last output next, its scale): its output is computed
-        in the same pass."""
+        """``keep(var)`` says whether an intermediate must be stored. ``closing_sum``: the
+        whole-array Sum or Mean node reading the last output next, whose output is computed in
+        the same pass."""
         names, inputs, lines, scalars = {}, [], [], []
         for k, node in enumerate(region_nodes):
             op = node.op
@@ -291,21 +291,22 @@ class FusedForward:
         else:
             self.kernel = target.sum_kernel(loads + lines + stores, params, out_arrays + in_arrays,
                                             size, self.dtype, "v{}".format(len(region_nodes) - 1))
-            self.total = memory.write(closing_sum[0]._outputs[0]()._body.data)
-            self.scale = closing_sum[1]
+            self.total = memory.write(closing_sum._outputs[0]()._body.data)
+            op = closing_sum.op   # a Mean divides its total as the Sum op does
+            self.divisor = max(op.layout.size_reduced, 1) if op.mean else 1
         # the outputs (overwritten), then the inputs, all as the compute type
         self.fetches = ([(memory.write(v._body.data), self.dtype) for v, _ in stored]
                         + [(memory.read(v._body.data), self.dtype) for v in inputs])
         self.scalars = target.scalars([op.args[a] for _, op, a in scalars], self.dtype)
         # what the region holds (a trace names them)
-        self.nodes = region_nodes + ([closing_sum[0]] if closing_sum else [])
+        self.nodes = region_nodes + ([closing_sum] if closing_sum else [])
 
     def __call__(self):
         if self.total is None:
             self.kernel(*fetch_all(self.fetches), *self.scalars)
             return
         total = self.kernel(*fetch_all(self.fetches), *self.scalars)
-        self.total(self.dtype)[...] = total * self.scale if self.scale != 1.0 else total
+        self.total(self.dtype)[...] = total / self.divisor if self.divisor != 1 else total
 
 
 def _keeper(roots, needed_by_backward, clear_buffer, keep_all=False):
@@ -360,18 +361,18 @@ def fuse_forward(plan, roots, needed_by_backward, clear_buffer, keep_all=False):
 
 
 def _forward_closing_sum(nodes, region):
-    """(the node after ``region``, its scale) when it is a whole-array Sum or Mean of the
-    region's last output, which the region's device can sum in its pass; else None."""
+    """The node after ``region`` when it is a whole-array Sum or Mean of the region's last
+    output, which the region's device can sum in its pass; else None."""
     last = nodes[region[-1]]
     after = nodes[region[-1] + 1] if region[-1] + 1 < len(nodes) else None
     target = _fusion_of(last)
     if after is None or target is None or not hasattr(target[0], "sum_kernel"):
         return None
-    scale = whole_sum_scale(after)
-    if (scale is None or after.inputs[0] is not last._outputs[0]() or after.ctx.device != last.ctx.device
-            or after.compute_dtype != last.compute_dtype or after.storage_dtype != after.compute_dtype):
+    if (whole_sum_scale(after) is None or after.inputs[0] is not last._outputs[0]()
+            or after.ctx.device != last.ctx.device or after.compute_dtype != last.compute_dtype
+            or after.storage_dtype != after.compute_dtype):
         return None
-    return after, scale
+    return after
 
 
 def _plain_host(node):

@@ -92,6 +92,13 @@ MARKER = ".nnabla_jit_cache"
 _MARKER_TEXT = ("This directory is nnabla_jit's kernel cache (generated kernels and numba's machine "
                 "code).\n`nnabla_jit cache clear` empties it; deleting the directory is safe too.\n")
 
+#: Bumped when the way the package's kernels are compiled changes in a way numba's index does not
+#: see (it keys machine code by source file and numba version, not by optimisation level): the
+#: first process of a new generation removes the older generation's machine code once.
+#: 2: numba's default -O3 again (generation 1 compiled at -O2, several times slower kernels).
+GENERATION = "2"
+_GENERATION_FILE = ".generation"
+
 
 def _check_private(path):
     """Refuse ``path`` unless this user owns it and nobody else can write it. Its mode is never
@@ -121,12 +128,13 @@ def _is_marked(path):
 
 def _takeable(path):
     """Whether an unmarked directory may become the cache: empty, or holding only what an older
-    nnabla_jit (before the marker) left: kernels/ of generated modules, and numba/."""
+    nnabla_jit (before the marker) left: kernels/ of generated modules, numba/ (and the
+    generation file)."""
     # (a temporary file: another process is writing the marker just now)
     entries = [e for e in os.listdir(path) if not _TEMPORARY.fullmatch(e)]
-    if not set(entries) <= {"kernels", "numba"}:
+    if not set(entries) <= {"kernels", "numba", _GENERATION_FILE}:
         return False
-    for entry in entries:
+    for entry in [e for e in entries if e != _GENERATION_FILE]:
         st = os.lstat(os.path.join(path, entry))
         if not stat.S_ISDIR(st.st_mode) or _foreign(st):
             return False
@@ -159,14 +167,6 @@ def _make_private(path):
     _check_private(path)
     _claim(path, created)
     tempfile.TemporaryFile(dir=path).close()
-
-
-#: Bumped when the way the package's kernels are compiled changes in a way numba's index does not
-#: see (it keys machine code by source file and numba version, not by optimisation level): the
-#: first process of a new generation removes the older generation's machine code once.
-#: 2: numba's default -O3 again (generation 1 compiled at -O2, several times slower kernels).
-GENERATION = "2"
-_GENERATION_FILE = ".generation"
 
 
 def _renew_generation(root):

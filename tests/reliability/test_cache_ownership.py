@@ -103,7 +103,8 @@ def test_clear_deletes_only_the_entries_the_cache_wrote(tmp_path):
     assert not os.path.exists(module_path(cache)) and _numba_files(cache, ".nbi") == []
     assert _tree(cache) == {"kernels/notes.txt": b"a file the user put there",
                             "numba/readme.txt": b"another", "mine.py": b"x = 1",
-                            kernel_cache.MARKER: open(str(cache / kernel_cache.MARKER), "rb").read()}
+                            kernel_cache.MARKER: open(str(cache / kernel_cache.MARKER), "rb").read(),
+                            ".generation": kernel_cache.GENERATION.encode() + b"\n"}
 
 
 class _Planted:

@@ -15,7 +15,7 @@ import nnabla_jit as nn
 import nnabla_jit.functions as F
 import nnabla_jit.parametric_functions as PF
 import nnabla_jit.solvers as S
-from nnabla_jit import tracing
+from nnabla_jit import graph, tracing
 from nnabla_jit.ext_utils import get_extension_context
 from nnabla_jit.utils.profiler import trace
 from nnabla_jit.utils.trace import summary
@@ -144,7 +144,8 @@ def test_a_fused_step_has_an_event_per_kernel_naming_every_op(tmp_path, dtype):
     assert params[0]["args"]["states"] == ["m"]
 
 
-def test_an_unfused_step_has_an_event_per_op_in_order():
+def test_an_unfused_step_has_an_event_per_op_in_order(monkeypatch):
+    monkeypatch.setattr(graph, "FUSION", False)
     loss, _ = mlp()
     with trace() as t:
         loss.forward()

@@ -68,29 +68,18 @@ def convbn_nnabla_jit():
     return _train_step(nn, loss, solver)
 
 
-def elementwise_nnabla_jit():
-    nn, F, PF, S = _nn()
-    x = nn.Variable.from_numpy_array(rng.randn(4 * 1024 * 1024).astype(np.float32), need_grad=True)
-    loss = F.sum((F.tanh(2 * x + 1) * F.sigmoid(x) - 0.5) ** 2)
-
-    def step():   # the clearing flags free intermediates as PyTorch does (and enable fusion)
-        loss.forward(clear_no_need_grad=True)
-        x.grad.zero()
-        loss.backward(clear_buffer=True)
-    return step
-
-
-def elementwise_plain_nnabla_jit():
-    """The chain as most programs write it: no clearing flags, so every intermediate value and
-    gradient stays in its variable (nnabla's behaviour), fused or not."""
+def elementwise_nnabla_jit(clearing=True):
+    """The chain, with the clearing flags (they free intermediates as PyTorch does, and let
+    fusion keep them in registers) or without (``elementwise_plain``: as most programs write it,
+    every intermediate value and gradient stays in its variable, nnabla's behaviour)."""
     nn, F, PF, S = _nn()
     x = nn.Variable.from_numpy_array(rng.randn(4 * 1024 * 1024).astype(np.float32), need_grad=True)
     loss = F.sum((F.tanh(2 * x + 1) * F.sigmoid(x) - 0.5) ** 2)
 
     def step():
-        loss.forward()
+        loss.forward(clear_no_need_grad=clearing)
         x.grad.zero()
-        loss.backward()
+        loss.backward(clear_buffer=clearing)
     return step
 
 
@@ -378,7 +367,7 @@ WORKLOADS = {
     "convbn": (convbn_nnabla_jit, convbn_torch, "3 x (conv3-BN-ReLU-pool) on 32x32x3, batch 32, Momentum"),
     "elementwise": (elementwise_nnabla_jit, elementwise_torch,
                     "sum((tanh(2x+1)*sigmoid(x)-0.5)**2), 4M floats, forward+backward"),
-    "elementwise_plain": (elementwise_plain_nnabla_jit, elementwise_torch,
+    "elementwise_plain": (lambda: elementwise_nnabla_jit(clearing=False), elementwise_torch,
                           "the elementwise chain without clearing flags (every value and gradient kept)"),
     "tiny": (tiny_nnabla_jit, tiny_torch, "600-op graph: 200 x tanh(0.5h+0.1) on 4 floats, forward+backward"),
     "gradient_penalty": (gradient_penalty_nnabla_jit, gradient_penalty_torch,

@@ -98,11 +98,13 @@ def whole_sum_scale(node):
     return 1.0 / max(lay.size_reduced, 1) if op.mean else 1.0
 
 
-def _closing_sum(node, after):
-    """(``after``, its scale) when ``after`` is a whole-array Sum or Mean of ``node``'s output
-    whose gradient a fused backward region ending at ``node`` can take as a scalar; else None."""
+def _closing_sum(node, after, capability):
+    """(``after``, its scale) when ``after`` is a whole-array Sum or Mean of ``node``'s output,
+    on a device whose fusion has ``capability``: ``takes_sum_gradients`` (a fused backward
+    region ending at ``node`` takes the Sum's gradient as a scalar) or ``sum_kernel`` (a fused
+    forward region ending at ``node`` sums it in its pass); else None."""
     target = _fusion_of(node)
-    if after is None or target is None or not getattr(target[0], "takes_sum_gradients", False):
+    if after is None or target is None or not getattr(target[0], capability, False):
         return None
     scale = whole_sum_scale(after)
     if scale is None or after.inputs[0] is not node._outputs[0]() or after.ctx.device != node.ctx.device:
@@ -365,11 +367,7 @@ def _forward_closing_sum(nodes, region):
     output, which the region's device can sum in its pass; else None."""
     last = nodes[region[-1]]
     after = nodes[region[-1] + 1] if region[-1] + 1 < len(nodes) else None
-    target = _fusion_of(last)
-    if after is None or target is None or not hasattr(target[0], "sum_kernel"):
-        return None
-    if (whole_sum_scale(after) is None or after.inputs[0] is not last._outputs[0]()
-            or after.ctx.device != last.ctx.device or after.compute_dtype != last.compute_dtype
+    if (_closing_sum(last, after, "sum_kernel") is None or after.compute_dtype != last.compute_dtype
             or after.storage_dtype != after.compute_dtype):
         return None
     return after
@@ -588,7 +586,7 @@ def _closing_sum_step(steps, region, writers):
         return None
     before, head = steps[first - 1], steps[first]
     out = head.node._outputs[0]()
-    closing = _closing_sum(head.node, before.node)
+    closing = _closing_sum(head.node, before.node, "takes_sum_gradients")
     if (closing is None or out is None or out._persistent or not before.propagate_down[0]
             or before.accum[0] or writers.get(id(out)) != [first - 1]):
         return None

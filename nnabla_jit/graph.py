@@ -7,6 +7,7 @@ the graph changes (``graph_changed()``: rewiring, unlinking, ``need_grad`` edits
 static graph pays for the Python walk once and each step costs the kernel calls and little else.
 """
 import os
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -16,16 +17,34 @@ from .ops.registry import NoGradient
 from .random_replay import replayed_random_state, save_random_state
 
 __all__ = ["forward", "backward", "forward_all", "upstream_functions", "graph_changed",
-           "run_node_forward"]
+           "run_node_forward", "unfused"]
 
 _version = [0]
 FUSION = os.environ.get("NNABLA_JIT_FUSION", "1") != "0"   # set 0 to run every node on its own
+# A fused region is a kernel generated for its graph, about a second to compile on an empty
+# cache: it pays for a graph run again and again (a training or inference loop), not for one
+# run once or twice (a notebook cell, a test). A cached plan runs op by op on the shared kernels
+# for its first FUSE_FROM_RUN - 1 runs and fused from then on -- always the same run, so a
+# program's results (fused sums may round differently) are the same every time it runs.
+FUSE_FROM_RUN = max(1, int(os.environ.get("NNABLA_JIT_FUSE_FROM_RUN", "3")))
 # nnabla's backward does nothing where there is nothing to differentiate and passes over metrics
 # (TopNError, ...); NNABLA_JIT_STRICT_GRAD=1 makes both an error, to find a forgotten need_grad.
 STRICT_GRAD = os.environ.get("NNABLA_JIT_STRICT_GRAD", "0") == "1"
 
 
 _RECOMPUTE_FREE = "the executor (recompute=True: freed after its last use, computed again when needed)"
+
+
+@contextmanager
+def unfused():
+    """Plans built inside run every node on its own and compile no fused kernel, however often
+    they run (a numerical gradient runs one small graph hundreds of times)."""
+    global FUSION
+    before, FUSION = FUSION, False
+    try:
+        yield
+    finally:
+        FUSION = before
 
 
 def graph_changed():
@@ -106,7 +125,7 @@ def _resetup(nodes):
 
 class _ForwardPlan:
     __slots__ = ("version", "nodes", "steps", "runners", "fused", "data_dependent", "recompute",
-                 "save_random", "freed_by")
+                 "save_random", "freed_by", "runs")
 
     def __init__(self, roots, clear_buffer, clear_no_need_grad, fuse=True):
         nodes = upstream_functions(roots)
@@ -216,7 +235,7 @@ class _BackwardStep:
 
 class _BackwardPlan:
     __slots__ = ("version", "steps", "any_grad", "seed", "seed_memory", "runners", "fused",
-                 "recompute", "seed_freed_first", "backward_reads")
+                 "recompute", "seed_freed_first", "backward_reads", "runs")
 
     def __init__(self, root, clear_buffer, fuse=True):
         self.version = _version[0]
@@ -324,13 +343,18 @@ def _plan_backward_frees(steps, root):
                 s.free_grads.append(v)
 
 
-def _cached_plan(var, key, make):
+def _cached_plan(var, key, make, run=True):
+    """The plan ``make(fuse)`` builds for ``var``, kept until a graph changes (its rebuilt plan
+    keeps the count of runs); the run that reaches FUSE_FROM_RUN builds it again, fused.
+    ``run=False``: a question about the plan, not a run of it."""
     cache = var._cache
     if cache is None:
         cache = var._cache = {}
     plan = cache.get(key)
-    if plan is None or plan.version != _version[0]:
-        plan = cache[key] = make()
+    runs = (0 if plan is None else plan.runs) + run
+    if plan is None or plan.version != _version[0] or (run and runs == FUSE_FROM_RUN):
+        plan = cache[key] = make(runs >= FUSE_FROM_RUN)
+    plan.runs = runs
     return plan
 
 
@@ -351,9 +375,10 @@ def _forward(roots, clear_buffer, clear_no_need_grad, function_pre_hook, functio
     function_pre_hook, function_post_hook = callback.function_hooks(function_pre_hook, function_post_hook)
     key = ("forward", bool(clear_buffer), bool(clear_no_need_grad))
     if len(roots) == 1:
-        plan = _cached_plan(roots[0], key, lambda: _ForwardPlan(roots, clear_buffer, clear_no_need_grad))
-    else:
-        plan = _ForwardPlan(roots, clear_buffer, clear_no_need_grad)
+        plan = _cached_plan(roots[0], key, lambda fuse: _ForwardPlan(roots, clear_buffer,
+                                                                     clear_no_need_grad, fuse))
+    else:   # built for this call alone: op by op (FUSE_FROM_RUN)
+        plan = _ForwardPlan(roots, clear_buffer, clear_no_need_grad, fuse=FUSE_FROM_RUN == 1)
     recording = callback.recorder_active()
     hooks = function_pre_hook is not None or function_post_hook is not None or recording
     if hooks and plan.fused:   # hooks see every function: run this call unfused
@@ -466,7 +491,8 @@ def recompute_data(var, backward_reads=None, recording=False, recomputed=None):
 
 def has_grad_path(root):
     """Whether ``backward()`` from ``root`` would reach any variable with need_grad=True."""
-    return _cached_plan(root, ("backward", False), lambda: _BackwardPlan(root, False)).any_grad
+    return _cached_plan(root, ("backward", False), lambda fuse: _BackwardPlan(root, False, fuse),
+                        run=False).any_grad
 
 
 def backward(root, grad=1, clear_buffer=False, communicator_callbacks=None,
@@ -485,7 +511,8 @@ def _backward(root, grad, clear_buffer, communicator_callbacks, function_pre_hoo
               function_post_hook, trace=None):
     deferred_compile.share_cores()
     function_pre_hook, function_post_hook = callback.function_hooks(function_pre_hook, function_post_hook)
-    plan = _cached_plan(root, ("backward", bool(clear_buffer)), lambda: _BackwardPlan(root, clear_buffer))
+    plan = _cached_plan(root, ("backward", bool(clear_buffer)),
+                        lambda fuse: _BackwardPlan(root, clear_buffer, fuse))
     if not plan.any_grad:
         op = root._parent.op if root._parent is not None else None
         if (op is not None and not op.has_backward() and any(v._need_grad for v in root._parent.inputs)

@@ -37,3 +37,11 @@ def clean_state():
     # a CLI command's progress file (one per process in real use) is not the next test's
     progress.state_file_name = None
     progress.state_callback = None
+
+
+@pytest.fixture
+def fuse_from_first_run(monkeypatch):
+    """Plans fuse from their first run (graph.FUSE_FROM_RUN): for tests of the fused kernels,
+    whose graphs run once or twice."""
+    from nnabla_jit import graph
+    monkeypatch.setattr(graph, "FUSE_FROM_RUN", 1)

@@ -9,6 +9,8 @@ from nnabla_jit import fusion, graph
 from nnabla_jit.ext_utils import get_extension_context
 from nnabla_jit.ops import kernels
 
+pytestmark = pytest.mark.usefixtures("fuse_from_first_run")
+
 
 def _run(build, fwd_flags, bwd_flags, seed=0, fuse=True):
     before, graph.FUSION = graph.FUSION, fuse

@@ -13,6 +13,8 @@ from nnabla_jit.ops.kernels import parallel_threshold
 
 from .training import momentum_steps
 
+pytestmark = pytest.mark.usefixtures("fuse_from_first_run")
+
 
 def _block(x, batch_stat):
     """conv-BN-ReLU, then conv-BN + shortcut -> ReLU, then a shortcut computed after its BN."""

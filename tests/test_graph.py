@@ -254,3 +254,70 @@ def test_an_input_used_twice_and_an_output_nobody_holds():
         x.g = 0
         y.backward()
     np.testing.assert_array_equal(x.g, [[0, 2, 4], [0, 0, 0]])
+
+
+# ------------------------------------------------------------------ fusion from a plan's third run
+def _fused_kinds(loss, flags):
+    """Which of the plans of ``loss`` run fused kernels: (forward, backward)."""
+    from nnabla_jit import fusion
+    fplan = loss._cache[("forward", False, flags)]
+    bplan = loss._cache[("backward", flags)]
+    return (any(isinstance(r, fusion.FusedForward) for r in fplan.runners),
+            any(isinstance(r, fusion.FusedBackward) for r in bplan.runners))
+
+
+@pytest.mark.parametrize("flags", [False, True])
+def test_a_plan_runs_op_by_op_until_its_third_run_then_fused(monkeypatch, flags):
+    """A graph run once or twice compiles no fused kernel; a loop fuses from the third run
+    (always that run: a program's results are the same from run to run)."""
+    from nnabla_jit import graph
+    monkeypatch.setattr(graph, "FUSE_FROM_RUN", 3)
+    x, _, loss = _chain()
+    seen, values = [], []
+    for _ in range(4):
+        x.g = 0
+        loss.forward(clear_no_need_grad=flags)
+        loss.backward(clear_buffer=flags)
+        seen.append(_fused_kinds(loss, flags))
+        values.append((loss.d.copy(), x.g.copy()))
+    assert seen == [(False, False), (False, False), (True, True), (True, True)]
+    for d, g in values[1:]:
+        np.testing.assert_allclose(d, values[0][0], rtol=1e-6)
+        np.testing.assert_allclose(g, values[0][1], rtol=1e-6, atol=1e-7)
+
+
+def test_a_changed_graph_keeps_its_count_and_a_question_is_not_a_run(monkeypatch):
+    from nnabla_jit import graph
+    monkeypatch.setattr(graph, "FUSE_FROM_RUN", 3)
+    x, _, loss = _chain()
+    for _ in range(5):
+        assert graph.has_grad_path(loss)   # asks the backward plan: not a run of it
+    loss.forward()
+    loss.backward()
+    assert loss._cache[("backward", False)].runs == 1
+    for _ in range(2):
+        loss.forward()
+        loss.backward()
+    assert _fused_kinds(loss, False) == (True, True)
+    graph.graph_changed()   # every plan is built again: the rebuilt one fuses from its first run
+    loss.forward()
+    loss.backward()
+    assert _fused_kinds(loss, False) == (True, True)
+    assert loss._cache[("forward", False, False)].runs == 4
+
+
+def test_a_numerical_gradient_compiles_no_fused_kernel(monkeypatch):
+    """numerical_grad runs its loss graph twice per element: op by op, even where plans would
+    fuse from their first run."""
+    from nnabla_jit import fusion, graph
+    from nnabla_jit.testing import double_context, numerical_grad
+    monkeypatch.setattr(graph, "FUSE_FROM_RUN", 1)
+    fused = []
+    real = fusion.fuse_forward
+    monkeypatch.setattr(fusion, "fuse_forward", lambda *a, **k: fused.append(1) or real(*a, **k))
+    x = nn.Variable.from_numpy_array(np.random.RandomState(0).randn(2, 3), need_grad=True)
+    with nn.context_scope(double_context()):
+        g = numerical_grad(lambda v: F.tanh(v) * 2 + 1, [x], [np.ones((2, 3))], 0, 1e-6)
+    np.testing.assert_allclose(g, 2 / np.cosh(x.d) ** 2, rtol=1e-5)
+    assert fused == []
+    assert graph.FUSION   # as it was before the check

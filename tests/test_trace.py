@@ -23,6 +23,8 @@ from nnabla_jit.utils.trace import summary
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EPS = 1e-6   # microseconds: the file's times have three decimals
 
+pytestmark = pytest.mark.usefixtures("fuse_from_first_run")
+
 
 def check_chrome_trace(doc):
     """Raise AssertionError unless ``doc`` is a Chrome trace in the JSON object format whose
@@ -277,6 +279,7 @@ COMPILING = textwrap.dedent("""
 def test_an_empty_kernel_cache_shows_compiles_and_a_warm_one_loads(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
     env.update(NNABLA_JIT_CACHE_DIR=str(tmp_path / "cache"), NNABLA_JIT_DEFER_PARALLEL="0",
+               NNABLA_JIT_FUSE_FROM_RUN="1",   # the step is the graph's first run
                PYTHONPATH=ROOT + os.pathsep + env.get("PYTHONPATH", ""))
     script = tmp_path / "step.py"
     script.write_text(COMPILING)

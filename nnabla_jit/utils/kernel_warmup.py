@@ -25,7 +25,7 @@ import nnabla_jit as nn
 import nnabla_jit.functions as F
 import nnabla_jit.parametric_functions as PF
 import nnabla_jit.solvers as S
-from .. import deferred_compile, kernel_cache, numba_internals
+from .. import deferred_compile, graph, kernel_cache, numba_internals
 
 __all__ = ["NETWORKS", "warm", "warm_one", "write_manifest"]
 
@@ -88,13 +88,16 @@ def warm_one(name, eager=True):
             for root, solver, fused in steps:
                 if solver is not None:
                     solver.set_parameters(nn.get_parameters())
-                root.forward(clear_no_need_grad=fused, clear_buffer=fused and solver is None)
-                if solver is None:
-                    continue
-                solver.zero_grad()
-                root.backward(clear_buffer=fused)
-                solver.weight_decay(1e-5)
-                solver.update()
+                # as often as a loop runs it before its plans fuse: the op-by-op kernels of the
+                # first runs, then the fused ones
+                for _ in range(graph.FUSE_FROM_RUN):
+                    root.forward(clear_no_need_grad=fused, clear_buffer=fused and solver is None)
+                    if solver is None:
+                        continue
+                    solver.zero_grad()
+                    root.backward(clear_buffer=fused)
+                    solver.weight_decay(1e-5)
+                    solver.update()
     finally:
         nn.clear_parameters()
         for key, value in saved.items():

@@ -238,7 +238,7 @@ def _chain_step(ctx, x_value, accumulate=False):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("fuse", [True, False])
-def test_fused_regions_on_the_device_equal_the_cpu(monkeypatch, dtype, fuse):
+def test_fused_regions_on_the_device_equal_the_cpu(monkeypatch, fuse_from_first_run, dtype, fuse):
     import nnabla_jit as nn
     from nnabla_jit import fusion
     from nnabla_jit.cuda_ops import fused

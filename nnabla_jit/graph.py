@@ -352,7 +352,8 @@ def _cached_plan(var, key, make, run=True):
         cache = var._cache = {}
     plan = cache.get(key)
     runs = (0 if plan is None else plan.runs) + run
-    if plan is None or plan.version != _version[0] or (run and runs == FUSE_FROM_RUN):
+    if (plan is None or plan.version != _version[0]
+            or (run and runs == FUSE_FROM_RUN and FUSION)):   # unfused: nothing to rebuild for
         plan = cache[key] = make(runs >= FUSE_FROM_RUN)
     plan.runs = runs
     return plan

@@ -4,6 +4,8 @@ import pytest
 
 import nnabla_jit as nn
 import nnabla_jit.functions as F
+from nnabla_jit import fusion, graph
+from nnabla_jit.testing import double_context, numerical_grad
 
 
 def _chain():
@@ -85,7 +87,6 @@ def test_same_input_twice():
 
 
 def test_backward_without_need_grad_does_nothing_unless_strict(monkeypatch):
-    from nnabla_jit import graph
     q = nn.Variable((2,))
     r = F.sum(q * 3)
     r.forward()
@@ -259,7 +260,6 @@ def test_an_input_used_twice_and_an_output_nobody_holds():
 # ------------------------------------------------------------------ fusion from a plan's third run
 def _fused_kinds(loss, flags):
     """Which of the plans of ``loss`` run fused kernels: (forward, backward)."""
-    from nnabla_jit import fusion
     fplan = loss._cache[("forward", False, flags)]
     bplan = loss._cache[("backward", flags)]
     return (any(isinstance(r, fusion.FusedForward) for r in fplan.runners),
@@ -270,7 +270,6 @@ def _fused_kinds(loss, flags):
 def test_a_plan_runs_op_by_op_until_its_third_run_then_fused(monkeypatch, flags):
     """A graph run once or twice compiles no fused kernel; a loop fuses from the third run
     (always that run: a program's results are the same from run to run)."""
-    from nnabla_jit import graph
     monkeypatch.setattr(graph, "FUSE_FROM_RUN", 3)
     x, _, loss = _chain()
     seen, values = [], []
@@ -287,7 +286,6 @@ def test_a_plan_runs_op_by_op_until_its_third_run_then_fused(monkeypatch, flags)
 
 
 def test_a_changed_graph_keeps_its_count_and_a_question_is_not_a_run(monkeypatch):
-    from nnabla_jit import graph
     monkeypatch.setattr(graph, "FUSE_FROM_RUN", 3)
     x, _, loss = _chain()
     for _ in range(5):
@@ -309,9 +307,8 @@ def test_a_changed_graph_keeps_its_count_and_a_question_is_not_a_run(monkeypatch
 def test_a_numerical_gradient_compiles_no_fused_kernel(monkeypatch):
     """numerical_grad runs its loss graph twice per element: op by op, even where plans would
     fuse from their first run."""
-    from nnabla_jit import fusion, graph
-    from nnabla_jit.testing import double_context, numerical_grad
     monkeypatch.setattr(graph, "FUSE_FROM_RUN", 1)
+    monkeypatch.setattr(graph, "FUSION", True)
     fused = []
     real = fusion.fuse_forward
     monkeypatch.setattr(fusion, "fuse_forward", lambda *a, **k: fused.append(1) or real(*a, **k))
@@ -320,4 +317,4 @@ def test_a_numerical_gradient_compiles_no_fused_kernel(monkeypatch):
         g = numerical_grad(lambda v: F.tanh(v) * 2 + 1, [x], [np.ones((2, 3))], 0, 1e-6)
     np.testing.assert_allclose(g, 2 / np.cosh(x.d) ** 2, rtol=1e-5)
     assert fused == []
-    assert graph.FUSION   # as it was before the check
+    assert graph.FUSION   # as it was before the check (the fixture set it on)

@@ -16,7 +16,7 @@ import nnabla_jit.functions as F
 import nnabla_jit.parametric_functions as PF
 from nnabla_jit import deferred_compile, parallel_blocks
 from nnabla_jit.ext_utils import get_extension_context
-from nnabla_jit.ops import convolution, kernels, pooling
+from nnabla_jit.ops import convolution, convolution_kernels, convolution_tiled, kernels, pooling
 from nnabla_jit.ops.kernels import ParallelKernel
 
 from .test_deferred_compile import _run
@@ -98,12 +98,13 @@ def test_most_package_parallel_kernels_have_blocks():
     # the conv, pooling, normalization, solver and elementwise-style kernels all do; the few
     # left (reductions returning a value, Lamb's two loops) keep the serial stand-in
     found = {}
-    for module in (convolution, pooling):
+    for module in (convolution, convolution_kernels, convolution_tiled, pooling):
         for name, value in vars(module).items():
             if isinstance(value, ParallelKernel):
                 found[name] = parallel_blocks.blockable(value.py_func)
     assert found["im2col"] is None and found["col2im"] is None and found["pool_forward"] is None
     assert found["max_pool_planes"] is None
+    assert all(found[name] is None for name in ("tiled_image_to_map", "tiled_map_to_image", "tiled_filter_grad"))
     assert sum(why is None for why in found.values()) >= len(found) - 1
 
 
@@ -197,7 +198,11 @@ def test_a_network_on_block_stand_ins_matches_its_serial_kernels(dtype, block_st
         assert y.d.dtype == dtype
         results.append((y.d.copy(), x.g.copy()))
     nn.clear_parameters()
-    assert {"im2col_block", "col2im_block", "max_pool_planes_block"} <= set(block_stand_ins)
+    # float32 convolutions run sample by sample on register tiles where the CPU has AVX-512
+    tiled = dtype == np.float32 and convolution_tiled.enabled()
+    conv_blocks = {"tiled_image_to_map_block", "tiled_map_to_image_block"} if tiled else {"im2col_block",
+                                                                                         "col2im_block"}
+    assert conv_blocks | {"max_pool_planes_block"} <= set(block_stand_ins)
     rtol = 1e-5 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(results[1][0], results[0][0], rtol=rtol)
     np.testing.assert_allclose(results[1][1], results[0][1], rtol=rtol, atol=rtol)

@@ -11,7 +11,7 @@ from nnabla_jit.cuda_ops import (convolution as cuda_convolution, convolution_va
                                  device as cuda_device,
                                  linalg as cuda_linalg, loss as cuda_loss, pooling as cuda_pooling,
                                  validation as cuda_validation)
-from nnabla_jit.ops import (common, convolution, convolution_variants, linalg, loss, pooling, pooling_geometry,
+from nnabla_jit.ops import (common, convolution_kernels, convolution_variants, linalg, loss, pooling, pooling_geometry,
                             validation)
 
 SHARED = [
@@ -25,7 +25,7 @@ SHARED = [
     (cuda_pooling, "roi_grid", pooling.roi_grid),
     (cuda_pooling, "roi_sample", pooling.roi_sample),
     (cuda_pooling, "bilinear_at", pooling.bilinear_at),
-    (cuda_convolution, "image_plane", convolution.image_plane),
+    (cuda_convolution, "image_plane", convolution_kernels.image_plane),
     (cuda_variants, "corners", convolution_variants.bilinear_corners),
     (cuda_variants, "corner_sums", convolution_variants.corner_sums),
     (cuda_variants, "corner_weight", convolution_variants.corner_weight),
@@ -52,11 +52,11 @@ def test_cuda_compiles_the_cpu_rule(module, name, cpu_rule):
 def test_col_entry_inverts_col_row(channel_last):
     for K, C, group in [(1, 1, 1), (4, 6, 1), (3, 6, 2), (2, 6, 3), (9, 4, 4)]:
         Cg = C // group
-        rows = {convolution.col_row.py_func(c, k, K, Cg, channel_last): (c, k)
+        rows = {convolution_kernels.col_row.py_func(c, k, K, Cg, channel_last): (c, k)
                 for c, k in itertools.product(range(C), range(K))}
         assert sorted(rows) == list(range(C * K))   # a permutation of the col rows
         for row, (c, k) in rows.items():
-            assert convolution.col_entry.py_func(row, K, Cg, channel_last) == (c, k)
+            assert convolution_kernels.col_entry.py_func(row, K, Cg, channel_last) == (c, k)
 
 
 def test_store_writes_or_adds():

@@ -47,7 +47,7 @@ tap and every coordinate it replaced made these copies several times slower than
 """
 import numpy as np
 
-from ..ops import convolution as cpu_conv
+from ..ops import convolution_kernels as col_rules
 from ..ops.convolution import INIT_ADD, INIT_BIAS, INIT_ZERO, init_for_accum, init_for_bias
 from . import blas, device, reduction
 from .registry import backward, device_function, forward, kernel
@@ -79,8 +79,8 @@ def split_position(i, sp):
     return plane, q - plane * sp[D - 2], w
 
 
-image_plane = device_function(cpu_conv.image_plane.py_func)   # the CPU's rules
-plane_digit = device_function(cpu_conv.plane_digit.py_func)
+image_plane = device_function(col_rules.image_plane.py_func)   # the CPU's rules
+plane_digit = device_function(col_rules.plane_digit.py_func)
 
 
 @device_function
@@ -286,8 +286,8 @@ class ConvLaunch:
         if self.col_tables is None:
             geo = self.geo
             C, K, Cg, last = int(geo.C), int(geo.K), int(geo.C // geo.group), bool(geo.channel_last)
-            entries = np.stack(cpu_conv.col_entry.py_func(np.arange(C * K), K, Cg, last), 1)
-            col_rows = cpu_conv.col_row.py_func(np.arange(C)[:, None], np.arange(K)[None, :], K,
+            entries = np.stack(col_rules.col_entry.py_func(np.arange(C * K), K, Cg, last), 1)
+            col_rows = col_rules.col_row.py_func(np.arange(C)[:, None], np.arange(K)[None, :], K,
                                                 Cg, last)
             B, S, sample_size, channel_stride, position_stride = self.image_layout()
             as_ints = (lambda v: tuple(int(e) for e in v))
@@ -300,7 +300,7 @@ class ConvLaunch:
 
     def _layout(self, channels, positions):
         geo = self.geo
-        strides = cpu_conv.sample_strides.py_func(channels, positions, bool(geo.channel_last))
+        strides = col_rules.sample_strides.py_func(channels, positions, bool(geo.channel_last))
         return (int(geo.B), int(positions), int(channels * positions), int(strides[0]),
                 int(strides[1]))
 

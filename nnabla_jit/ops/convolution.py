@@ -35,17 +35,16 @@ import threading
 import weakref
 
 import numpy as np
-from numba import njit, prange, uint64
+from numba import prange, uint64
 
 from .blas import gemm
 from .common import normalize_axis
+from .convolution_kernels import (INIT_ADD, INIT_BIAS, INIT_ZERO, col2im, im2col, map_to_rows,
+                                  rows_to_map, tap_reads)
+from .convolution_tiled import TiledRoute
 from .kernels import parallel_kernel
 from .registry import Op, register
 from . import winograd
-
-
-# How a kernel starts the array it writes: add into it, from zero, or from the bias.
-INIT_ADD, INIT_ZERO, INIT_BIAS = 0, 1, 2
 
 
 # ------------------------------------------------------------------ backward kernels
@@ -144,228 +143,6 @@ def scratch(name, size, dtype):
     return buf
 
 
-# ------------------------------------------------------------------------------ kernels
-# Arrays reach the kernels flattened per sample: an image is (nb, C * S) with element (c, s) at
-# c * S + s, or s * C + c channel-last; a map likewise. Inner loops index with uint64: numba
-# skips its negative-index wraparound for unsigned ints, which lets LLVM vectorize the copies.
-# The layout and col rules are @njit(inline="always") helpers, which the CUDA kernels
-# (cuda_ops/convolution.py) compile from their py_func.
-@njit(cache=True, inline="always")
-def sample_strides(channels, size, channel_last):
-    """(channel stride, position stride) of a flattened sample."""
-    if channel_last:
-        return 1, channels
-    return size, 1
-
-
-@njit(cache=True, inline="always")
-def col_row(c, k, K, Cg, channel_last):
-    """The col row of image channel ``c`` and kernel tap ``k`` (the filter's column order: c * K
-    + k, or group by group tap-major channel-last); ``Cg`` channels per group."""
-    if channel_last:
-        g = c // Cg
-        return g * K * Cg + k * Cg + (c - g * Cg)
-    return c * K + k
-
-
-@njit(cache=True, inline="always")
-def col_entry(row, K, Cg, channel_last):
-    """(c, k): the image channel and kernel tap of col row ``row`` (``col_row`` inverted)."""
-    if channel_last:
-        g = row // (K * Cg)
-        rest = row - g * K * Cg
-        k = rest // Cg
-        return g * Cg + rest - k * Cg, k
-    c = row // K
-    return c, row - c * K
-
-
-@njit(cache=True, inline="always")
-def col_layout(img, col, img_sp, map_sp, stride, koff, group, channel_last):
-    """What im2col and col2im read off their arguments: (nb, K, D, H, W, OH, OW, sh, sw, O, S, C,
-    cs, ss, Cg, step) -- samples, taps, spatial dims, the last two dims of the image and the map
-    and their strides, map positions and image positions per sample, channels, the sample
-    strides, channels per group, and the image step between neighbouring map columns."""
-    nb = img.shape[0]
-    K, D = koff.shape
-    O = col.shape[1] // nb if nb > 0 else 0
-    S = 1
-    for d in range(D):
-        S *= img_sp[d]
-    C = img.shape[1] // S
-    cs, ss = sample_strides(C, S, channel_last)
-    return (nb, K, D, img_sp[D - 2], img_sp[D - 1], map_sp[D - 2], map_sp[D - 1], stride[D - 2],
-            stride[D - 1], O, S, C, cs, ss, C // group, stride[D - 1] * ss)
-
-
-@njit(cache=True, inline="always")
-def plane_digit(p, d, sp):
-    """(p's coordinate along spatial dim d, what is left of p for the dims before d): how
-    ``image_plane`` and the CUDA ``map_plane`` read a plane position (a flat position over the
-    spatial dims before the last two), from its last dim. Dim 0 takes what is left whole: no
-    division (int64 division is emulated on a GPU)."""
-    if d == 0:
-        return p, p
-    rest = p // sp[d]
-    return p - rest * sp[d], rest
-
-
-@njit(cache=True, inline="always")
-def image_plane(p, k, map_sp, img_sp, stride, koff):
-    """Image position (flat, in H x W planes) of map plane ``p`` -- a position over the spatial
-    dims before the last two -- at tap ``k``, and whether it lies in the image. The CUDA
-    im2col compiles this rule too: the first dim takes no division (p is below its size there;
-    int64 division is emulated on a GPU), none at all up to 3 spatial dims."""
-    flat = 0
-    mult = 1
-    valid = True
-    for d in range(len(map_sp) - 3, -1, -1):
-        o_d, p = plane_digit(p, d, map_sp)
-        i_d = o_d * stride[d] + koff[k, d]
-        if i_d < 0 or i_d >= img_sp[d]:
-            valid = False
-        flat += i_d * mult
-        mult *= img_sp[d]
-    return flat, valid
-
-
-@njit(cache=True, inline="always")
-def _valid_range(W, OW, sw, off):
-    """The map positions ow in [lo, hi) whose image position ow * sw + off lies in [0, W)."""
-    lo = 0 if off >= 0 else (-off + sw - 1) // sw
-    hi = 0 if W - 1 - off < 0 else (W - 1 - off) // sw + 1
-    hi = min(hi, OW)
-    return min(lo, hi), hi
-
-
-@parallel_kernel
-def im2col(img, col, img_sp, map_sp, stride, koff, group, channel_last, taps):
-    """col[row(c, k), b * O + o] = the image value under tap k of map position o (0 in the
-    padding). Spatial dims are (..., H, W), at least two; ``koff[k, d]`` = tap offset - pad.
-    ``taps`` (K, O), when not empty, holds the image position each tap reads at each map
-    position (-1 in the padding): one gather per entry instead of row copies (NARROW_MAP)."""
-    nb, K, D, H, W, OH, OW, sh, sw, O, S, C, cs, ss, Cg, step = col_layout(
-        img, col, img_sp, map_sp, stride, koff, group, channel_last)
-    for task in prange(C * K * nb):
-        ck = task // nb
-        b = task - ck * nb
-        c = ck // K
-        k = ck - c * K
-        sample, out = img[b], col[col_row(c, k, K, Cg, channel_last)]
-        if taps.shape[0] > 0:
-            reads = taps[k]
-            for o in range(O):
-                at = reads[o]
-                v = sample[uint64(c * cs + max(at, 0) * ss)]
-                out[uint64(b * O + o)] = v if at >= 0 else 0.0
-            continue
-        offh, offw = koff[k, D - 2], koff[k, D - 1]
-        hlo, hhi = _valid_range(H, OH, sh, offh)
-        wlo, whi = _valid_range(W, OW, sw, offw)
-        for p in range(O // (OH * OW)):
-            plane, valid = image_plane(p, k, map_sp, img_sp, stride, koff)
-            base = b * O + p * OH * OW
-            for oh in range(OH):
-                dst = base + oh * OW
-                if not valid or oh < hlo or oh >= hhi:
-                    for ow in range(OW):
-                        out[uint64(dst + ow)] = 0.0
-                    continue
-                for ow in range(wlo):
-                    out[uint64(dst + ow)] = 0.0
-                src = c * cs + ((plane * H + oh * sh + offh) * W + wlo * sw + offw) * ss
-                d0 = dst + wlo
-                if step == 1:
-                    for i in range(whi - wlo):
-                        out[uint64(d0 + i)] = sample[uint64(src + i)]
-                else:
-                    for i in range(whi - wlo):
-                        out[uint64(d0 + i)] = sample[uint64(src + i * step)]
-                for ow in range(whi, OW):
-                    out[uint64(dst + ow)] = 0.0
-
-
-@parallel_kernel
-def col2im(col, img, bias, init, img_sp, map_sp, stride, koff, group, channel_last):
-    """The adjoint of im2col: every image position gets the sum of its col entries, added to
-    its contents (INIT_ADD), to zero or to bias[c]."""
-    nb, K, D, H, W, OH, OW, sh, sw, O, S, C, cs, ss, Cg, step = col_layout(
-        img, col, img_sp, map_sp, stride, koff, group, channel_last)
-    for task in prange(nb * C):
-        b = task // C
-        c = task - b * C
-        sample = img[b]
-        if init != INIT_ADD:
-            v0 = bias[c] if init == INIT_BIAS else 0.0
-            for s in range(S):
-                sample[uint64(c * cs + s * ss)] = v0
-        for k in range(K):
-            row = col[col_row(c, k, K, Cg, channel_last)]
-            offh, offw = koff[k, D - 2], koff[k, D - 1]
-            hlo, hhi = _valid_range(H, OH, sh, offh)
-            wlo, whi = _valid_range(W, OW, sw, offw)
-            for p in range(O // (OH * OW)):
-                plane, valid = image_plane(p, k, map_sp, img_sp, stride, koff)
-                if not valid:
-                    continue
-                for oh in range(hlo, hhi):
-                    src = b * O + (p * OH + oh) * OW + wlo
-                    dst = c * cs + ((plane * H + oh * sh + offh) * W + wlo * sw + offw) * ss
-                    if step == 1:
-                        for i in range(whi - wlo):
-                            sample[uint64(dst + i)] += row[uint64(src + i)]
-                    else:
-                        for i in range(whi - wlo):
-                            sample[uint64(dst + i * step)] += row[uint64(src + i)]
-
-
-@njit(cache=True, inline="always")
-def rows_layout(mp, rows, channel_last, by_position):
-    """(nb, M, O, ms, os, rs, ps): what rows_to_map and map_to_rows read off a map (nb, M * O)
-    and its GEMM rows (M, nb * O), or (nb * O, M) ``by_position`` -- samples, channels,
-    positions, the map's sample strides and the rows' (channel, position) strides."""
-    nb = mp.shape[0]
-    M = rows.shape[1] if by_position else rows.shape[0]
-    O = rows.size // M // nb if nb > 0 and M > 0 else 0
-    ms, os_ = sample_strides(M, O, channel_last)
-    rs, ps = (1, M) if by_position else (nb * O, 1)
-    return nb, M, O, ms, os_, rs, ps
-
-
-@parallel_kernel
-def rows_to_map(rows, mp, bias, init, channel_last, by_position):
-    """mp (+)= rows (M, nb * O), or (nb * O, M) ``by_position``, laid out as a map (nb, M * O),
-    or (nb, O * M) channel-last. Position-major rows are read in blocks of 16 positions (all
-    channels of a block stay in L1: a transposition 2-3x faster than one position at a time)."""
-    nb, M, O, ms, os_, rs, ps = rows_layout(mp, rows, channel_last, by_position)
-    flat = rows.reshape(rows.size)
-    block = 16 if by_position else max(O, 1)
-    n_blocks = (O + block - 1) // block
-    for task in prange(nb * n_blocks):
-        b = task // n_blocks
-        o0 = (task - b * n_blocks) * block
-        o1 = min(O, o0 + block)
-        dst = mp[b]
-        for m in range(M):
-            v0 = bias[m] if init == INIT_BIAS else 0.0
-            for o in range(o0, o1):
-                i = uint64(m * ms + o * os_)
-                v = flat[uint64(m * rs + (b * O + o) * ps)] + v0
-                dst[i] = dst[i] + v if init == INIT_ADD else v
-
-
-@parallel_kernel
-def map_to_rows(mp, rows, channel_last):
-    """rows[m, b * O + o] = the map's element (m, o) of sample b."""
-    nb, M, O, ms, os_, rs, ps = rows_layout(mp, rows, channel_last, False)
-    for task in prange(nb * M):
-        b = task // M
-        m = task - b * M
-        src, dst = mp[b], rows[m]
-        for o in range(O):
-            dst[uint64(b * O + o)] = src[uint64(m * ms + o * os_)]
-
-
 # ------------------------------------------------------------------------------ geometry
 def split_layout(op, shape, base_axis, channel_last, what="input"):
     """(leading batch dims, channels, spatial dims) of an image or map shape."""
@@ -401,24 +178,17 @@ def check_bias(op, b, channels, w):
         op.fail("bias of shape {} must have shape ({},) (weight shape {})", tuple(b), channels, tuple(w))
 
 
-def tap_reads(geo):
-    """(K, O) int32: the flat image position tap k reads at map position o, -1 in the padding
-    (im2col's ``taps``)."""
-    at = np.array(list(np.ndindex(*geo.map_sp_a)), np.int64).reshape(-1, len(geo.map_sp_a))
-    at = at[None] * geo.stride_a + geo.koff[:, None]   # (K, O, dims)
-    inside = np.all((at >= 0) & (at < geo.img_sp_a), axis=2)
-    flat = np.ravel_multi_index(tuple(np.moveaxis(np.clip(at, 0, geo.img_sp_a - 1), 2, 0)), tuple(geo.img_sp_a))
-    return np.where(inside, flat, -1).astype(np.int32)
-
-
 class ConvGeometry:
     """One convolution's shapes and the products of the module docstring.
 
     Built from the image shape and the filter shape (``(M, C / group, *kernel)``, or
     ``(M, *kernel, C / group)`` channel-last); the map shape follows. The instance belongs to
     one graph node; when the whole batch's col is small it keeps it, so that the col of a
-    forward serves the filter gradient of the following backward.
+    forward serves the filter gradient of the following backward. Float32 layers that
+    ``TiledRoute.applies`` to take ``ops/convolution_tiled.py``'s products instead.
     """
+
+    TILED = True   # a subclass whose col is not im2col's (deformable convolution) sets False
 
     def __init__(self, op, img_shape, w_shape, pad, stride, dilation, group, channel_last, base_axis):
         lead, C, img_sp = split_layout(op, img_shape, base_axis, channel_last)
@@ -476,6 +246,8 @@ class ConvGeometry:
         self.taps = tap_reads(self) if map_sp[-1] < NARROW_MAP else np.zeros((0, 0), np.int32)
         self.kept_col = None
         self.col_of = None   # weak references to the arrays the whole-batch col in "col" came from
+        # float32 products sample by sample where they beat the batch's BLAS GEMMs
+        self.tiled = TiledRoute(self, scratch) if self.TILED and TiledRoute.applies(self) else None
 
     # --- views and buffers ---------------------------------------------------------------
     def img2(self, a):
@@ -571,8 +343,20 @@ class ConvGeometry:
             gemm(y[b], x[b], dw2, trans_b=True, accumulate=accumulate or b > 0)
 
     # --- the products ----------------------------------------------------------------------
+    def _tiled_takes(self, *arrays):
+        return self.tiled is not None and self.tiled.takes(*(a for a in arrays if a is not None))
+
+    def forget_col(self):
+        """Drop the forward's col (its image may change before the next backward)."""
+        self.col_of = None
+        if self.tiled is not None:
+            self.tiled.forget()
+
     def image_to_map(self, img, w, out_map, bias=None, init=INIT_ZERO, reuse_col=False):
         """out_map = conv(img, w) (+ bias), or += with INIT_ADD."""
+        if self._tiled_takes(img, w, out_map, bias):
+            self.col_of = None
+            return self.tiled.image_to_map(img, w, out_map, bias, init)
         if self.pointwise:
             return self._pointwise_to_map(img, w.reshape(self.M, -1), out_map, bias, init)
         img2, map2, w2 = self.img2(img), self.map2(out_map), w.reshape(self.M, -1)
@@ -612,6 +396,8 @@ class ConvGeometry:
 
     def map_to_image(self, mp, w, out_img, bias=None, init=INIT_ZERO):
         """out_img = conv^T(mp, w) (+ bias), or += with INIT_ADD."""
+        if self._tiled_takes(mp, w, out_img, bias):
+            return self.tiled.map_to_image(mp, w, out_img, bias, init)
         if self.pointwise:
             return self._pointwise_to_image(mp, w.reshape(self.M, -1), out_img, bias, init)
         img2 = self.img2(out_img)
@@ -624,6 +410,11 @@ class ConvGeometry:
         """out_w (+)= the correlation of img and mp: the filter gradient when mp is dL/dmap; and
         out_b (+)= the per-channel sums of mp (the bias gradient), when given."""
         img2, map2, dw2 = self.img2(img), self.map2(mp), out_w.reshape(self.M, -1)
+        if self._tiled_takes(img, mp, out_w) and self.tiled.has_cols(img, reuse_col):
+            self.tiled.filter_grad(mp, out_w, accumulate)
+            if out_b is not None:
+                bias_grad(map2, out_b, b_accumulate, self.channel_last)
+            return
         if self.pointwise and self.B > 0:
             self._pointwise_filter_grad(img, mp, dw2, accumulate)
             if out_b is not None:
@@ -700,7 +491,7 @@ class WinogradRoute:
 
     def forward(self, x, w, y, bias, init):
         geo = self.geo
-        geo.col_of = None   # no col was made: the filter gradient must not reuse an old one
+        geo.forget_col()   # no col was made: the filter gradient must not reuse an old one
         bias_a = bias if bias is not None else np.zeros(0, x.dtype)
         self.forward_plan.run(geo.img2(x), self.filter.of(w), geo.map2(y), bias_a, init, scratch)
 
@@ -736,7 +527,7 @@ class _ImageToMap(Op):
         return (i == 0 and j == 1) or (i == 1 and j == 0)
 
     def forget_forward(self):
-        self.geo.col_of = None   # the col its backward would reuse
+        self.geo.forget_col()   # the col its backward would reuse
 
 
 @register

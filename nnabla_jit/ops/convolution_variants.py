@@ -242,6 +242,8 @@ def deformable_col2im(dcol, x, offset, mask, dx, doffset, dmask, geom, dg, use_m
 class DeformableGeometry(ConvGeometry):
     """A 2-d channel-first convolution whose col samples the image at offset positions."""
 
+    TILED = False   # the tiled route makes im2col's col
+
     def __init__(self, op, x, w, offset, mask, pad, stride, dilation, group, deformable_group, base_axis):
         super().__init__(op, x, w, pad, stride, dilation, group, False, base_axis)
         # its col samples the image at the offsets: never the image itself

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from nnabla_jit.cuda_ops import convolution as cuda_conv, device
-from nnabla_jit.ops import convolution as cpu_conv
+from nnabla_jit.ops import convolution as cpu_conv, convolution_kernels as col_rules
 
 # (name, image shape, filter shape, pad, stride, dilation, group, channel_last)
 GEOMETRIES = [
@@ -33,7 +33,7 @@ def geometry(img_shape, w_shape, pad, stride, dilation, group, channel_last):
 
 def cpu_col(geo, img):
     col = np.empty((geo.C * geo.K, geo.B * geo.O), img.dtype)
-    cpu_conv.im2col.for_size(col.size)(img.reshape(geo.B, -1), col, geo.img_sp_a, geo.map_sp_a,
+    col_rules.im2col.for_size(col.size)(img.reshape(geo.B, -1), col, geo.img_sp_a, geo.map_sp_a,
                                        geo.stride_a, geo.koff, geo.group, geo.channel_last, geo.taps)
     return col
 
@@ -44,7 +44,7 @@ def col2im_reference(geo, dcol, img, bias, init):
     element (INIT_ADD), zero or its channel's bias."""
     reads = cpu_col(geo, np.arange(1, img.size + 1, dtype=np.float64).reshape(img.shape))
     reads = reads.astype(np.int64)   # 1 + the element read, 0 in the padding
-    taps = cpu_conv.col_entry.py_func(np.arange(geo.C * geo.K), geo.K, geo.C // geo.group,
+    taps = col_rules.col_entry.py_func(np.arange(geo.C * geo.K), geo.K, geo.C // geo.group,
                                       geo.channel_last)[1]
     sums = np.zeros(img.size + 1)
     for k in range(geo.K):

@@ -7,7 +7,7 @@ from hypothesis import given, strategies as st
 import nnabla_jit as nn
 import nnabla_jit.functions as F
 from nnabla_jit.ext_utils import get_extension_context
-from nnabla_jit.ops import convolution as conv_ops
+from nnabla_jit.ops import convolution as conv_ops, convolution_tiled as conv_tiled
 from nnabla_jit.ops.kernels import parallel_threshold
 from nnabla_jit.testing import check_forward, check_function
 
@@ -24,6 +24,12 @@ def _channel_first(a, base_axis, channel_last):
         r = r.reshape(tuple(lead) + r.shape[1:])
         return np.moveaxis(r, base_axis, -1) if channel_last else r
     return flat, restore
+
+
+@pytest.fixture
+def im2col_route(monkeypatch):
+    """Float32 convolutions on the im2col route (the tiled route would take them instead)."""
+    monkeypatch.setenv("NNABLA_JIT_TILED_CONV", "0")
 
 
 def _defaults(D, pad, stride, dilation):
@@ -168,7 +174,7 @@ def test_convolution_forward_larger(channel_last):
                       lambda x, w: conv_ref(x, w, None, 1, **args), atol=1e-4, ctx=nn.Context())
 
 
-def test_convolution_chunked_batch(monkeypatch):
+def test_convolution_chunked_batch(monkeypatch, im2col_route):
     """A batch larger than one im2col buffer goes through in chunks with the same result."""
     monkeypatch.setattr(conv_ops, "COL_ELEMENTS", 200)
     rng = np.random.RandomState(3)
@@ -179,7 +185,7 @@ def test_convolution_chunked_batch(monkeypatch):
 
 
 @pytest.mark.parametrize("kept", [True, False])
-def test_convolution_chain_shares_work_arrays(monkeypatch, kept):
+def test_convolution_chain_shares_work_arrays(monkeypatch, im2col_route, kept):
     """Convolutions of one graph share scratch arrays; a node keeps its own col (for its
     backward) only when small -- both ways the chain's gradients are right."""
     if not kept:
@@ -294,7 +300,7 @@ def test_im2col_tap_table_matches_row_copies(monkeypatch, channel_last, img_sp, 
 @pytest.mark.parametrize("position_major", [False, True])
 @pytest.mark.parametrize("channel_last", [False, True])
 @pytest.mark.parametrize("with_bias", [False, True])
-def test_convolution_gemm_orientations(monkeypatch, position_major, channel_last, with_bias):
+def test_convolution_gemm_orientations(monkeypatch, im2col_route, position_major, channel_last, with_bias):
     """The col route's GEMM orientations -- position-major forward rows laid out by rows_to_map,
     the filter gradient computed transposed, channel-last products straight on the map -- and
     the plain ones give the reference's map and gradients (float32 / float64, serial / parallel
@@ -315,7 +321,7 @@ def test_convolution_gemm_orientations(monkeypatch, position_major, channel_last
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("channel_last", [False, True])
-def test_convolution_filter_gradient_orientations_agree(monkeypatch, dtype, channel_last):
+def test_convolution_filter_gradient_orientations_agree(monkeypatch, im2col_route, dtype, channel_last):
     """A LeNet-sized first layer (1 channel, 5x5): the filter gradient computed transposed and
     plain agree, added into a gradient already there (accum). (float64 takes the plain one
     either way: this checks that the switch leaves it alone.)"""
@@ -338,6 +344,85 @@ def test_convolution_filter_gradient_orientations_agree(monkeypatch, dtype, chan
     tol = 1e-4 if dtype == np.float32 else 1e-10
     np.testing.assert_allclose(results[0], results[1], rtol=tol, atol=tol * np.abs(results[0]).max())
     assert not np.allclose(results[0], 0.5)
+
+
+@pytest.mark.skipif(not conv_tiled.enabled(), reason="the tiled route needs AVX-512")
+@pytest.mark.parametrize("variant", [None, 0], ids=["serial", "parallel"])
+@pytest.mark.parametrize("x_shape, M, kernel, pad, stride, dilation", [
+    ((6, 16, 12, 12), 32, (5, 5), (0, 0), (1, 1), (1, 1)),   # LeNet's conv2: a narrow map (gather)
+    ((3, 3, 20, 37), 18, (3, 3), (1, 1), (2, 1), (1, 1)),    # wide: row copies, with a stride
+    ((2, 3, 18, 41), 9, (3, 3), (2, 2), (1, 1), (2, 2)),     # wide, dilated, padding 2
+    ((3, 4, 17), 7, (3,), (1,), (1,), (1,)),                 # 1-d
+    ((2, 2, 7, 7, 5), 4, (3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1)),   # 3-d (through the table)
+    ((1, 1, 5, 5), 3, (5, 5), (2, 2), (1, 1), (1, 1))])     # one sample, one channel
+def test_tiled_route_matches_the_im2col_route(variant, x_shape, M, kernel, pad, stride, dilation):
+    """Float32 products sample by sample on register tiles: the same map, data gradient and
+    filter gradient as the im2col route (to float32 rounding), for every write mode -- added,
+    from zero, from the bias -- and accumulation, serial and parallel kernels."""
+    rng = np.random.RandomState(21)
+    x = rng.randn(*x_shape).astype(np.float32)
+    w = rng.randn(M, x_shape[1], *kernel).astype(np.float32)
+    b, bx = rng.randn(M).astype(np.float32), rng.randn(x_shape[1]).astype(np.float32)
+
+    def geometry(tiled):
+        geo = conv_ops.ConvGeometry(None, x_shape, w.shape, pad, stride, dilation, 1, False, 1)
+        assert (geo.tiled is not None) == tiled
+        return geo
+    with parallel_threshold(variant):
+        tiled = geometry(True)
+        plain = geometry(True)
+        plain.tiled = None
+        for init in (conv_ops.INIT_ADD, conv_ops.INIT_ZERO, conv_ops.INIT_BIAS):
+            outs = []
+            for geo in (tiled, plain):
+                r = np.random.RandomState(init)
+                y, dx = r.randn(*geo.map_shape).astype(np.float32), r.randn(*x_shape).astype(np.float32)
+                dw, dw_acc = r.randn(*w.shape).astype(np.float32), r.randn(*w.shape).astype(np.float32)
+                geo.image_to_map(x, w, y, b, init)
+                dy = np.sin(y)
+                geo.map_to_image(dy, w, dx, bx, init)
+                geo.filter_grad(x, dy, dw, False, reuse_col=True)   # from the forward's cols
+                geo.filter_grad(x, dy, dw_acc, True, reuse_col=True)
+                outs.append((y, dx, dw, dw_acc))
+            for got, want in zip(*outs):
+                np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5 * np.abs(want).max())
+    assert tiled.tiled.kept is not None or tiled.B * tiled.C * tiled.K * tiled.O > conv_tiled.KEPT_COL_ELEMENTS
+
+
+@pytest.mark.skipif(not conv_tiled.enabled(), reason="the tiled route needs AVX-512")
+def test_tiled_route_leaves_what_it_does_not_take(monkeypatch):
+    """float64 calls, a filter gradient of an image other than the forward's (its cols are not
+    kept for it), grouped, channel-last and pointwise convolutions, and NNABLA_JIT_TILED_CONV=0
+    take the im2col route."""
+    calls = []
+    for name in ("image_to_map", "map_to_image", "filter_grad"):
+        real = getattr(conv_tiled.TiledRoute, name)
+        monkeypatch.setattr(conv_tiled.TiledRoute, name,
+                            lambda self, *a, _real=real, _name=name: calls.append(_name) or _real(self, *a))
+    rng = np.random.RandomState(22)
+    x64 = rng.randn(2, 3, 6, 6)
+    x, w = x64.astype(np.float32), rng.randn(4, 3, 3, 3).astype(np.float32)
+    geo = conv_ops.ConvGeometry(None, x.shape, w.shape, (1, 1), (1, 1), (1, 1), 1, False, 1)
+    y = np.empty(geo.map_shape, np.float32)
+    geo.image_to_map(x64, w.astype(np.float64), y.astype(np.float64))
+    assert calls == []
+    geo.image_to_map(x, w, y)
+    other, dw = x + 1, np.empty_like(w)
+    geo.filter_grad(other, y, dw, reuse_col=True)
+    assert calls == ["image_to_map"]
+    plain = conv_ops.ConvGeometry(None, x.shape, w.shape, (1, 1), (1, 1), (1, 1), 1, False, 1)
+    plain.tiled = None
+    want = np.empty_like(w)
+    plain.filter_grad(other, y, want)
+    np.testing.assert_allclose(dw, want, rtol=1e-5, atol=1e-5)
+    for args in [((2, 4, 6, 6), (4, 2, 3, 3), 2, False), ((2, 6, 6, 3), (4, 3, 3, 3), 1, True),
+                 ((2, 3, 6, 6), (4, 3, 1, 1), 1, False)]:
+        x_shape, w_shape, group, channel_last = args
+        spatial = 2
+        assert conv_ops.ConvGeometry(None, x_shape, w_shape, (0,) * spatial, (1,) * spatial, (1,) * spatial, group,
+                                     channel_last, 1).tiled is None
+    monkeypatch.setenv("NNABLA_JIT_TILED_CONV", "0")
+    assert conv_ops.ConvGeometry(None, x.shape, w.shape, (1, 1), (1, 1), (1, 1), 1, False, 1).tiled is None
 
 
 # ------------------------------------------------------------------------------ Deconvolution

@@ -410,11 +410,8 @@ class ConvGeometry:
         """out_w (+)= the correlation of img and mp: the filter gradient when mp is dL/dmap; and
         out_b (+)= the per-channel sums of mp (the bias gradient), when given."""
         img2, map2, dw2 = self.img2(img), self.map2(mp), out_w.reshape(self.M, -1)
-        if self._tiled_takes(img, mp, out_w) and self.tiled.has_cols(img, reuse_col):
-            self.tiled.filter_grad(mp, out_w, accumulate)
-            if out_b is not None:
-                bias_grad(map2, out_b, b_accumulate, self.channel_last)
-            return
+        if self._tiled_takes(img, mp, out_w, out_b) and self.tiled.has_cols(img, reuse_col):
+            return self.tiled.filter_grad(mp, out_w, accumulate, out_b, b_accumulate)
         if self.pointwise and self.B > 0:
             self._pointwise_filter_grad(img, mp, dw2, accumulate)
             if out_b is not None:

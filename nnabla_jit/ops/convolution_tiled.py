@@ -39,7 +39,7 @@ from .kernels import parallel_kernel
 SAMPLE_COL_ELEMENTS = 1 << 18
 FILTER_ELEMENTS = 1 << 18
 # The forward keeps the batch's cols for the filter gradient up to this many elements.
-KEPT_COL_ELEMENTS = 1 << 21
+KEPT_COL_ELEMENTS = 1 << 22
 
 
 @njit(cache=True, inline="always")
@@ -142,15 +142,18 @@ def tiled_map_to_image(mp, w, img, bias, init, dcols, taps):
 
 
 @parallel_kernel
-def tiled_filter_grad(mp, cols, partial, rows_t):
+def tiled_filter_grad(mp, cols, partial, rows_t, partial_b, want_b):
     """partial[p] (R, M) = the sum over part p's samples of col_b (R, O) @ dy_b^T, from the cols
-    the forward kept; rows_t[p] holds the sample's dy_b^T (O, M)."""
+    the forward kept; rows_t[p] holds the sample's dy_b^T (O, M). With ``want_b`` also
+    partial_b[p] (M,) = the part's sums of dy per channel (the bias gradient), read off dy_b^T."""
     nb = mp.shape[0]
     parts, R, M = partial.shape
     O = mp.shape[1] // M
     for p in prange(parts):
         t = rows_t[p]
         out = partial[p].reshape(R * M)
+        sums = partial_b[p]
+        sums[:] = 0.0
         b0 = p * nb // parts
         for b in range(b0, (p + 1) * nb // parts):
             y = mp[b]
@@ -158,6 +161,10 @@ def tiled_filter_grad(mp, cols, partial, rows_t):
                 for m in range(M):
                     for o in range(o0, min(O, o0 + 16)):
                         t[o * M + m] = y[m * O + o]
+            if want_b:
+                for o in range(O):
+                    for m in range(M):
+                        sums[m] += t[o * M + m]
             tiles.block_product(cols[b], 0, O, 1, t, 0, M, out, 0, M, R, M, O, b > b0)
 
 
@@ -227,20 +234,24 @@ class TiledRoute:
         """Whether the filter gradient can read the forward's cols (of this very image)."""
         return reuse_col and self.kept_of is not None and self.kept_of() is img
 
-    def filter_grad(self, mp, out_w, accumulate):
-        """out_w (+)= the filter gradient from the kept cols (``has_cols``)."""
+    def filter_grad(self, mp, out_w, accumulate, out_b, b_accumulate):
+        """out_w (+)= the filter gradient from the kept cols (``has_cols``), and out_b (+)= the
+        bias gradient (the channel sums of ``mp``) when given."""
         geo = self.geo
         kernel, parts = self._variant(tiled_filter_grad)
         partial = self.scratch("dwt", parts * self.R * geo.M, np.float32)[:parts * self.R * geo.M]
         partial = partial.reshape(parts, self.R, geo.M)
         rows_t = self.scratch("rows", parts * geo.O * geo.M, np.float32)[:parts * geo.O * geo.M]
-        kernel(geo.map2(mp), self.kept, partial, rows_t.reshape(parts, geo.O * geo.M))
-        total = partial[0] if parts == 1 else partial.sum(axis=0)
-        dw2 = out_w.reshape(geo.M, self.R)
-        if accumulate:
-            dw2 += total.T
-        else:
-            dw2[...] = total.T
+        sums = self.scratch("channel_sums", parts * geo.M, np.float64)[:parts * geo.M].reshape(parts, geo.M)
+        kernel(geo.map2(mp), self.kept, partial, rows_t.reshape(parts, geo.O * geo.M), sums, out_b is not None)
+        for out, total, add in ((out_w.reshape(geo.M, self.R), partial.sum(axis=0).T, accumulate),
+                                (out_b, sums.sum(axis=0), b_accumulate)):
+            if out is None:
+                continue
+            if add:
+                out += total
+            else:
+                out[...] = total
 
     def forget(self):
         self.kept_of = None

@@ -356,9 +356,9 @@ def test_convolution_filter_gradient_orientations_agree(monkeypatch, im2col_rout
     ((2, 2, 7, 7, 5), 4, (3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1)),   # 3-d (through the table)
     ((1, 1, 5, 5), 3, (5, 5), (2, 2), (1, 1), (1, 1))])     # one sample, one channel
 def test_tiled_route_matches_the_im2col_route(variant, x_shape, M, kernel, pad, stride, dilation):
-    """Float32 products sample by sample on register tiles: the same map, data gradient and
-    filter gradient as the im2col route (to float32 rounding), for every write mode -- added,
-    from zero, from the bias -- and accumulation, serial and parallel kernels."""
+    """Float32 products sample by sample on register tiles: the same map, data gradient,
+    filter and bias gradients as the im2col route (to float32 rounding), for every write mode
+    -- added, from zero, from the bias -- and accumulation, serial and parallel kernels."""
     rng = np.random.RandomState(21)
     x = rng.randn(*x_shape).astype(np.float32)
     w = rng.randn(M, x_shape[1], *kernel).astype(np.float32)
@@ -378,12 +378,14 @@ def test_tiled_route_matches_the_im2col_route(variant, x_shape, M, kernel, pad, 
                 r = np.random.RandomState(init)
                 y, dx = r.randn(*geo.map_shape).astype(np.float32), r.randn(*x_shape).astype(np.float32)
                 dw, dw_acc = r.randn(*w.shape).astype(np.float32), r.randn(*w.shape).astype(np.float32)
+                db, db_acc = r.randn(M).astype(np.float32), r.randn(M).astype(np.float32)
                 geo.image_to_map(x, w, y, b, init)
                 dy = np.sin(y)
                 geo.map_to_image(dy, w, dx, bx, init)
                 geo.filter_grad(x, dy, dw, False, reuse_col=True)   # from the forward's cols
-                geo.filter_grad(x, dy, dw_acc, True, reuse_col=True)
-                outs.append((y, dx, dw, dw_acc))
+                geo.filter_grad(x, dy, dw_acc, True, reuse_col=True, out_b=db, b_accumulate=False)
+                geo.filter_grad(x, dy, dw_acc, True, reuse_col=True, out_b=db_acc, b_accumulate=True)
+                outs.append((y, dx, dw, dw_acc, db, db_acc))
             for got, want in zip(*outs):
                 np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5 * np.abs(want).max())
     assert tiled.tiled.kept is not None or tiled.B * tiled.C * tiled.K * tiled.O > conv_tiled.KEPT_COL_ELEMENTS

@@ -329,7 +329,9 @@ def _keeper(roots, needed_by_backward, clear_buffer, keep_all=False):
 def fuse_forward(plan, roots, needed_by_backward, clear_buffer, keep_all=False):
     """Replace the runners of each fusible region of ``plan`` by one fused runner; the frees of
     the region's nodes move to after it. First, a BatchNormalization whose output only a ReLU
-    (or an Add2 and then a ReLU) reads runs with them (:class:`NormalizationEpilogue`).
+    (or an Add2 and then a ReLU) reads runs with them (:class:`NormalizationEpilogue`), and so
+    does an op whose output only a ReLU reads when the op applies it for free (a tiled
+    Convolution, ``relu_epilogue``).
     ``keep_all``: every value is stored (a forward without clearing flags)."""
     keep = _keeper(roots, needed_by_backward, clear_buffer, keep_all)
     nodes = [node for node, _ in plan.steps]
@@ -337,7 +339,7 @@ def fuse_forward(plan, roots, needed_by_backward, clear_buffer, keep_all=False):
     position = {id(node): k for k, node in enumerate(nodes)}
     taken = set()
     for k, node in enumerate(nodes):
-        found = _normalization_epilogue(node, position, keep)
+        found = _normalization_epilogue(node, position, keep) or _relu_epilogue(node, position, keep)
         if found is None or any(id(n) in taken for n in found[0]):
             continue
         chain, z = found
@@ -413,12 +415,32 @@ def _normalization_epilogue(bn, position, keep):
     return chain, z
 
 
+def _relu_epilogue(node, position, keep):
+    """([node, relu], None) when ``node``'s op applies a ReLU as it writes at no extra cost
+    (its ``relu_epilogue``) and only a ReLU reads its output, which is not kept (plain host
+    nodes of one compute type); else None."""
+    relu_epilogue = getattr(node.op, "relu_epilogue", None)
+    if relu_epilogue is None or not _plain_host(node) or not relu_epilogue(node.compute_dtype):
+        return None
+    readers = node._outputs[0]().function_references
+    if len(readers) != 1:
+        return None
+    relu = readers[0]
+    if (relu.op.name != "ReLU" or id(relu) not in position or not _plain_host(relu)
+            or relu.compute_dtype != node.compute_dtype or relu.op.inplace_data(0)
+            or keep(node._outputs[0](), {id(node), id(relu)})):
+        return None
+    return [node, relu], None
+
+
 class NormalizationEpilogue:
     """A BatchNormalization with the (Add2 and) ReLU that alone read it: the normalisation's
     kernel adds ``z`` and applies the ReLU as it writes (FusedBatchNormalization's epilogue),
     straight into the ReLU's output: one pass over the elements instead of two or three. The
     values in between are never stored; the backward steps are unchanged (the normalization's
-    reads its input and the batch statistics, the ReLU's its own output)."""
+    reads its input and the batch statistics, the ReLU's its own output). A tiled Convolution
+    and its ReLU run the same way (``forward_fused`` with z None: the convolution's backward
+    reads its inputs only)."""
 
     def __init__(self, chain, z):
         bn, relu = chain[0], chain[-1]

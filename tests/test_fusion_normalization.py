@@ -1,6 +1,7 @@
 """A BatchNormalization whose output only a ReLU (or an Add2, then a ReLU) reads runs with them
-under the clearing flags (``fusion.NormalizationEpilogue``): results as unfused, and never when
-the values in between are wanted."""
+under the clearing flags (``fusion.NormalizationEpilogue``), and so does a tiled Convolution
+with the ReLU that alone reads it: results as unfused, and never when the values in between
+are wanted."""
 import numpy as np
 import pytest
 
@@ -9,6 +10,7 @@ import nnabla_jit.functions as F
 import nnabla_jit.parametric_functions as PF
 from nnabla_jit import fusion, graph
 from nnabla_jit.ext_utils import get_extension_context
+from nnabla_jit.ops import convolution_tiled
 from nnabla_jit.ops.kernels import parallel_threshold
 
 from .training import momentum_steps
@@ -84,3 +86,46 @@ def test_a_normalized_value_someone_reads_is_stored(monkeypatch):
     root.forward(clear_buffer=True)
     want = np.maximum(h.d, 0)
     np.testing.assert_array_equal(y.d, want)
+
+
+# ------------------------------------------------------------------------------ Convolution + ReLU
+tiled = pytest.mark.skipif(not convolution_tiled.enabled(), reason="the tiled route needs AVX-512")
+
+
+def _conv_relu_net(x):
+    h = F.relu(PF.convolution(x, 8, (3, 3), pad=(1, 1), name="r1"))
+    h = F.relu(PF.convolution(h, 6, (3, 3), name="r2", with_bias=False))
+    return F.relu(PF.convolution(h, 4, (1, 1), name="r3"))   # pointwise: not tiled, runs alone
+
+
+def _train_conv_relu(dtype, fuse, monkeypatch, steps=3):
+    monkeypatch.setattr(graph, "FUSION", fuse)
+    nn.clear_parameters()
+    x = nn.Variable.from_numpy_array(np.random.RandomState(2).randn(5, 3, 9, 9).astype(dtype))
+    loss = F.mean(_conv_relu_net(x) ** 2)
+    init = np.random.RandomState(3)
+    for name, p in sorted(nn.get_parameters().items()):
+        p.d = (init.rand(*p.shape) - 0.3).astype(dtype)
+    return momentum_steps(loss, 0.1, steps)
+
+
+@tiled
+@pytest.mark.parametrize("threshold", [None, 0], ids=["serial", "parallel"])
+def test_tiled_convolution_with_its_relu_matches_unfused(threshold, monkeypatch):
+    with parallel_threshold(threshold):
+        want = _train_conv_relu(np.float32, False, monkeypatch)
+        got = _train_conv_relu(np.float32, True, monkeypatch)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+    for name in want[1]:
+        np.testing.assert_allclose(got[1][name], want[1][name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+@tiled
+def test_the_plan_runs_a_tiled_convolution_with_its_relu():
+    x = nn.Variable.from_numpy_array(np.random.RandomState(0).randn(2, 3, 9, 9).astype(np.float32))
+    y = _conv_relu_net(x)
+    assert _plan_chains(y, clear_buffer=True) == ["Convolution+ReLU", "Convolution+ReLU"]
+    assert _plan_chains(y) == []   # no clearing flag: the convolutions' outputs stay readable
+    with nn.context_scope(get_extension_context("cpu", type_config="double")):
+        x64 = nn.Variable.from_numpy_array(np.random.RandomState(0).randn(2, 3, 9, 9))
+        assert _plan_chains(_conv_relu_net(x64), clear_buffer=True) == []   # float64: no tiles

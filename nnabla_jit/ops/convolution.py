@@ -352,11 +352,13 @@ class ConvGeometry:
         if self.tiled is not None:
             self.tiled.forget()
 
-    def image_to_map(self, img, w, out_map, bias=None, init=INIT_ZERO, reuse_col=False):
-        """out_map = conv(img, w) (+ bias), or += with INIT_ADD."""
+    def image_to_map(self, img, w, out_map, bias=None, init=INIT_ZERO, reuse_col=False, relu=False):
+        """out_map = conv(img, w) (+ bias), or += with INIT_ADD. Returns whether it also applied
+        ``relu`` (the tiled route does, sample by sample; the caller otherwise)."""
         if self._tiled_takes(img, w, out_map, bias):
             self.col_of = None
-            return self.tiled.image_to_map(img, w, out_map, bias, init)
+            self.tiled.image_to_map(img, w, out_map, bias, init, relu)
+            return True
         if self.pointwise:
             return self._pointwise_to_map(img, w.reshape(self.M, -1), out_map, bias, init)
         img2, map2, w2 = self.img2(img), self.map2(out_map), w.reshape(self.M, -1)
@@ -514,11 +516,23 @@ class _ImageToMap(Op):
     wino = None
 
     def forward(self, inputs, outputs):
-        bias = inputs[2] if len(inputs) > 2 else None
+        self.forward_fused(inputs, outputs, None, False)
+
+    def forward_fused(self, inputs, outputs, z, relu):
+        """The forward, through a ReLU when ``relu`` (``z`` must be None): the epilogue the
+        executor gives a convolution whose output only a ReLU reads (``fusion.py``), where
+        ``relu_epilogue`` says it costs no pass of its own."""
+        bias, y = inputs[2] if len(inputs) > 2 else None, outputs[0]
         if self.wino is not None and self.wino.takes(inputs[0]) and inputs[1].dtype == inputs[0].dtype:
-            self.wino.forward(inputs[0], inputs[1], outputs[0], bias, init_for_bias(bias))
-            return
-        self.geo.image_to_map(inputs[0], inputs[1], outputs[0], bias, init_for_bias(bias))
+            self.wino.forward(inputs[0], inputs[1], y, bias, init_for_bias(bias))
+        elif self.geo.image_to_map(inputs[0], inputs[1], y, bias, init_for_bias(bias), relu=relu):
+            return   # the tiled route applied it sample by sample
+        if relu:
+            np.maximum(y, 0, out=y)
+
+    def relu_epilogue(self, dtype):
+        """Whether the forward applies a following ReLU as it writes (the tiled route)."""
+        return self.wino is None and self.geo.tiled is not None and dtype == np.float32
 
     def grad_depends_input_data(self, i, j):
         return (i == 0 and j == 1) or (i == 1 and j == 0)

@@ -94,10 +94,10 @@ def add_sample_col(dcol, sample, taps, K, S):
 
 
 @parallel_kernel
-def tiled_image_to_map(img, w, mp, bias, init, cols, keep, parts, taps, plane, koff):
+def tiled_image_to_map(img, w, mp, bias, init, relu, cols, keep, parts, taps, plane, koff):
     """mp (+)= conv(img, w) per sample, ``parts`` runs of samples: a sample's col into cols[b]
     (``keep``) or its part's cols[p], then W @ col by register tiles into the sample's map (the
-    bias put there first with INIT_BIAS)."""
+    bias put there first with INIT_BIAS), through a ReLU when ``relu`` while it is in cache."""
     nb = img.shape[0]
     M, R = w.shape
     K = koff.shape[0]
@@ -114,6 +114,10 @@ def tiled_image_to_map(img, w, mp, bias, init, cols, keep, parts, taps, plane, k
                     for o in range(O):
                         y[m * O + o] = bias[m]
             tiles.block_product(w_flat, 0, R, 1, col, 0, O, y, 0, O, M, O, R, init != INIT_ZERO)
+            if relu:
+                for i in range(M * O):
+                    if y[i] < 0:
+                        y[i] = 0.0
 
 
 @parallel_kernel
@@ -210,7 +214,7 @@ class TiledRoute:
         size = rows * self.R * self.geo.O
         return self.scratch(name, size, dtype)[:size].reshape(rows, self.R * self.geo.O)
 
-    def image_to_map(self, img, w, out_map, bias, init):
+    def image_to_map(self, img, w, out_map, bias, init, relu=False):
         geo = self.geo
         kernel, parts = self._variant(tiled_image_to_map)
         if self.keeps:
@@ -220,7 +224,7 @@ class TiledRoute:
         else:
             cols, self.kept_of = self._work("col", parts, np.float32), None
         bias_a = bias if bias is not None else np.zeros(0, np.float32)
-        kernel(geo.img2(img), w.reshape(geo.M, self.R), geo.map2(out_map), bias_a, init, cols, self.keeps, parts,
+        kernel(geo.img2(img), w.reshape(geo.M, self.R), geo.map2(out_map), bias_a, init, relu, cols, self.keeps, parts,
                self.forward_taps, self.plane, self.koff)
 
     def map_to_image(self, mp, w, out_img, bias, init):

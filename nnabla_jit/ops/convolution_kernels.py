@@ -104,101 +104,85 @@ def valid_range(W, OW, sw, off):
     return min(lo, hi), hi
 
 
-@njit(cache=True, inline="always")
-def fill_col_row(lay, sample, out, at, c, k, img_sp, map_sp, stride, koff, taps):
-    """out[at + o] = the value of ``sample``'s channel c under tap k of map position o (0 in the
-    padding), for the O map positions; ``lay`` is col_layout's tuple. ``taps`` (K, O), when not
-    empty, holds the image position each tap reads at each map position (-1 in the padding):
-    one gather per entry instead of row copies (NARROW_MAP)."""
-    nb, K, D, H, W, OH, OW, sh, sw, O, S, C, cs, ss, Cg, step = lay
-    if taps.shape[0] > 0:
-        reads = taps[k]
-        for o in range(O):
-            i = reads[o]
-            v = sample[uint64(c * cs + max(i, 0) * ss)]
-            out[uint64(at + o)] = v if i >= 0 else 0.0
-        return
-    offh, offw = koff[k, D - 2], koff[k, D - 1]
-    hlo, hhi = valid_range(H, OH, sh, offh)
-    wlo, whi = valid_range(W, OW, sw, offw)
-    for p in range(O // (OH * OW)):
-        plane, valid = image_plane(p, k, map_sp, img_sp, stride, koff)
-        base = at + p * OH * OW
-        for oh in range(OH):
-            dst = base + oh * OW
-            if not valid or oh < hlo or oh >= hhi:
-                for ow in range(OW):
-                    out[uint64(dst + ow)] = 0.0
-                continue
-            for ow in range(wlo):
-                out[uint64(dst + ow)] = 0.0
-            src = c * cs + ((plane * H + oh * sh + offh) * W + wlo * sw + offw) * ss
-            d0 = dst + wlo
-            if step == 1:
-                for i in range(whi - wlo):
-                    out[uint64(d0 + i)] = sample[uint64(src + i)]
-            else:
-                for i in range(whi - wlo):
-                    out[uint64(d0 + i)] = sample[uint64(src + i * step)]
-            for ow in range(whi, OW):
-                out[uint64(dst + ow)] = 0.0
-
-
-@njit(cache=True, inline="always")
-def sum_col_rows(lay, col, at, sample, c, bias, init, img_sp, map_sp, stride, koff, channel_last):
-    """``sample``'s channel c = the sum of its col entries (the columns at + o of its K rows),
-    added to it (INIT_ADD), to zero or to bias[c]: im2col's adjoint for one channel."""
-    nb, K, D, H, W, OH, OW, sh, sw, O, S, C, cs, ss, Cg, step = lay
-    if init != INIT_ADD:
-        v0 = bias[c] if init == INIT_BIAS else 0.0
-        for s in range(S):
-            sample[uint64(c * cs + s * ss)] = v0
-    for k in range(K):
-        row = col[col_row(c, k, K, Cg, channel_last)]
-        offh, offw = koff[k, D - 2], koff[k, D - 1]
-        hlo, hhi = valid_range(H, OH, sh, offh)
-        wlo, whi = valid_range(W, OW, sw, offw)
-        for p in range(O // (OH * OW)):
-            plane, valid = image_plane(p, k, map_sp, img_sp, stride, koff)
-            if not valid:
-                continue
-            for oh in range(hlo, hhi):
-                src = at + (p * OH + oh) * OW + wlo
-                dst = c * cs + ((plane * H + oh * sh + offh) * W + wlo * sw + offw) * ss
-                if step == 1:
-                    for i in range(whi - wlo):
-                        sample[uint64(dst + i)] += row[uint64(src + i)]
-                else:
-                    for i in range(whi - wlo):
-                        sample[uint64(dst + i * step)] += row[uint64(src + i)]
-
-
 @parallel_kernel
 def im2col(img, col, img_sp, map_sp, stride, koff, group, channel_last, taps):
     """col[row(c, k), b * O + o] = the image value under tap k of map position o (0 in the
-    padding). Spatial dims are (..., H, W), at least two; ``koff[k, d]`` = tap offset - pad;
-    ``taps`` as fill_col_row's."""
-    lay = col_layout(img, col, img_sp, map_sp, stride, koff, group, channel_last)
-    nb, K, O, C, Cg = lay[0], lay[1], lay[9], lay[11], lay[14]
+    padding). Spatial dims are (..., H, W), at least two; ``koff[k, d]`` = tap offset - pad.
+    ``taps`` (K, O), when not empty, holds the image position each tap reads at each map
+    position (-1 in the padding): one gather per entry instead of row copies (NARROW_MAP)."""
+    nb, K, D, H, W, OH, OW, sh, sw, O, S, C, cs, ss, Cg, step = col_layout(
+        img, col, img_sp, map_sp, stride, koff, group, channel_last)
     for task in prange(C * K * nb):
         ck = task // nb
         b = task - ck * nb
         c = ck // K
         k = ck - c * K
-        fill_col_row(lay, img[b], col[col_row(c, k, K, Cg, channel_last)], b * O, c, k, img_sp, map_sp, stride,
-                     koff, taps)
+        sample, out = img[b], col[col_row(c, k, K, Cg, channel_last)]
+        if taps.shape[0] > 0:
+            reads = taps[k]
+            for o in range(O):
+                at = reads[o]
+                v = sample[uint64(c * cs + max(at, 0) * ss)]
+                out[uint64(b * O + o)] = v if at >= 0 else 0.0
+            continue
+        offh, offw = koff[k, D - 2], koff[k, D - 1]
+        hlo, hhi = valid_range(H, OH, sh, offh)
+        wlo, whi = valid_range(W, OW, sw, offw)
+        for p in range(O // (OH * OW)):
+            plane, valid = image_plane(p, k, map_sp, img_sp, stride, koff)
+            base = b * O + p * OH * OW
+            for oh in range(OH):
+                dst = base + oh * OW
+                if not valid or oh < hlo or oh >= hhi:
+                    for ow in range(OW):
+                        out[uint64(dst + ow)] = 0.0
+                    continue
+                for ow in range(wlo):
+                    out[uint64(dst + ow)] = 0.0
+                src = c * cs + ((plane * H + oh * sh + offh) * W + wlo * sw + offw) * ss
+                d0 = dst + wlo
+                if step == 1:
+                    for i in range(whi - wlo):
+                        out[uint64(d0 + i)] = sample[uint64(src + i)]
+                else:
+                    for i in range(whi - wlo):
+                        out[uint64(d0 + i)] = sample[uint64(src + i * step)]
+                for ow in range(whi, OW):
+                    out[uint64(dst + ow)] = 0.0
 
 
 @parallel_kernel
 def col2im(col, img, bias, init, img_sp, map_sp, stride, koff, group, channel_last):
     """The adjoint of im2col: every image position gets the sum of its col entries, added to
     its contents (INIT_ADD), to zero or to bias[c]."""
-    lay = col_layout(img, col, img_sp, map_sp, stride, koff, group, channel_last)
-    nb, O, C = lay[0], lay[9], lay[11]
+    nb, K, D, H, W, OH, OW, sh, sw, O, S, C, cs, ss, Cg, step = col_layout(
+        img, col, img_sp, map_sp, stride, koff, group, channel_last)
     for task in prange(nb * C):
         b = task // C
         c = task - b * C
-        sum_col_rows(lay, col, b * O, img[b], c, bias, init, img_sp, map_sp, stride, koff, channel_last)
+        sample = img[b]
+        if init != INIT_ADD:
+            v0 = bias[c] if init == INIT_BIAS else 0.0
+            for s in range(S):
+                sample[uint64(c * cs + s * ss)] = v0
+        for k in range(K):
+            row = col[col_row(c, k, K, Cg, channel_last)]
+            offh, offw = koff[k, D - 2], koff[k, D - 1]
+            hlo, hhi = valid_range(H, OH, sh, offh)
+            wlo, whi = valid_range(W, OW, sw, offw)
+            for p in range(O // (OH * OW)):
+                plane, valid = image_plane(p, k, map_sp, img_sp, stride, koff)
+                if not valid:
+                    continue
+                for oh in range(hlo, hhi):
+                    src = b * O + (p * OH + oh) * OW + wlo
+                    dst = c * cs + ((plane * H + oh * sh + offh) * W + wlo * sw + offw) * ss
+                    if step == 1:
+                        for i in range(whi - wlo):
+                            sample[uint64(dst + i)] += row[uint64(src + i)]
+                    else:
+                        for i in range(whi - wlo):
+                            sample[uint64(dst + i * step)] += row[uint64(src + i)]
 
 
 @njit(cache=True, inline="always")

@@ -48,7 +48,9 @@ def sample_col(sample, col, taps, K, S, plane, koff):
     """col (R, O) = the col of one sample (channel-first, one group): row c * K + k reads
     sample[c * S + taps[k, o]] (0 where -1) through im2col's table of tap reads, or, when
     ``taps`` is empty (maps 16 wide and more: copies beat a gather), copies rows of a 2-d
-    sample; ``plane`` = (H, W, OH, OW, sh, sw), ``koff`` im2col's tap offsets (K, 2)."""
+    sample; ``plane`` = (H, W, OH, OW, sh, sw), ``koff`` im2col's tap offsets (K, 2). im2col's
+    own N-d body (planes, channel-last strides) would do the same and cost each kernel holding
+    it another 0.6 s of compiling on a fresh machine (benchmarks/README.md)."""
     R, O = col.shape
     H, W, OH, OW, sh, sw = plane
     for r in range(R):
@@ -173,6 +175,13 @@ def tiled_filter_grad(mp, cols, partial, rows_t, partial_b, want_b):
             tiles.block_product(cols[b], 0, O, 1, t, 0, M, out, 0, M, R, M, O, b > b0)
 
 
+def _store(out, total, accumulate):
+    if accumulate:
+        out += total
+    else:
+        out[...] = total
+
+
 def enabled():
     return tiles.FAST and os.environ.get("NNABLA_JIT_TILED_CONV", "1") != "0"
 
@@ -249,14 +258,9 @@ class TiledRoute:
         rows_t = self.scratch("rows", parts * geo.O * geo.M, np.float32)[:parts * geo.O * geo.M]
         sums = self.scratch("channel_sums", parts * geo.M, np.float64)[:parts * geo.M].reshape(parts, geo.M)
         kernel(geo.map2(mp), self.kept, partial, rows_t.reshape(parts, geo.O * geo.M), sums, out_b is not None)
-        for out, total, add in ((out_w.reshape(geo.M, self.R), partial.sum(axis=0).T, accumulate),
-                                (out_b, sums.sum(axis=0), b_accumulate)):
-            if out is None:
-                continue
-            if add:
-                out += total
-            else:
-                out[...] = total
+        _store(out_w.reshape(geo.M, self.R), partial.sum(axis=0).T, accumulate)
+        if out_b is not None:
+            _store(out_b, sums.sum(axis=0), b_accumulate)
 
     def forget(self):
         self.kept_of = None

@@ -420,9 +420,8 @@ def test_tiled_route_leaves_what_it_does_not_take(monkeypatch):
     for args in [((2, 4, 6, 6), (4, 2, 3, 3), 2, False), ((2, 6, 6, 3), (4, 3, 3, 3), 1, True),
                  ((2, 3, 6, 6), (4, 3, 1, 1), 1, False)]:
         x_shape, w_shape, group, channel_last = args
-        spatial = 2
-        assert conv_ops.ConvGeometry(None, x_shape, w_shape, (0,) * spatial, (1,) * spatial, (1,) * spatial, group,
-                                     channel_last, 1).tiled is None
+        assert conv_ops.ConvGeometry(None, x_shape, w_shape, (0, 0), (1, 1), (1, 1), group, channel_last,
+                                     1).tiled is None
     monkeypatch.setenv("NNABLA_JIT_TILED_CONV", "0")
     assert conv_ops.ConvGeometry(None, x.shape, w.shape, (1, 1), (1, 1), (1, 1), 1, False, 1).tiled is None
 

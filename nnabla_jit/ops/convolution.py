@@ -355,9 +355,8 @@ class ConvGeometry:
     def image_to_map(self, img, w, out_map, bias=None, init=INIT_ZERO, reuse_col=False, relu=False):
         """out_map = conv(img, w) (+ bias), or += with INIT_ADD. Returns whether it also applied
         ``relu`` (the tiled route does, sample by sample; the caller otherwise)."""
-        if self._tiled_takes(img, w, out_map, bias):
+        if self._tiled_takes(img, w, out_map, bias) and self.tiled.image_to_map(img, w, out_map, bias, init, relu):
             self.col_of = None
-            self.tiled.image_to_map(img, w, out_map, bias, init, relu)
             return True
         if self.pointwise:
             return self._pointwise_to_map(img, w.reshape(self.M, -1), out_map, bias, init)
@@ -398,8 +397,8 @@ class ConvGeometry:
 
     def map_to_image(self, mp, w, out_img, bias=None, init=INIT_ZERO):
         """out_img = conv^T(mp, w) (+ bias), or += with INIT_ADD."""
-        if self._tiled_takes(mp, w, out_img, bias):
-            return self.tiled.map_to_image(mp, w, out_img, bias, init)
+        if self._tiled_takes(mp, w, out_img, bias) and self.tiled.map_to_image(mp, w, out_img, bias, init):
+            return
         if self.pointwise:
             return self._pointwise_to_image(mp, w.reshape(self.M, -1), out_img, bias, init)
         img2 = self.img2(out_img)
@@ -412,8 +411,9 @@ class ConvGeometry:
         """out_w (+)= the correlation of img and mp: the filter gradient when mp is dL/dmap; and
         out_b (+)= the per-channel sums of mp (the bias gradient), when given."""
         img2, map2, dw2 = self.img2(img), self.map2(mp), out_w.reshape(self.M, -1)
-        if self._tiled_takes(img, mp, out_w, out_b) and self.tiled.has_cols(img, reuse_col):
-            return self.tiled.filter_grad(mp, out_w, accumulate, out_b, b_accumulate)
+        if self._tiled_takes(img, mp, out_w, out_b) and self.tiled.filter_grad(
+                img, mp, out_w, accumulate, out_b, b_accumulate, reuse_col):
+            return
         if self.pointwise and self.B > 0:
             self._pointwise_filter_grad(img, mp, dw2, accumulate)
             if out_b is not None:

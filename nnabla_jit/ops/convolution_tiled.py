@@ -41,6 +41,16 @@ FILTER_ELEMENTS = 1 << 18
 # The forward keeps the batch's cols for the filter gradient up to this many elements (16 MB,
 # twice the im2col route's bound: the BN CNN's 32 -> 64 layer keeps its 9.4 MB, 4-5% a step).
 KEPT_COL_ELEMENTS = 1 << 22
+# Implicit convolution (stride 1): where it computes at most this many wide positions per map
+# position, and its per-thread padded image and wide map hold at most IMPLICIT_ELEMENTS. (The
+# data gradient of LeNet's conv2, waste 1.33, runs 0.83x the sampled route's; it stays implicit
+# all the same: a first run then compiles neither the sampled kernels nor block_product.)
+IMPLICIT_WASTE = 1.5
+# ... and whose col has at least this many rows: below it (the digits example's first layer,
+# 1 channel x 3 x 3 on 8 x 8 maps) padding and copying out each sample cost more than the col.
+IMPLICIT_MIN_ROWS = 16
+IMPLICIT_ELEMENTS = 1 << 19
+IMPLICIT_FILTER_ELEMENTS = 1 << 20
 
 
 @njit(cache=True, inline="always")
@@ -175,6 +185,91 @@ def tiled_filter_grad(mp, cols, partial, rows_t, partial_b, want_b):
             tiles.block_product(cols[b], 0, O, 1, t, 0, M, out, 0, M, R, M, O, b > b0)
 
 
+@njit(cache=True, inline="always")
+def pad_sample(x, xp, plane):
+    """The inside of the padded image xp (C, Hp, Wp) = the sample x (C, H, W); the border is
+    left as it is (zeroed once by the caller: every sample writes the same positions)."""
+    C, H, W, Hp, Wp, OH, OW, ph, pw, N = plane
+    for c in range(C):
+        for h in range(H):
+            at = (c * Hp + h + ph) * Wp + pw
+            for i in range(W):
+                xp[at + i] = x[(c * H + h) * W + i]
+
+
+@parallel_kernel
+def implicit_convolution(src, w, out, bias, init, relu, rows, pads, wides, plane, by_channels):
+    """out (+)= the stride-1 convolution of src (B, C * H * W) with w (M, R), sample by sample:
+    the sample padded into its part's pads[p], W @ its implicit col (row r: the padded image
+    from ``rows[r]`` on) by register tiles into the part's wides[p] (M, N) over the wide
+    positions oh * Wp + ow, then the map's positions copied out (the bias added with
+    INIT_BIAS, onto ``out`` with INIT_ADD, through a ReLU when ``relu``). A part is a run of
+    samples, or with ``by_channels`` (fewer samples than threads) a run of output channels
+    of every sample."""
+    nb = src.shape[0]
+    M, R = w.shape
+    C, H, W, Hp, Wp, OH, OW, ph, pw, N = plane
+    parts = pads.shape[0]
+    w_flat = w.reshape(M * R)
+    no_rows = np.zeros(0, np.int64)
+    for p in prange(parts):
+        xp = pads[p]
+        wide = wides[p]
+        xp[:] = 0.0
+        b0, b1, m0, m1 = p * nb // parts, (p + 1) * nb // parts, 0, M
+        if by_channels:
+            b0, b1, m0, m1 = 0, nb, p * M // parts, (p + 1) * M // parts
+        for b in range(b0, b1):
+            pad_sample(src[b], xp, plane)
+            tiles.table_product(w_flat[m0 * R:], no_rows, R, xp, rows, 0, wide, N, m1 - m0, N, R, False)
+            y = out[b]
+            for m in range(m0, m1):
+                v0 = bias[m] if init == INIT_BIAS else np.float32(0.0)
+                for oh in range(OH):
+                    for ow in range(OW):
+                        at = (m * OH + oh) * OW + ow
+                        v = wide[(m - m0) * N + oh * Wp + ow] + v0
+                        if init == INIT_ADD:
+                            v += y[at]
+                        if relu and v < 0:
+                            v = np.float32(0.0)
+                        y[at] = v
+
+
+@parallel_kernel
+def implicit_filter_grad(src, mp, partial, partial_b, want_b, rows, pads, wides, plane):
+    """partial[p] (R, M) = the sum over part p's samples of the sample's implicit col (R, N)
+    @ dy_b^T (N, M) over the wide positions: the sample padded into pads[p] as the forward
+    does, dy_b^T written into wides[p] with zero rows at the wide positions past a map row
+    (so they add nothing). With ``want_b`` also partial_b[p] (M,) = the part's sums of dy
+    per channel (the bias gradient)."""
+    nb = src.shape[0]
+    parts, R, M = partial.shape
+    C, H, W, Hp, Wp, OH, OW, ph, pw, N = plane
+    no_rows = np.zeros(0, np.int64)
+    for p in prange(parts):
+        xp = pads[p]
+        t = wides[p]
+        out = partial[p].reshape(R * M)
+        sums = partial_b[p]
+        sums[:] = 0.0
+        xp[:] = 0.0
+        t[:] = 0.0
+        b0 = p * nb // parts
+        for b in range(b0, (p + 1) * nb // parts):
+            pad_sample(src[b], xp, plane)
+            y = mp[b]
+            for oh in range(OH):   # a map row at a time, so that the rows written stay in L1
+                for m in range(M):
+                    for ow in range(OW):
+                        t[(oh * Wp + ow) * M + m] = y[(m * OH + oh) * OW + ow]
+            if want_b:
+                for m in range(M):
+                    for o in range(OH * OW):
+                        sums[m] += y[m * OH * OW + o]
+            tiles.table_product(xp, rows, 1, t, no_rows, M, out, M, R, M, N, b > b0)
+
+
 def _store(out, total, accumulate):
     if accumulate:
         out += total
@@ -186,8 +281,61 @@ def enabled():
     return tiles.FAST and os.environ.get("NNABLA_JIT_TILED_CONV", "1") != "0"
 
 
+class ImplicitPlan:
+    """How ``implicit_convolution`` runs a stride-1 convolution of (C, H, W) images into
+    (M, OH, OW) maps: the padded image (Hp, Wp), the wide positions N (oh * Wp + ow up to the
+    last map position, rounded up to whole vectors: the columns past OW in each row are
+    computed and dropped) and the col's row table (row c * K + k starts at the padded image's
+    c * Hp * Wp + kh * dh * Wp + kw * dw)."""
+
+    def __init__(self, C, M, img_hw, map_hw, kernel, dilation, pad):
+        (H, W), (OH, OW), (KH, KW), (dh, dw), (ph, pw) = img_hw, map_hw, kernel, dilation, pad
+        Hp, Wp = H + 2 * ph, W + 2 * pw
+        N = -(-((OH - 1) * Wp + OW) // tiles.WIDTH) * tiles.WIDTH
+        taps = np.array([kh * dh * Wp + kw * dw for kh in range(KH) for kw in range(KW)], np.int64)
+        self.rows = (np.arange(C, dtype=np.int64)[:, None] * (Hp * Wp) + taps).ravel()
+        self.pad_size = max(C * Hp * Wp, int(self.rows[-1]) + N)
+        self.wide_size = M * N
+        self.plane = tuple(int(v) for v in (C, H, W, Hp, Wp, OH, OW, ph, pw, N))
+        self.waste = N / (OH * OW)   # products computed per map position
+
+    def fits(self, filter_elements):
+        return (self.waste <= IMPLICIT_WASTE and self.pad_size + self.wide_size <= IMPLICIT_ELEMENTS
+                and filter_elements <= IMPLICIT_FILTER_ELEMENTS)
+
+
+def implicit_plans(geo):
+    """(forward plan, data-gradient plan) of a stride-1, 1-d or 2-d geometry: each None where
+    it does not apply or wins (``ImplicitPlan.fits``). The data gradient is the convolution of
+    dy padded by (kernel - 1) * dilation - pad with the filter turned by 180 degrees and
+    transposed, which needs that padding to be at least 0."""
+    if len(geo.img_sp) > 2 or max(geo.stride) != 1 or geo.C * geo.K < IMPLICIT_MIN_ROWS:
+        return None, None
+    fill = (1,) * (2 - len(geo.img_sp))
+    kernel, dilation = fill + geo.kernel, fill + geo.dilation
+    pad = (0,) * len(fill) + geo.pad
+    img_hw, map_hw = tuple(geo.img_sp_a[-2:]), tuple(geo.map_sp_a[-2:])
+    filter_elements = geo.M * geo.C * geo.K
+    forward = ImplicitPlan(geo.C, geo.M, img_hw, map_hw, kernel, dilation, pad)
+    grad_pad = tuple((k - 1) * d - p for k, d, p in zip(kernel, dilation, pad))
+    grad = None
+    if min(grad_pad) >= 0:
+        grad = ImplicitPlan(geo.M, geo.C, map_hw, img_hw, kernel, dilation, grad_pad)
+    return (forward if forward.fits(filter_elements) else None,
+            grad if grad is not None and grad.fits(filter_elements) else None)
+
+
+def _sampled(geo):
+    """Whether the products sample by sample over a col made in cache apply (``tiled_*``)."""
+    return geo.C * geo.K * geo.O <= SAMPLE_COL_ELEMENTS and geo.M * geo.C * geo.K <= FILTER_ELEMENTS
+
+
 class TiledRoute:
-    """A ConvGeometry's products by ``tiled_*`` (float32 calls; the geometry keeps the rest)."""
+    """A ConvGeometry's products by register tiles (float32 calls; the geometry keeps the rest):
+    the forward and the data gradient of stride-1 layers by ``implicit_convolution``, others by
+    ``tiled_image_to_map`` / ``tiled_map_to_image`` where ``_sampled``; the filter gradient by
+    ``tiled_filter_grad`` where the filter fits (FILTER_ELEMENTS). Each method returns None
+    where it does not apply (the geometry's im2col route then runs)."""
 
     def __init__(self, geo, scratch):
         self.geo = geo
@@ -199,15 +347,16 @@ class TiledRoute:
         self.forward_taps = geo.taps if flat else self.taps
         self.plane = tuple(int(v) for v in (*geo.img_sp_a[-2:], *geo.map_sp_a[-2:], *geo.stride_a[-2:]))
         self.koff = np.ascontiguousarray(geo.koff[:, -2:])
-        self.keeps = geo.B * self.R * geo.O <= KEPT_COL_ELEMENTS
+        self.forward_plan, self.grad_plan = implicit_plans(geo)
+        self.sampled = _sampled(geo)
+        self.keeps = self.forward_plan is None and geo.B * self.R * geo.O <= KEPT_COL_ELEMENTS
         self.kept = None      # (B, R * O): the last forward's cols, when it keeps them
         self.kept_of = None   # a weak reference to the image they came from
 
     @staticmethod
     def applies(geo):
         return (enabled() and geo.group == 1 and not geo.channel_last and not geo.col_is_image
-                and geo.B > 0 and geo.C * geo.K * geo.O <= SAMPLE_COL_ELEMENTS
-                and geo.M * geo.C * geo.K <= FILTER_ELEMENTS)
+                and geo.B > 0 and (_sampled(geo) or implicit_plans(geo)[0] is not None))
 
     @staticmethod
     def takes(*arrays):
@@ -220,45 +369,80 @@ class TiledRoute:
         parts = min(self.geo.B, numba.get_num_threads()) if variant is kernel.parallel else 1
         return variant, parts
 
-    def _work(self, name, rows, dtype):
-        size = rows * self.R * self.geo.O
-        return self.scratch(name, size, dtype)[:size].reshape(rows, self.R * self.geo.O)
+    def _work(self, name, rows, size, dtype):
+        return self.scratch(name, rows * size, dtype)[:rows * size].reshape(rows, size)
+
+    def _implicit(self, plan, src, w2, out, bias, init, relu):
+        kernel, parts = self._variant(implicit_convolution)
+        by_channels = kernel is implicit_convolution.parallel and parts < numba.get_num_threads()
+        if by_channels:   # fewer samples than threads: each thread takes some output channels
+            parts = min(numba.get_num_threads(), w2.shape[0])
+        bias_a = bias if bias is not None else np.zeros(0, np.float32)
+        kernel(src, w2, out, bias_a, init, relu, plan.rows, self._work("col", parts, plan.pad_size, np.float32),
+               self._work("rows", parts, plan.wide_size, np.float32), plan.plane, by_channels)
+        return True
 
     def image_to_map(self, img, w, out_map, bias, init, relu=False):
         geo = self.geo
+        self.kept_of = None
+        if self.forward_plan is not None:
+            return self._implicit(self.forward_plan, geo.img2(img), w.reshape(geo.M, self.R), geo.map2(out_map),
+                                  bias, init, relu)
+        if not self.sampled:
+            return None
         kernel, parts = self._variant(tiled_image_to_map)
         if self.keeps:
             if self.kept is None:
                 self.kept = np.empty((geo.B, self.R * geo.O), np.float32)
             cols, self.kept_of = self.kept, weakref.ref(img)
         else:
-            cols, self.kept_of = self._work("col", parts, np.float32), None
+            cols = self._work("col", parts, self.R * geo.O, np.float32)
         bias_a = bias if bias is not None else np.zeros(0, np.float32)
         kernel(geo.img2(img), w.reshape(geo.M, self.R), geo.map2(out_map), bias_a, init, relu, cols, self.keeps, parts,
                self.forward_taps, self.plane, self.koff)
+        return True
 
     def map_to_image(self, mp, w, out_img, bias, init):
         geo = self.geo
+        if self.grad_plan is not None:   # the filter turned by 180 degrees, as (C, M * K)
+            flipped = w.reshape(geo.M, geo.C, -1)[:, :, ::-1].transpose(1, 0, 2)
+            w2 = np.ascontiguousarray(flipped).reshape(geo.C, geo.M * geo.K)
+            return self._implicit(self.grad_plan, geo.map2(mp), w2, geo.img2(out_img), bias, init, False)
+        if not self.sampled:
+            return None
         kernel, parts = self._variant(tiled_map_to_image)
         bias_a = bias if bias is not None else np.zeros(0, np.float32)
         kernel(geo.map2(mp), w.reshape(geo.M, self.R), geo.img2(out_img), bias_a, init,
-               self._work("col", parts, np.float32), self.taps)
+               self._work("col", parts, self.R * geo.O, np.float32), self.taps)
+        return True
 
-    def has_cols(self, img, reuse_col):
-        """Whether the filter gradient can read the forward's cols (of this very image)."""
-        return reuse_col and self.kept_of is not None and self.kept_of() is img
-
-    def filter_grad(self, mp, out_w, accumulate, out_b, b_accumulate):
-        """out_w (+)= the filter gradient from the kept cols (``has_cols``), and out_b (+)= the
-        bias gradient (the channel sums of ``mp``) when given."""
+    def filter_grad(self, img, mp, out_w, accumulate, out_b, b_accumulate, reuse_col):
+        """out_w (+)= the filter gradient, and out_b (+)= the bias gradient (the channel sums of
+        ``mp``) when given: from the forward's kept cols where it kept those of this very
+        image, else implicitly where the forward is implicit and the filter fits."""
         geo = self.geo
-        kernel, parts = self._variant(tiled_filter_grad)
-        partial = self.scratch("dwt", parts * self.R * geo.M, np.float32)[:parts * self.R * geo.M]
-        partial = partial.reshape(parts, self.R, geo.M)
-        rows_t = self.scratch("rows", parts * geo.O * geo.M, np.float32)[:parts * geo.O * geo.M]
-        sums = self.scratch("channel_sums", parts * geo.M, np.float64)[:parts * geo.M].reshape(parts, geo.M)
-        kernel(geo.map2(mp), self.kept, partial, rows_t.reshape(parts, geo.O * geo.M), sums, out_b is not None)
-        _store(out_w.reshape(geo.M, self.R), partial.sum(axis=0).T, accumulate)
+        if reuse_col and self.kept_of is not None and self.kept_of() is img:
+            kernel, parts = self._variant(tiled_filter_grad)
+            partial = self._work("dwt", parts, self.R * geo.M, np.float32).reshape(parts, self.R, geo.M)
+            rows_t = self._work("rows", parts, geo.O * geo.M, np.float32)
+            sums = self._work("channel_sums", parts, geo.M, np.float64)
+            kernel(geo.map2(mp), self.kept, partial, rows_t, sums, out_b is not None)
+        elif self.forward_plan is not None and geo.M * self.R <= FILTER_ELEMENTS:
+            plan = self.forward_plan
+            kernel, parts = self._variant(implicit_filter_grad)
+            partial = self._work("dwt", parts, self.R * geo.M, np.float32).reshape(parts, self.R, geo.M)
+            sums = self._work("channel_sums", parts, geo.M, np.float64)
+            kernel(geo.img2(img), geo.map2(mp), partial, sums, out_b is not None, plan.rows,
+                   self._work("col", parts, plan.pad_size, np.float32),
+                   self._work("rows", parts, plan.wide_size, np.float32), plan.plane)
+        else:
+            return None
+        self._store_grads(partial, sums, out_w, accumulate, out_b, b_accumulate)
+        return True
+
+    def _store_grads(self, partial, sums, out_w, accumulate, out_b, b_accumulate):
+        """The parts' partial products and channel sums summed into the gradients."""
+        _store(out_w.reshape(self.geo.M, self.R), partial.sum(axis=0).T, accumulate)
         if out_b is not None:
             _store(out_b, sums.sum(axis=0), b_accumulate)
 

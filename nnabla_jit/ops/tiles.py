@@ -49,9 +49,12 @@ def _fma_declaration(module, vec):
     return found if found is not None else ir.Function(module, ir.FunctionType(vec, [vec] * 3), name=name)
 
 
-def _tile(MR, NV):
+def _tile(MR, NV, table=None):
     """The intrinsic ``tile(pa, pb, pc, K, a_row, a_k, ldb, ldc, accumulate)``: C (MR x 16 NV)
-    (+)= A (MR x K) @ B (K x 16 NV), operands given as float32 addresses and element strides."""
+    (+)= A (MR x K) @ B (K x 16 NV), operands given as float32 addresses and element strides.
+    With ``table="b"``, ``ldb`` is the address of an int64 table: row k of B starts at
+    ``pb + 4 * table[k]``; with ``table="a"``, ``a_row`` is: row i of A starts at
+    ``pa + 4 * table[i]`` (the rows of an implicit col, ``table_product``)."""
 
     @intrinsic
     def tile(typingctx, pa, pb, pc, K, a_row, a_k, ldb, ldc, accumulate):
@@ -64,6 +67,11 @@ def _tile(MR, NV):
             vptr = vec.as_pointer()
             fma = _fma_declaration(builder.module, vec)
             A, B, C = (builder.inttoptr(p, f32.as_pointer()) for p in (pa, pb, pc))
+            if table == "a":   # the rows' offsets, read once before the loop
+                a_rows = builder.inttoptr(a_row, i64.as_pointer())
+                a_start = [builder.load(builder.gep(a_rows, [ir.Constant(i64, i)])) for i in range(MR)]
+            else:
+                a_start = [builder.mul(ir.Constant(i64, i), a_row) for i in range(MR)]
             zero = ir.Constant(vec, [0.0] * WIDTH)
             undef = ir.Constant(vec, ir.Undefined)
             broadcast = ir.Constant(ir.VectorType(i32, WIDTH), [0] * WIDTH)
@@ -84,13 +92,16 @@ def _tile(MR, NV):
             for row in acc:
                 for phi in row:
                     phi.add_incoming(zero, entry)
-            b_row = builder.mul(k, ldb)
+            if table == "b":
+                b_row = builder.load(builder.gep(builder.inttoptr(ldb, i64.as_pointer()), [k]))
+            else:
+                b_row = builder.mul(k, ldb)
             b = [builder.load(builder.bitcast(builder.gep(B, [builder.add(b_row, const(v * WIDTH))]), vptr),
                               align=4) for v in range(NV)]
             a_col = builder.mul(k, a_k)
             stepped = []
             for i in range(MR):
-                a = builder.load(builder.gep(A, [builder.add(a_col, builder.mul(const(i), a_row))]))
+                a = builder.load(builder.gep(A, [builder.add(a_col, a_start[i])]))
                 a = builder.shuffle_vector(builder.insert_element(undef, a, ir.Constant(i32, 0)), undef,
                                            broadcast)
                 stepped.append([builder.call(fma, [a, b[v], acc[i][v]]) for v in range(NV)])
@@ -125,6 +136,10 @@ def _tile(MR, NV):
 
 
 _tile_8x2, _tile_1x2, _tile_8x1, _tile_1x1 = _tile(8, 2), _tile(1, 2), _tile(8, 1), _tile(1, 1)
+_b_table_8x2, _b_table_1x2, _b_table_8x1, _b_table_1x1 = (_tile(8, 2, "b"), _tile(1, 2, "b"), _tile(8, 1, "b"),
+                                                          _tile(1, 1, "b"))
+_a_table_8x2, _a_table_1x2, _a_table_8x1, _a_table_1x1 = (_tile(8, 2, "a"), _tile(1, 2, "a"), _tile(8, 1, "a"),
+                                                          _tile(1, 1, "a"))
 
 
 @njit(cache=True, inline="always")
@@ -166,4 +181,72 @@ def block_product(A, a_off, a_row, a_k, B, b_off, ldb, C, c_off, ldc, M, N, K, a
             for k in range(K):
                 s += A[a_off + i * a_row + k * a_k] * B[b_off + k * ldb + j]
             at = c_off + i * ldc + j
+            C[at] = C[at] + s if accumulate else s
+
+
+@njit(cache=True, inline="always")
+def _b_table_column_block(pa, pb, pc, M, K, a_row, a_k, table, ldc, two):
+    """``_column_block`` with B's rows found through a table (``_tile``'s ``table="b"``)."""
+    m0 = 0
+    while m0 + 8 <= M:
+        if two:
+            _b_table_8x2(pa + 4 * m0 * a_row, pb, pc + 4 * m0 * ldc, K, a_row, a_k, table, ldc, False)
+        else:
+            _b_table_8x1(pa + 4 * m0 * a_row, pb, pc + 4 * m0 * ldc, K, a_row, a_k, table, ldc, False)
+        m0 += 8
+    while m0 < M:
+        if two:
+            _b_table_1x2(pa + 4 * m0 * a_row, pb, pc + 4 * m0 * ldc, K, a_row, a_k, table, ldc, False)
+        else:
+            _b_table_1x1(pa + 4 * m0 * a_row, pb, pc + 4 * m0 * ldc, K, a_row, a_k, table, ldc, False)
+        m0 += 1
+
+
+@njit(cache=True, inline="always")
+def _a_table_column_block(pa, pb, pc, M, K, table, a_k, ldb, ldc, accumulate, two):
+    """``_column_block`` with A's rows found through a table (``_tile``'s ``table="a"``)."""
+    m0 = 0
+    while m0 + 8 <= M:
+        if two:
+            _a_table_8x2(pa, pb, pc + 4 * m0 * ldc, K, table + 8 * m0, a_k, ldb, ldc, accumulate)
+        else:
+            _a_table_8x1(pa, pb, pc + 4 * m0 * ldc, K, table + 8 * m0, a_k, ldb, ldc, accumulate)
+        m0 += 8
+    while m0 < M:
+        if two:
+            _a_table_1x2(pa, pb, pc + 4 * m0 * ldc, K, table + 8 * m0, a_k, ldb, ldc, accumulate)
+        else:
+            _a_table_1x1(pa, pb, pc + 4 * m0 * ldc, K, table + 8 * m0, a_k, ldb, ldc, accumulate)
+        m0 += 1
+
+
+@njit(cache=True)
+def table_product(A, a_rows, a_k, B, b_rows, ldb, C, ldc, M, N, K, accumulate):
+    """C (M x N) (+)= A (M x K) @ B (K x N) over a col that is never written: its rows are
+    windows of one padded image (ops/convolution_tiled.py's implicit convolution), found
+    through one table of int64 offsets -- either ``a_rows`` (row i of A starts at
+    ``A[a_rows[i]]``, elements ``a_k`` apart; B's rows ``ldb`` apart) or ``b_rows`` (row k of B
+    starts at ``B[b_rows[k]]``; A's rows ``a_k`` apart, elements contiguous), the other table
+    empty. N should be a multiple of 16: other columns take plain loops. ``accumulate`` only
+    with ``a_rows``. Every index must lie inside its array."""
+    pa, pb, pc = A.ctypes.data, B.ctypes.data, C.ctypes.data
+    by_a = a_rows.shape[0] > 0
+    n0 = 0
+    while n0 + WIDTH <= N:
+        two = n0 + 2 * WIDTH <= N
+        if by_a:
+            _a_table_column_block(pa, pb + 4 * n0, pc + 4 * n0, M, K, a_rows.ctypes.data, a_k, ldb, ldc,
+                                  accumulate, two)
+        else:
+            _b_table_column_block(pa, pb + 4 * n0, pc + 4 * n0, M, K, a_k, 1, b_rows.ctypes.data, ldc, two)
+        n0 += 2 * WIDTH if two else WIDTH
+    for i in range(M):   # the last columns, fewer than a vector
+        for j in range(n0, N):
+            s = np.float32(0.0)
+            for k in range(K):
+                if by_a:
+                    s += A[a_rows[i] + k * a_k] * B[k * ldb + j]
+                else:
+                    s += A[i * a_k + k] * B[b_rows[k] + j]
+            at = i * ldc + j
             C[at] = C[at] + s if accumulate else s

@@ -348,17 +348,26 @@ def test_convolution_filter_gradient_orientations_agree(monkeypatch, im2col_rout
 
 @pytest.mark.skipif(not conv_tiled.enabled(), reason="the tiled route needs AVX-512")
 @pytest.mark.parametrize("variant", [None, 0], ids=["serial", "parallel"])
-@pytest.mark.parametrize("x_shape, M, kernel, pad, stride, dilation", [
-    ((6, 16, 12, 12), 32, (5, 5), (0, 0), (1, 1), (1, 1)),   # LeNet's conv2: a narrow map (gather)
-    ((3, 3, 20, 37), 18, (3, 3), (1, 1), (2, 1), (1, 1)),    # wide: row copies, with a stride
-    ((2, 3, 18, 41), 9, (3, 3), (2, 2), (1, 1), (2, 2)),     # wide, dilated, padding 2
-    ((3, 4, 17), 7, (3,), (1,), (1,), (1,)),                 # 1-d
-    ((2, 2, 7, 7, 5), 4, (3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1)),   # 3-d (through the table)
-    ((1, 1, 5, 5), 3, (5, 5), (2, 2), (1, 1), (1, 1))])     # one sample, one channel
-def test_tiled_route_matches_the_im2col_route(variant, x_shape, M, kernel, pad, stride, dilation):
-    """Float32 products sample by sample on register tiles: the same map, data gradient,
-    filter and bias gradients as the im2col route (to float32 rounding), for every write mode
-    -- added, from zero, from the bias -- and accumulation, serial and parallel kernels."""
+@pytest.mark.parametrize("implicit", [True, False], ids=["implicit", "sampled"])
+@pytest.mark.parametrize("x_shape, M, kernel, pad, stride, dilation, implicit_routes", [
+    ((6, 16, 12, 12), 32, (5, 5), (0, 0), (1, 1), (1, 1), (True, True)),    # LeNet's conv2 (narrow)
+    ((3, 3, 20, 37), 18, (3, 3), (1, 1), (2, 1), (1, 1), (False, False)),   # a stride: sampled
+    ((2, 3, 18, 41), 9, (3, 3), (2, 2), (1, 1), (2, 2), (True, True)),      # dilated, padding 2
+    ((3, 8, 40), 7, (3,), (1,), (1,), (1,), (True, True)),                  # 1-d
+    ((3, 4, 9), 7, (3,), (1,), (1,), (1,), (False, False)),                 # 1-d, too narrow (waste)
+    ((2, 2, 7, 7, 5), 4, (3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1), (False, False)),   # 3-d
+    ((1, 2, 6, 30), 3, (3, 3), (1, 1), (1, 1), (1, 1), (True, True)),       # one sample
+    ((1, 1, 5, 5), 3, (5, 5), (2, 2), (1, 1), (1, 1), (False, False))])     # one sample, 5 x 5
+def test_tiled_route_matches_the_im2col_route(monkeypatch, variant, implicit, x_shape, M, kernel, pad, stride,
+                                              dilation, implicit_routes):
+    """Float32 products on register tiles -- implicit (stride 1: no col) or sample by sample
+    over a col in cache -- give the same map, data gradient, filter and bias gradients as the
+    im2col route (to float32 rounding), for every write mode -- added, from zero, from the
+    bias -- and accumulation, serial and parallel kernels (one sample: parts by channels). The
+    filter gradient reads the sampled forward's kept cols, or the image again where they are
+    not (im2col's route, or the implicit one)."""
+    if not implicit:
+        monkeypatch.setattr(conv_tiled, "implicit_plans", lambda geo: (None, None))
     rng = np.random.RandomState(21)
     x = rng.randn(*x_shape).astype(np.float32)
     w = rng.randn(M, x_shape[1], *kernel).astype(np.float32)
@@ -382,20 +391,23 @@ def test_tiled_route_matches_the_im2col_route(variant, x_shape, M, kernel, pad, 
                 geo.image_to_map(x, w, y, b, init)
                 dy = np.sin(y)
                 geo.map_to_image(dy, w, dx, bx, init)
-                geo.filter_grad(x, dy, dw, False, reuse_col=True)   # from the forward's cols
-                geo.filter_grad(x, dy, dw_acc, True, reuse_col=True, out_b=db, b_accumulate=False)
+                geo.filter_grad(x, dy, dw, False, reuse_col=True)   # from the forward's cols if kept
+                geo.filter_grad(x, dy, dw_acc, True, reuse_col=False, out_b=db, b_accumulate=False)
                 geo.filter_grad(x, dy, dw_acc, True, reuse_col=True, out_b=db_acc, b_accumulate=True)
                 outs.append((y, dx, dw, dw_acc, db, db_acc))
             for got, want in zip(*outs):
                 np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5 * np.abs(want).max())
-    assert tiled.tiled.kept is not None or tiled.B * tiled.C * tiled.K * tiled.O > conv_tiled.KEPT_COL_ELEMENTS
+    route = tiled.tiled
+    forward, data_grad = implicit_routes if implicit else (False, False)
+    assert (route.forward_plan is not None, route.grad_plan is not None) == (forward, data_grad)
+    assert (route.kept is not None) == (not forward)   # the sampled forward keeps its cols
 
 
 @pytest.mark.skipif(not conv_tiled.enabled(), reason="the tiled route needs AVX-512")
 def test_tiled_route_leaves_what_it_does_not_take(monkeypatch):
-    """float64 calls, a filter gradient of an image other than the forward's (its cols are not
-    kept for it), grouped, channel-last and pointwise convolutions, and NNABLA_JIT_TILED_CONV=0
-    take the im2col route."""
+    """float64 calls, grouped, channel-last and pointwise convolutions, and
+    NNABLA_JIT_TILED_CONV=0 take the im2col route; a filter gradient of an image other than
+    the forward's is the other image's (the forward's cols or padded samples are not reused)."""
     calls = []
     for name in ("image_to_map", "map_to_image", "filter_grad"):
         real = getattr(conv_tiled.TiledRoute, name)
@@ -411,7 +423,7 @@ def test_tiled_route_leaves_what_it_does_not_take(monkeypatch):
     geo.image_to_map(x, w, y)
     other, dw = x + 1, np.empty_like(w)
     geo.filter_grad(other, y, dw, reuse_col=True)
-    assert calls == ["image_to_map"]
+    assert calls == ["image_to_map", "filter_grad"]
     plain = conv_ops.ConvGeometry(None, x.shape, w.shape, (1, 1), (1, 1), (1, 1), 1, False, 1)
     plain.tiled = None
     want = np.empty_like(w)

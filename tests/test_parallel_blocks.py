@@ -104,7 +104,8 @@ def test_most_package_parallel_kernels_have_blocks():
                 found[name] = parallel_blocks.blockable(value.py_func)
     assert found["im2col"] is None and found["col2im"] is None and found["pool_forward"] is None
     assert found["max_pool_planes"] is None
-    assert all(found[name] is None for name in ("tiled_image_to_map", "tiled_map_to_image", "tiled_filter_grad"))
+    assert all(found[name] is None for name in ("tiled_image_to_map", "tiled_map_to_image", "tiled_filter_grad",
+                                                "implicit_convolution", "implicit_filter_grad"))
     assert sum(why is None for why in found.values()) >= len(found) - 1
 
 
@@ -198,10 +199,9 @@ def test_a_network_on_block_stand_ins_matches_its_serial_kernels(dtype, block_st
         assert y.d.dtype == dtype
         results.append((y.d.copy(), x.g.copy()))
     nn.clear_parameters()
-    # float32 convolutions run sample by sample on register tiles where the CPU has AVX-512
+    # float32 stride-1 convolutions run implicitly on register tiles where the CPU has AVX-512
     tiled = dtype == np.float32 and convolution_tiled.enabled()
-    conv_blocks = {"tiled_image_to_map_block", "tiled_map_to_image_block"} if tiled else {"im2col_block",
-                                                                                         "col2im_block"}
+    conv_blocks = {"implicit_convolution_block"} if tiled else {"im2col_block", "col2im_block"}
     assert conv_blocks | {"max_pool_planes_block"} <= set(block_stand_ins)
     rtol = 1e-5 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(results[1][0], results[0][0], rtol=rtol)

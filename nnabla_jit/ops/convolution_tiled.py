@@ -1,26 +1,37 @@
-"""Convolution sample by sample with register tiles (``ops/tiles.py``), for the float32 layers
-where OpenBLAS's GEMMs run far below the machine's peak.
+"""Convolution with register tiles (``ops/tiles.py``), for the float32 layers where OpenBLAS's
+GEMMs run far below the machine's peak.
 
 The im2col route (``ops/convolution.py``) unrolls a whole batch into one col and hands it to
 BLAS, which packs that col again before multiplying: for a layer of 16-128 output channels the
 col is written, read, packed and read again, and the packing costs as much as the arithmetic.
-Here each sample's col -- a few hundred KB at most (``SAMPLE_COL_ELEMENTS``) -- is made in a
-per-thread buffer that stays in cache, and the product runs on it in place:
+Here the products run sample by sample on the tiles (R = C * K col rows: channels times
+kernel taps; O map positions; a *part* is a run of samples one thread takes, or of output
+channels when there are fewer samples than threads):
 
-    map_b (M, O)   = W (M, R) @ col_b (R, O)          forward, straight into the map
-    dcol_b (R, O)  = W^T (R, M) @ dy_b (M, O)         data gradient, added into the sample's image
+    map_b (M, O)   = W (M, R) @ col_b (R, O)          forward
+    dx_b           = W^T (R, M) @ dy_b (M, O)         data gradient (through the col's adjoint)
     dW^T (R, M)   += col_b (R, O) @ dy_b^T (O, M)     filter gradient, a partial sum per part
 
-(R = C * K rows: channels times kernel taps; O map positions.) A *part* is a run of samples one
-thread takes; the filter gradient sums the parts' partial products at the end. When the
-batch's cols are small enough (``KEPT_COL_ELEMENTS``) the forward writes them into a buffer
-kept for the filter gradient; without them the filter
-gradient takes the im2col route (it would make the cols again, and a kernel with an im2col of
-its own costs a fresh machine another second of compiling).
+*Implicit* (stride 1, ``implicit_plans``): the col is never written. Each sample is copied into
+a padded image (C, Hp, Wp); row r = (c, kh, kw) of its col is then the padded image read from
+``c * Hp * Wp + kh * dh * Wp + kw * dw`` on, if the map is computed over the *wide* positions
+``oh * Wp + ow`` (the Wp - OW columns past each map row are computed and dropped). The tiles
+find those rows through a table of offsets (``tiles.table_product``). The data gradient is the
+same convolution of dy, padded by (kernel - 1) * dilation - pad, with the filter turned by 180
+degrees and transposed; the filter gradient reads the col's rows as A's through the table and
+dy^T, written at the wide positions with zeros between the rows, as B. Taken where at most
+``IMPLICIT_WASTE`` wide positions are computed per map position.
 
-Taken by one-group, channel-first convolutions (any padding, stride, dilation, spatial dims)
-whose sample col and filter fit ``SAMPLE_COL_ELEMENTS`` and ``FILTER_ELEMENTS``, in float32, on
-CPUs with AVX-512 (``tiles.FAST``); ``NNABLA_JIT_TILED_CONV=0`` turns it off.
+*Sampled* (other layers small enough, ``_sampled``): each sample's col -- a few hundred KB at
+most (``SAMPLE_COL_ELEMENTS``) -- is made in a per-thread buffer that stays in cache and
+multiplied there; the data gradient adds the sample's dcol into its image. When the batch's
+cols are small enough (``KEPT_COL_ELEMENTS``) the forward writes them into a buffer kept for the
+filter gradient; without them the filter gradient takes the im2col route (it would make the
+cols again, and a kernel with an im2col of its own costs a fresh machine another second of
+compiling).
+
+Taken by one-group, channel-first convolutions, in float32, on CPUs with AVX-512
+(``tiles.FAST``); ``NNABLA_JIT_TILED_CONV=0`` turns both routes off.
 """
 import os
 import weakref
@@ -42,13 +53,14 @@ FILTER_ELEMENTS = 1 << 18
 # twice the im2col route's bound: the BN CNN's 32 -> 64 layer keeps its 9.4 MB, 4-5% a step).
 KEPT_COL_ELEMENTS = 1 << 22
 # Implicit convolution (stride 1): where it computes at most this many wide positions per map
-# position, and its per-thread padded image and wide map hold at most IMPLICIT_ELEMENTS. (The
-# data gradient of LeNet's conv2, waste 1.33, runs 0.83x the sampled route's; it stays implicit
-# all the same: a first run then compiles neither the sampled kernels nor block_product.)
+# position, or in any layer of at most SMALL_LAYER multiply-adds a call (well under a millisecond
+# either way: there sharing the implicit kernels spares a first run compiling the sampled ones,
+# the digits example's 4 x 4 layer), and its per-thread padded image and wide map hold at most
+# IMPLICIT_ELEMENTS. (The data gradient of LeNet's conv2, waste 1.33, runs 0.83x the sampled
+# route's; it stays implicit all the same: a first run then compiles neither the sampled kernels
+# nor block_product.)
 IMPLICIT_WASTE = 1.5
-# ... and whose col has at least this many rows: below it (the digits example's first layer,
-# 1 channel x 3 x 3 on 8 x 8 maps) padding and copying out each sample cost more than the col.
-IMPLICIT_MIN_ROWS = 16
+SMALL_LAYER = 1 << 24
 IMPLICIT_ELEMENTS = 1 << 19
 IMPLICIT_FILTER_ELEMENTS = 1 << 20
 
@@ -299,8 +311,9 @@ class ImplicitPlan:
         self.plane = tuple(int(v) for v in (C, H, W, Hp, Wp, OH, OW, ph, pw, N))
         self.waste = N / (OH * OW)   # products computed per map position
 
-    def fits(self, filter_elements):
-        return (self.waste <= IMPLICIT_WASTE and self.pad_size + self.wide_size <= IMPLICIT_ELEMENTS
+    def fits(self, filter_elements, macs):
+        return ((self.waste <= IMPLICIT_WASTE or macs <= SMALL_LAYER)
+                and self.pad_size + self.wide_size <= IMPLICIT_ELEMENTS
                 and filter_elements <= IMPLICIT_FILTER_ELEMENTS)
 
 
@@ -309,20 +322,21 @@ def implicit_plans(geo):
     it does not apply or wins (``ImplicitPlan.fits``). The data gradient is the convolution of
     dy padded by (kernel - 1) * dilation - pad with the filter turned by 180 degrees and
     transposed, which needs that padding to be at least 0."""
-    if len(geo.img_sp) > 2 or max(geo.stride) != 1 or geo.C * geo.K < IMPLICIT_MIN_ROWS:
+    if len(geo.img_sp) > 2 or max(geo.stride) != 1:
         return None, None
     fill = (1,) * (2 - len(geo.img_sp))
     kernel, dilation = fill + geo.kernel, fill + geo.dilation
     pad = (0,) * len(fill) + geo.pad
     img_hw, map_hw = tuple(geo.img_sp_a[-2:]), tuple(geo.map_sp_a[-2:])
     filter_elements = geo.M * geo.C * geo.K
+    macs = geo.B * filter_elements * geo.O
     forward = ImplicitPlan(geo.C, geo.M, img_hw, map_hw, kernel, dilation, pad)
     grad_pad = tuple((k - 1) * d - p for k, d, p in zip(kernel, dilation, pad))
     grad = None
     if min(grad_pad) >= 0:
         grad = ImplicitPlan(geo.M, geo.C, map_hw, img_hw, kernel, dilation, grad_pad)
-    return (forward if forward.fits(filter_elements) else None,
-            grad if grad is not None and grad.fits(filter_elements) else None)
+    return (forward if forward.fits(filter_elements, macs) else None,
+            grad if grad is not None and grad.fits(filter_elements, macs) else None)
 
 
 def _sampled(geo):

@@ -354,10 +354,11 @@ def test_convolution_filter_gradient_orientations_agree(monkeypatch, im2col_rout
     ((3, 3, 20, 37), 18, (3, 3), (1, 1), (2, 1), (1, 1), (False, False)),   # a stride: sampled
     ((2, 3, 18, 41), 9, (3, 3), (2, 2), (1, 1), (2, 2), (True, True)),      # dilated, padding 2
     ((3, 8, 40), 7, (3,), (1,), (1,), (1,), (True, True)),                  # 1-d
-    ((3, 4, 9), 7, (3,), (1,), (1,), (1,), (False, False)),                 # 1-d, too narrow (waste)
+    ((3, 4, 9), 7, (3,), (1,), (1,), (1,), (True, True)),                   # narrow (waste) but small
+    ((32, 64, 4, 4), 128, (3, 3), (1, 1), (1, 1), (1, 1), (False, False)),  # narrow and not small
     ((2, 2, 7, 7, 5), 4, (3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1), (False, False)),   # 3-d
     ((1, 2, 6, 30), 3, (3, 3), (1, 1), (1, 1), (1, 1), (True, True)),       # one sample
-    ((1, 1, 5, 5), 3, (5, 5), (2, 2), (1, 1), (1, 1), (False, False))])     # one sample, 5 x 5
+    ((1, 1, 5, 5), 3, (5, 5), (2, 2), (1, 1), (1, 1), (True, True))])       # one sample, 5 x 5
 def test_tiled_route_matches_the_im2col_route(monkeypatch, variant, implicit, x_shape, M, kernel, pad, stride,
                                               dilation, implicit_routes):
     """Float32 products on register tiles -- implicit (stride 1: no col) or sample by sample

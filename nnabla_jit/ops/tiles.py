@@ -135,30 +135,36 @@ def _tile(MR, NV, table=None):
     return tile
 
 
-_tile_8x2, _tile_1x2, _tile_8x1, _tile_1x1 = _tile(8, 2), _tile(1, 2), _tile(8, 1), _tile(1, 1)
-_b_table_8x2, _b_table_1x2, _b_table_8x1, _b_table_1x1 = (_tile(8, 2, "b"), _tile(1, 2, "b"), _tile(8, 1, "b"),
-                                                          _tile(1, 1, "b"))
-_a_table_8x2, _a_table_1x2, _a_table_8x1, _a_table_1x1 = (_tile(8, 2, "a"), _tile(1, 2, "a"), _tile(8, 1, "a"),
-                                                          _tile(1, 1, "a"))
+def _column_block_of(table):
+    """The helper covering rows 0..M of one block of 32 columns (``two``) or 16 with ``_tile``'s
+    tiles of one ``table`` mode: tiles of 8 rows, then of one (a few more tile shapes would cost
+    compile time for the last rows only). Tile m0 reads A from ``pa + pa_step * m0`` and gets
+    ``a_row + a_row_step * m0`` as its ``a_row`` (strided A: pa_step = 4 * a_row; A's rows
+    through a table: the table's address, a_row_step = 8)."""
+    tile_8x2, tile_8x1, tile_1x2, tile_1x1 = (_tile(8, 2, table), _tile(8, 1, table), _tile(1, 2, table),
+                                              _tile(1, 1, table))
+
+    @njit(inline="always")
+    def column_block(pa, pa_step, pb, pc, M, K, a_row, a_row_step, a_k, ldb, ldc, accumulate, two):
+        m0 = 0
+        while m0 + 8 <= M:
+            ta, tr, tc = pa + pa_step * m0, a_row + a_row_step * m0, pc + 4 * m0 * ldc
+            if two:
+                tile_8x2(ta, pb, tc, K, tr, a_k, ldb, ldc, accumulate)
+            else:
+                tile_8x1(ta, pb, tc, K, tr, a_k, ldb, ldc, accumulate)
+            m0 += 8
+        while m0 < M:
+            ta, tr, tc = pa + pa_step * m0, a_row + a_row_step * m0, pc + 4 * m0 * ldc
+            if two:
+                tile_1x2(ta, pb, tc, K, tr, a_k, ldb, ldc, accumulate)
+            else:
+                tile_1x1(ta, pb, tc, K, tr, a_k, ldb, ldc, accumulate)
+            m0 += 1
+    return column_block
 
 
-@njit(cache=True, inline="always")
-def _column_block(pa, pb, pc, M, K, a_row, a_k, ldb, ldc, accumulate, two):
-    """Rows 0..M of one block of 32 columns (``two``) or 16: tiles of 8 rows, then of one
-    (a few more tile shapes would cost compile time for the last rows only)."""
-    m0 = 0
-    while m0 + 8 <= M:
-        if two:
-            _tile_8x2(pa + 4 * m0 * a_row, pb, pc + 4 * m0 * ldc, K, a_row, a_k, ldb, ldc, accumulate)
-        else:
-            _tile_8x1(pa + 4 * m0 * a_row, pb, pc + 4 * m0 * ldc, K, a_row, a_k, ldb, ldc, accumulate)
-        m0 += 8
-    while m0 < M:
-        if two:
-            _tile_1x2(pa + 4 * m0 * a_row, pb, pc + 4 * m0 * ldc, K, a_row, a_k, ldb, ldc, accumulate)
-        else:
-            _tile_1x1(pa + 4 * m0 * a_row, pb, pc + 4 * m0 * ldc, K, a_row, a_k, ldb, ldc, accumulate)
-        m0 += 1
+_column_block, _b_table_column_block, _a_table_column_block = (_column_block_of(t) for t in (None, "b", "a"))
 
 
 @njit(cache=True)   # not inlined: compiled once, shared by every kernel that calls it
@@ -170,10 +176,10 @@ def block_product(A, a_off, a_row, a_k, B, b_off, ldb, C, c_off, ldc, M, N, K, a
     pc = C.ctypes.data + 4 * c_off
     n0 = 0
     while n0 + 2 * WIDTH <= N:
-        _column_block(pa, pb + 4 * n0, pc + 4 * n0, M, K, a_row, a_k, ldb, ldc, accumulate, True)
+        _column_block(pa, 4 * a_row, pb + 4 * n0, pc + 4 * n0, M, K, a_row, 0, a_k, ldb, ldc, accumulate, True)
         n0 += 2 * WIDTH
     if n0 + WIDTH <= N:
-        _column_block(pa, pb + 4 * n0, pc + 4 * n0, M, K, a_row, a_k, ldb, ldc, accumulate, False)
+        _column_block(pa, 4 * a_row, pb + 4 * n0, pc + 4 * n0, M, K, a_row, 0, a_k, ldb, ldc, accumulate, False)
         n0 += WIDTH
     for i in range(M):   # the last columns, fewer than a vector
         for j in range(n0, N):
@@ -182,42 +188,6 @@ def block_product(A, a_off, a_row, a_k, B, b_off, ldb, C, c_off, ldc, M, N, K, a
                 s += A[a_off + i * a_row + k * a_k] * B[b_off + k * ldb + j]
             at = c_off + i * ldc + j
             C[at] = C[at] + s if accumulate else s
-
-
-@njit(cache=True, inline="always")
-def _b_table_column_block(pa, pb, pc, M, K, a_row, a_k, table, ldc, two):
-    """``_column_block`` with B's rows found through a table (``_tile``'s ``table="b"``)."""
-    m0 = 0
-    while m0 + 8 <= M:
-        if two:
-            _b_table_8x2(pa + 4 * m0 * a_row, pb, pc + 4 * m0 * ldc, K, a_row, a_k, table, ldc, False)
-        else:
-            _b_table_8x1(pa + 4 * m0 * a_row, pb, pc + 4 * m0 * ldc, K, a_row, a_k, table, ldc, False)
-        m0 += 8
-    while m0 < M:
-        if two:
-            _b_table_1x2(pa + 4 * m0 * a_row, pb, pc + 4 * m0 * ldc, K, a_row, a_k, table, ldc, False)
-        else:
-            _b_table_1x1(pa + 4 * m0 * a_row, pb, pc + 4 * m0 * ldc, K, a_row, a_k, table, ldc, False)
-        m0 += 1
-
-
-@njit(cache=True, inline="always")
-def _a_table_column_block(pa, pb, pc, M, K, table, a_k, ldb, ldc, accumulate, two):
-    """``_column_block`` with A's rows found through a table (``_tile``'s ``table="a"``)."""
-    m0 = 0
-    while m0 + 8 <= M:
-        if two:
-            _a_table_8x2(pa, pb, pc + 4 * m0 * ldc, K, table + 8 * m0, a_k, ldb, ldc, accumulate)
-        else:
-            _a_table_8x1(pa, pb, pc + 4 * m0 * ldc, K, table + 8 * m0, a_k, ldb, ldc, accumulate)
-        m0 += 8
-    while m0 < M:
-        if two:
-            _a_table_1x2(pa, pb, pc + 4 * m0 * ldc, K, table + 8 * m0, a_k, ldb, ldc, accumulate)
-        else:
-            _a_table_1x1(pa, pb, pc + 4 * m0 * ldc, K, table + 8 * m0, a_k, ldb, ldc, accumulate)
-        m0 += 1
 
 
 @njit(cache=True)
@@ -235,10 +205,11 @@ def table_product(A, a_rows, a_k, B, b_rows, ldb, C, ldc, M, N, K, accumulate):
     while n0 + WIDTH <= N:
         two = n0 + 2 * WIDTH <= N
         if by_a:
-            _a_table_column_block(pa, pb + 4 * n0, pc + 4 * n0, M, K, a_rows.ctypes.data, a_k, ldb, ldc,
+            _a_table_column_block(pa, 0, pb + 4 * n0, pc + 4 * n0, M, K, a_rows.ctypes.data, 8, a_k, ldb, ldc,
                                   accumulate, two)
         else:
-            _b_table_column_block(pa, pb + 4 * n0, pc + 4 * n0, M, K, a_k, 1, b_rows.ctypes.data, ldc, two)
+            _b_table_column_block(pa, 4 * a_k, pb + 4 * n0, pc + 4 * n0, M, K, a_k, 0, 1, b_rows.ctypes.data,
+                                  ldc, False, two)
         n0 += 2 * WIDTH if two else WIDTH
     for i in range(M):   # the last columns, fewer than a vector
         for j in range(n0, N):
